@@ -1,0 +1,50 @@
+// RAII sockets and addresses for the out-of-band handshake. All sockets are non-blocking.
+#pragma once
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <string>
+#include <utility>
+
+#include "core/status.h"
+
+namespace icn {
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd();
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+struct SockAddr {
+  sockaddr_storage storage{};
+  socklen_t len = 0;
+  const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&storage); }
+  int family() const { return storage.ss_family; }
+  std::string str() const;  // "1.2.3.4:port" or "[fe80::1%eth0]:port"
+};
+
+// Picks the interface/address for the handshake per ICN_SOCKET_IFNAME / NCCL_SOCKET_IFNAME.
+Status pickInterface(SockAddr* addr, std::string* ifname);
+
+// Binds (port 0) and listens; non-blocking. *bound gets the actual address.
+Status listenOn(const SockAddr& addr, Fd* out, SockAddr* bound);
+// Starts a non-blocking connect; completion is seen as writability (see socketConnected()).
+Status startConnect(const SockAddr& addr, Fd* out);
+// Ok with *connected=false while in progress; error when the connect failed.
+Status socketConnected(int fd, bool* connected, const std::string& peer);
+// Keepalive / TCP_USER_TIMEOUT so a dead link surfaces within ICN_PEER_TIMEOUT_MS.
+void setLivenessOptions(int fd);
+
+}  // namespace icn
