@@ -7,10 +7,7 @@
 namespace icn::ucx {
 
 namespace {
-// A peer that closed its control socket may still have bytes in flight inside UCX: keep progressing
-// this long before turning "peer gone" into an error.
 constexpr auto kPeerGoneGrace = std::chrono::milliseconds(300);
-constexpr int kCloseTimeoutMs = 2000;
 
 void onSendDone(void* request, ucs_status_t status, void* user) {
   auto* s = static_cast<SubRequest*>(user);
@@ -22,6 +19,7 @@ void onRecvDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* i
   auto* s = static_cast<SubRequest*>(user);
   s->status = status;
   if (status == UCS_OK) s->length = info->length;
+
   s->done = true;
 }
 
@@ -33,12 +31,25 @@ ucs_memory_type_t memType(void* mh) {
 
 Status UcxRequest::test(bool* done, int* sizes) { return owner->testRequest(this, done, sizes); }
 
-CommBase::CommBase(std::unique_ptr<Worker> worker, ControlChannel control, NetCommInfo info, int ptrSupport)
-    : worker_(std::move(worker)), control_(std::move(control)), ptrSupport_(ptrSupport) {
+CommBase::CommBase(std::unique_ptr<Worker> worker, std::unique_ptr<Endpoint> ep, ControlChannel control,
+                   NetCommInfo info, int ptrSupport)
+    : worker_(std::move(worker)), ep_(std::move(ep)), control_(std::move(control)), ptrSupport_(ptrSupport) {
   counters_ = netstats::registerComm(info);
 }
 
 CommBase::~CommBase() { netstats::unregisterComm(counters_); }
+
+template <typename Pool>
+void CommBase::cancelAll(Pool& pool) {
+  pool.forEach([&](UcxRequest& r) {
+    for (auto& s : r.sub)
+      if (s.ucxReq) {
+        ucp_request_cancel(worker_->get(), s.ucxReq);
+        ucp_request_free(s.ucxReq);
+        s.ucxReq = nullptr;
+      }
+  });
+}
 
 Status CommBase::regMr(void* data, size_t size, int type, void** mh) {
   if (!mh) return Status::InvalidArgument;
@@ -62,7 +73,15 @@ Status CommBase::deregMr(void* mh) {
 
 Status CommBase::checkPeer(UcxRequest* r) {
   if (failed_) return Status::RemoteError;
+  if (ep_->failed()) {
+    failed_ = true;
+    ICN_WARN(subsys::Net, "request (%d message%s, tag %d) to/from %s failed: %s", r->n, r->n == 1 ? "" : "s",
+             r->tags[0], peer().c_str(), statusString(ep_->failure()));
+    return Status::RemoteError;
+  }
   if (control_.checkAlive() == Status::Ok) return Status::Ok;
+  // The peer closed its side: bytes it sent before closing may still be in flight inside UCX, so keep
+  // progressing for a short grace period before failing the request.
   auto now = std::chrono::steady_clock::now();
   if (peerGoneAt_ == std::chrono::steady_clock::time_point{}) peerGoneAt_ = now;
   if (now - peerGoneAt_ < kPeerGoneGrace) return Status::Ok;
@@ -74,6 +93,7 @@ Status CommBase::checkPeer(UcxRequest* r) {
 
 Status CommBase::testRequest(UcxRequest* r, bool* done, int* sizes) {
   *done = false;
+  if (failed_) return Status::RemoteError;
   worker_->progress();
   bool all = true;
   for (int i = 0; i < r->n; i++) all = all && r->sub[i].done;
@@ -95,36 +115,13 @@ Status CommBase::testRequest(UcxRequest* r, bool* done, int* sizes) {
   return result;
 }
 
-UcxSendComm::UcxSendComm(std::unique_ptr<Worker> worker, ucp_ep_h ep, std::unique_ptr<EpError> epErr,
-                         ControlChannel control, NetCommInfo info, int ptrSupport)
-    : CommBase(std::move(worker), std::move(control), std::move(info), ptrSupport), ep_(ep), epErr_(std::move(epErr)) {}
-
-void UcxSendComm::onEpError(void* arg, ucp_ep_h, ucs_status_t status) {
-  auto* e = static_cast<EpError*>(arg);
-  e->failed = true;
-  e->status = status;
-}
-
-UcxSendComm::~UcxSendComm() {
-  pool_.forEach([&](UcxRequest& r) {
-    for (auto& s : r.sub)
-      if (s.ucxReq) {
-        ucp_request_cancel(worker_->get(), s.ucxReq);
-        ucp_request_free(s.ucxReq);
-      }
-  });
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  p.flags = epErr_->failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;  // flush what was sent unless the peer is gone
-  ucs_status_t st = waitRequest(*worker_, ucp_ep_close_nbx(ep_, &p), kCloseTimeoutMs);
-  if (st != UCS_OK && !epErr_->failed && st != UCS_ERR_CANCELED)
-    ICN_INFO(subsys::Net, "closing UCX endpoint to %s: %s", peer().c_str(), statusString(st));
-}
+UcxSendComm::~UcxSendComm() { cancelAll(pool_); }
 
 Status UcxSendComm::isend(void* data, size_t size, int tag, void* mhandle, Request** request) {
   *request = nullptr;
-  if (epErr_->failed) {
-    ICN_WARN(subsys::Net, "isend to %s: endpoint failed earlier: %s", peer().c_str(), statusString(epErr_->status));
+  if (ep_->failed() || failed_) {
+    ICN_WARN(subsys::Net, "isend to %s: connection failed earlier: %s", peer().c_str(),
+             ep_->failed() ? statusString(ep_->failure()) : "peer is gone");
     return Status::RemoteError;
   }
   if (size > 0 && !data) return Status::InvalidArgument;
@@ -143,7 +140,7 @@ Status UcxSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reque
   p.cb.send = onSendDone;
   p.user_data = &s;
   p.memory_type = memType(mhandle);
-  ucs_status_ptr_t st = ucp_tag_send_nbx(ep_, data, size, static_cast<ucp_tag_t>(static_cast<uint32_t>(tag)), &p);
+  ucs_status_ptr_t st = ucp_tag_send_nbx(ep_->get(), data, size, static_cast<ucp_tag_t>(static_cast<uint32_t>(tag)), &p);
   if (UCS_PTR_IS_ERR(st)) {
     ICN_WARN(subsys::Net, "isend of %zu bytes to %s: %s", size, peer().c_str(), statusString(UCS_PTR_STATUS(st)));
     pool_.release(r);
@@ -159,16 +156,7 @@ Status UcxSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reque
   return Status::Ok;
 }
 
-UcxRecvComm::~UcxRecvComm() {
-  pool_.forEach([&](UcxRequest& r) {
-    for (auto& s : r.sub)
-      if (s.ucxReq) {
-        ucp_request_cancel(worker_->get(), s.ucxReq);
-        worker_->progress();
-        ucp_request_free(s.ucxReq);
-      }
-  });
-}
+UcxRecvComm::~UcxRecvComm() { cancelAll(pool_); }
 
 Status UcxRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
                           Request** request) {
@@ -191,22 +179,21 @@ Status UcxRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
     r->posted[i] = sizes[i];
     r->tags[i] = tags[i];
     SubRequest& s = r->sub[i];
-    ucp_tag_recv_info_t info{};
     ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_RECV_INFO |
-                     UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    // Always complete through the callback: UCX 1.13 leaves recv_info's length at 0 on immediate completion.
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE |
+                     UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     p.cb.recv = onRecvDone;
     p.user_data = &s;
-    p.recv_info.tag_info = &info;
     p.memory_type = memType(mhandles ? mhandles[i] : nullptr);
     ucs_status_ptr_t st = ucp_tag_recv_nbx(worker_->get(), data[i], sizes[i],
                                            static_cast<ucp_tag_t>(static_cast<uint32_t>(tags[i])), ~ucp_tag_t{0}, &p);
     if (UCS_PTR_IS_ERR(st)) {
       s.done = true;
       s.status = UCS_PTR_STATUS(st);
-    } else if (st == nullptr) {
+    } else if (st == nullptr) {  // not expected with NO_IMM_CMPL; treat as an unknown length
       s.done = true;
-      s.length = info.length;
+      s.status = UCS_ERR_NO_MESSAGE;
     } else {
       s.ucxReq = st;
     }

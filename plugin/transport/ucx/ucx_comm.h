@@ -11,6 +11,7 @@
 #include "core/handshake.h"
 #include "core/net_counters.h"
 #include "core/transport.h"
+#include "transport/ucx/ucx_endpoint.h"
 #include "transport/ucx/ucx_worker.h"
 
 namespace icn::ucx {
@@ -42,7 +43,8 @@ struct MemHandle {
 
 class CommBase {
  public:
-  CommBase(std::unique_ptr<Worker> worker, ControlChannel control, NetCommInfo info, int ptrSupport);
+  CommBase(std::unique_ptr<Worker> worker, std::unique_ptr<Endpoint> ep, ControlChannel control, NetCommInfo info,
+           int ptrSupport);
   virtual ~CommBase();
   Status regMr(void* data, size_t size, int type, void** mh);
   Status deregMr(void* mh);
@@ -53,7 +55,11 @@ class CommBase {
   virtual void releaseRequest(UcxRequest* r) = 0;
   Status checkPeer(UcxRequest* r);
 
+  template <typename Pool>
+  void cancelAll(Pool& pool);
+
   std::unique_ptr<Worker> worker_;
+  std::unique_ptr<Endpoint> ep_;  // destroyed before the worker
   ControlChannel control_;
   std::shared_ptr<NetCounters> counters_;
   int ptrSupport_;
@@ -63,13 +69,7 @@ class CommBase {
 
 class UcxSendComm final : public SendComm, public CommBase {
  public:
-  // Written by UCX's error handler when the endpoint breaks (peer died, link down).
-  struct EpError {
-    bool failed = false;
-    ucs_status_t status = UCS_OK;
-  };
-  UcxSendComm(std::unique_ptr<Worker> worker, ucp_ep_h ep, std::unique_ptr<EpError> epErr, ControlChannel control,
-              NetCommInfo info, int ptrSupport);
+  using CommBase::CommBase;
   ~UcxSendComm() override;
   Status regMr(void* data, size_t size, int type, void** mh) override { return CommBase::regMr(data, size, type, mh); }
   Status regMrDmaBuf(void* data, size_t size, int type, uint64_t, int, void** mh) override {
@@ -77,12 +77,9 @@ class UcxSendComm final : public SendComm, public CommBase {
   }
   Status deregMr(void* mh) override { return CommBase::deregMr(mh); }
   Status isend(void* data, size_t size, int tag, void* mhandle, Request** request) override;
-  static void onEpError(void* arg, ucp_ep_h ep, ucs_status_t status);
 
  private:
   void releaseRequest(UcxRequest* r) override { pool_.release(r); }
-  ucp_ep_h ep_;
-  std::unique_ptr<EpError> epErr_;
   FixedPool<UcxRequest, kMaxRequests * kMaxRecvs> pool_;
 };
 
