@@ -25,6 +25,7 @@ namespace {
 struct State {
   std::mutex mu;
   std::vector<std::shared_ptr<CommEntry>> entries;
+  std::vector<std::shared_ptr<CommEntry>> finalized;
   std::thread writer;
   std::condition_variable cv;
   bool stopWriter = false;
@@ -116,10 +117,15 @@ void unregisterComm(const std::shared_ptr<CommEntry>& entry) {
   State& s = state();
   std::thread toJoin;
   std::string path;
+  bool last = false;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     path = s.path;
-    bool last = std::count_if(s.entries.begin(), s.entries.end(), [&](auto& e) { return e != entry; }) == 0;
+    s.finalized.push_back(entry);
+    // Finalized comms stay in the picture until the last one goes, so the final file shows every rank.
+    last = std::all_of(s.entries.begin(), s.entries.end(), [&](auto& e) {
+      return std::find(s.finalized.begin(), s.finalized.end(), e) != s.finalized.end();
+    });
     if (last && s.writer.joinable()) {
       s.stopWriter = true;
       toJoin = std::move(s.writer);
@@ -127,11 +133,13 @@ void unregisterComm(const std::shared_ptr<CommEntry>& entry) {
   }
   s.cv.notify_all();
   if (toJoin.joinable()) toJoin.join();
-  // Final picture including this comm, then forget it.
+  if (!last) return;
   std::string why;
-  if (!path.empty()) writeSnapshot(path, &why);
+  if (!path.empty() && !writeSnapshot(path, &why))
+    ICN_WARN(subsys::Tuning, "heatmap: cannot write %s: %s", path.c_str(), why.c_str());
   std::lock_guard<std::mutex> lock(s.mu);
-  s.entries.erase(std::remove(s.entries.begin(), s.entries.end(), entry), s.entries.end());
+  s.entries.clear();
+  s.finalized.clear();
 }
 
 std::string renderJson() {
@@ -232,6 +240,7 @@ void resetForTesting() {
   {
     std::lock_guard<std::mutex> lock(s.mu);
     s.entries.clear();
+    s.finalized.clear();
     if (s.writer.joinable()) {
       s.stopWriter = true;
       toJoin = std::move(s.writer);

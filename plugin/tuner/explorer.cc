@@ -5,6 +5,10 @@
 
 namespace icn::tuner {
 
+// A different channel count must beat NCCL's by this much: channel effects are small and medians of a handful of
+// samples are noisy, so smaller "wins" are mostly noise.
+constexpr double kChannelWinRatio = 0.92;
+
 double BucketExplorer::Bin::median() const {
   size_t n = std::min<size_t>(this->n, kRecent);
   if (n == 0) return 0;
@@ -115,7 +119,7 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
       winUs = m;
     }
   }
-  if (stage_ == 2 && win >= 0 && bins_[win].chRel != 0 && bins_[0].n > 0 && winUs > 0.97 * bins_[0].median()) {
+  if (stage_ == 2 && win >= 0 && bins_[win].chRel != 0 && bins_[0].n > 0 && winUs > kChannelWinRatio * bins_[0].median()) {
     win = 0;  // a different channel count must win clearly, not by noise
     winUs = bins_[0].median();
   }

@@ -107,10 +107,10 @@ uint64_t Group::maxNext(int c, int b) const {
   return m;
 }
 
-uint64_t Group::minNext(int c, int b) const {
+uint64_t Group::minDecided(int c, int b) const {
   uint64_t m = UINT64_MAX;
   for (int i = 0; i < kMaxLocal; ++i)
-    if (active_[i].load()) m = std::min(m, next_[i][c][b].load());
+    if (active_[i].load()) m = std::min(m, decided_[i][c][b].load());
   return m == UINT64_MAX ? 0 : m;
 }
 
@@ -130,8 +130,9 @@ Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
     return Decision{};
   uint64_t index = next_[slot][c][bkt].fetch_add(1);
   uint64_t w = buckets_[c][bkt].word.load();
-  if ((w & 1) && index >= (w >> 16)) return unpack(w);
-  return slowPath(slot, c, bkt, index, table);
+  Decision d = ((w & 1) && index >= (w >> 16)) ? unpack(w) : slowPath(slot, c, bkt, index, table);
+  decided_[slot][c][bkt].store(index + 1);
+  return d;
 }
 
 Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTable& table) {
@@ -174,7 +175,7 @@ void Group::maybeTransition(int c, int bkt) {
   }
   if (b.ex.phase() == BucketExplorer::Phase::Settled && (b.pendingStage2 || b.pendingReexplore)) {
     b.word.store(0);
-    if (minNext(c, bkt) >= b.ex.currentFrom()) {
+    if (minDecided(c, bkt) >= b.ex.currentFrom()) {
       uint64_t start = maxNext(c, bkt);
       if (b.pendingReexplore) {
         b.ex.noteReexplore();
@@ -209,9 +210,10 @@ void Group::addSample(int c, int bkt, const Sample& s) {
 void Group::logCommit(int c, int bkt, const CommitInfo& ci, bool committed) {
   char before[48], after[48];
   if (committed) {
-    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B stage %d: %s -> %s (%.2fus) from call %llu; measured: %s",
+    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B stage %d: %s %s %s (%.2fus) from call %llu; measured: %s",
              static_cast<unsigned long long>(commId_), coll::collName(c), bkt, ci.stage,
-             describe(ci.before, before, sizeof before), describe(ci.after, after, sizeof after), ci.afterUs,
+             describe(ci.before, before, sizeof before), ci.before == ci.after ? "stays" : "->",
+             describe(ci.after, after, sizeof after), ci.afterUs,
              static_cast<unsigned long long>(buckets_[c][bkt].ex.currentFrom()), ci.detail.c_str());
   } else {
     ICN_INFO(subsys::Tuning,

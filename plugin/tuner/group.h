@@ -70,7 +70,7 @@ class Group {
   void publish(Bucket& b);                     // mutex held
   void setExploring(Bucket& b, bool on);
   uint64_t maxNext(int coll, int bucket) const;
-  uint64_t minNext(int coll, int bucket) const;
+  uint64_t minDecided(int coll, int bucket) const;
   void logCommit(int coll, int bucket, const CommitInfo& ci, bool committed);
 
   uint64_t commId_;
@@ -79,6 +79,9 @@ class Group {
   mutable std::mutex mu_;
   std::array<std::array<Bucket, coll::kNumBuckets>, coll::kNumColls> buckets_;
   std::array<std::array<std::array<std::atomic<uint64_t>, coll::kNumBuckets>, coll::kNumColls>, kMaxLocal> next_{};
+  // Calls whose decision is fixed, per slot: a taken index is not decided until its caller has read the state, so
+  // history may only be rewritten once every local rank has *decided* past the current decision's start.
+  std::array<std::array<std::array<std::atomic<uint64_t>, coll::kNumBuckets>, coll::kNumColls>, kMaxLocal> decided_{};
   std::array<std::atomic<bool>, kMaxLocal> active_{};
   std::atomic<int> members_{0};
   std::atomic<bool> hasRank0_{false}, rankKnown_{false};
