@@ -27,9 +27,8 @@ def _truthy(v):
     return v is True or (isinstance(v, str) and v.lower() == "true")
 
 
-def repair_json(text):
-    """Closes the strings, lists and objects a killed writer left open, dropping a dangling
-    key or comma, so the rows written before the crash can still be read."""
+def _close(text):
+    """Appends the closers of every string, list and object still open at the end of text."""
     stack, in_str, esc = [], False, False
     for ch in text:
         if in_str:
@@ -46,17 +45,27 @@ def repair_json(text):
         elif ch in "}]" and stack:
             stack.pop()
     out = text + ('"' if in_str else "")
-    out = out.rstrip()
-    # A trailing ',' or a key without a value cannot be closed as is.
-    while True:
-        stripped = re.sub(r',\s*$', '', out)
-        stripped = re.sub(r',?\s*"[^"\\]*"\s*:\s*$', '', stripped)
-        if stripped == out:
-            break
-        out = stripped
     for opener in reversed(stack):
         out += "}" if opener == "{" else "]"
     return out
+
+
+def repair_json(text):
+    """Turns the prefix a killed writer left into valid JSON: close what is open; when the cut
+    fell inside an element (a key without value, half a number), drop back to the previous
+    comma and try again. The rows written before the crash survive."""
+    cut = text.rstrip()
+    for _ in range(200):
+        candidate = _close(re.sub(r"[,:]\s*$", "", cut))
+        try:
+            json.loads(candidate)
+            return candidate
+        except json.JSONDecodeError:
+            pos = cut.rfind(",")
+            if pos <= 0:
+                break
+            cut = cut[:pos]
+    return _close(text)
 
 
 def load_json_file(path):
