@@ -1,0 +1,56 @@
+#include "log_capture.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <utility>
+
+#include "core/auth.h"
+#include "core/log.h"
+#include "core/params.h"
+
+namespace icn::testing {
+namespace {
+std::mutex g_mu;
+std::vector<std::string> g_warn;
+
+void sink(int level, unsigned long, const char*, int, const char* fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (level != static_cast<int>(LogLevel::Warn)) return;
+  fprintf(stderr, "[captured WARN] %s\n", msg);
+  std::lock_guard lk(g_mu);
+  g_warn.emplace_back(msg);
+}
+}  // namespace
+
+void installLogCapture() { setLogSink(&sink); }
+
+std::vector<std::string> takeWarnings() {
+  std::lock_guard lk(g_mu);
+  return std::exchange(g_warn, {});
+}
+
+bool warned(const std::vector<std::string>& lines, std::initializer_list<const char*> needles) {
+  for (auto& l : lines) {
+    bool all = true;
+    for (const char* n : needles) all = all && l.find(n) != std::string::npos;
+    if (all) return true;
+  }
+  return false;
+}
+
+void setEnvAndReload(const char* name, const char* value) {
+  if (value)
+    setenv(name, value, 1);
+  else
+    unsetenv(name);
+  params::reloadForTesting();
+  auth::resetForTesting();
+}
+
+}  // namespace icn::testing
