@@ -77,6 +77,30 @@ bool verify(char role, std::span<const uint8_t, 16> nonceC, std::span<const uint
   return diff == 0;
 }
 
+std::vector<uint8_t> helloTag(char role, std::span<const uint8_t, 16> nonceC, std::span<const uint8_t, 16> nonceA,
+                              std::span<const uint8_t> blob) {
+  uint8_t msg[1 + 16 + 16 + 32];
+  msg[0] = static_cast<uint8_t>(role);
+  memcpy(msg + 1, nonceC.data(), 16);
+  memcpy(msg + 17, nonceA.data(), 16);
+  Digest b = sha256(blob);
+  memcpy(msg + 33, b.data(), b.size());
+  std::lock_guard lk(g_mu);
+  loadLocked();
+  Digest d = g_key.empty() ? sha256(msg)
+                           : hmacSha256({reinterpret_cast<const uint8_t*>(g_key.data()), g_key.size()}, msg);
+  return {d.begin(), d.end()};
+}
+
+bool verifyHelloTag(char role, std::span<const uint8_t, 16> nonceC, std::span<const uint8_t, 16> nonceA,
+                    std::span<const uint8_t> blob, std::span<const uint8_t> got) {
+  std::vector<uint8_t> want = helloTag(role, nonceC, nonceA, blob);
+  if (want.size() != got.size()) return false;
+  uint8_t diff = 0;
+  for (size_t i = 0; i < want.size(); i++) diff |= want[i] ^ got[i];
+  return diff == 0;
+}
+
 void fillNonce(std::span<uint8_t, 16> nonce) {
   size_t off = 0;
   while (off < nonce.size()) {

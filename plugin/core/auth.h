@@ -24,6 +24,15 @@ std::vector<uint8_t> mac(char role, std::span<const uint8_t, 16> nonceC, std::sp
 // Constant-time comparison against the expected mac.
 bool verify(char role, std::span<const uint8_t, 16> nonceC, std::span<const uint8_t, 16> nonceA,
             std::span<const uint8_t> got);
+// Tag carried by every HELLO, checked before the transport parses the peer's blob (UCX aborts the process
+// on a malformed worker address): over role | nonceC | nonceA | SHA-256(blob). With a key it is
+// HMAC-SHA256(key, .) and proves knowledge of it; without one it is a plain SHA-256 that catches corrupt
+// or foreign payloads, not a deliberate attacker (that needs the key). The connector's HELLO uses role 'H'
+// and a zero nonceA (it does not know it yet).
+std::vector<uint8_t> helloTag(char role, std::span<const uint8_t, 16> nonceC, std::span<const uint8_t, 16> nonceA,
+                              std::span<const uint8_t> blob);
+bool verifyHelloTag(char role, std::span<const uint8_t, 16> nonceC, std::span<const uint8_t, 16> nonceA,
+                    std::span<const uint8_t> blob, std::span<const uint8_t> got);
 void fillNonce(std::span<uint8_t, 16> nonce);
 void resetForTesting();
 }  // namespace auth

@@ -23,6 +23,8 @@ Handshake::Handshake(Fd fd, Role role, std::string peerName, Hello local)
     : fd_(std::move(fd)), role_(role), peerName_(std::move(peerName)), local_(std::move(local)) {
   lastProgress_ = std::chrono::steady_clock::now();
   if (role_ == Role::Connector) {
+    const uint8_t noNonce[16] = {};
+    local_.mac = auth::helloTag('H', local_.nonce, noNonce, local_.blob);
     out_ = encodeFrame(FrameType::Hello, encodeHello(local_));
     helloSent_ = true;
   }
@@ -44,7 +46,7 @@ void Handshake::confirm(std::vector<uint8_t> acceptorBlob) {
   std::vector<uint8_t> frame;
   if (role_ == Role::Acceptor) {
     local_.blob = std::move(acceptorBlob);
-    local_.mac = auth::mac('A', peer_.nonce, local_.nonce);
+    local_.mac = auth::helloTag('A', peer_.nonce, local_.nonce, local_.blob);
     frame = encodeFrame(FrameType::Hello, encodeHello(local_));
     helloSent_ = true;
   } else {
@@ -102,16 +104,15 @@ Status Handshake::onFrame(FrameType type, std::span<const uint8_t> payload) {
     if (peer_.transport != local_.transport)
       return fail("peer %s:%u uses transport %s, we use %s (set ICN_TRANSPORT alike on all ranks)", peer_.host.c_str(),
                   peer_.pid, transportName(peer_.transport), transportName(local_.transport));
-    if (role_ == Role::Connector) {
-      if (auth::enabled()) {
-        if (!auth::verify('A', local_.nonce, peer_.nonce, peer_.mac))
-          return fail("peer %s:%u did not prove knowledge of the job key (ICN_AUTH_KEY)", peer_.host.c_str(), peer_.pid);
-      } else if (!peer_.mac.empty()) {
-        return fail("peer requires authentication but ICN_AUTH_KEY is not set here");
-      }
-    } else if (!peer_.mac.empty()) {
-      return fail("connector HELLO must not carry a MAC");
-    }
+    // Checked before anyone parses the blob: a transport must never see an unverified peer payload.
+    const uint8_t noNonce[16] = {};
+    bool tagOk = role_ == Role::Connector ? auth::verifyHelloTag('A', local_.nonce, peer_.nonce, peer_.blob, peer_.mac)
+                                          : auth::verifyHelloTag('H', peer_.nonce, noNonce, peer_.blob, peer_.mac);
+    if (!tagOk && auth::enabled())
+      return fail("peer %s:%u did not prove knowledge of the job key (ICN_AUTH_KEY)", peer_.host.c_str(), peer_.pid);
+    if (!tagOk)
+      return fail("HELLO from %s:%u fails its integrity check (corrupt, not an ICN peer, or ICN_AUTH_KEY is set there "
+                  "but not here)", peer_.host.c_str(), peer_.pid);
     peerName_ = peer_.host + ":" + std::to_string(peer_.pid) + " (" + peerName_ + ")";
     helloReceived_ = true;
     return Status::Ok;

@@ -8,8 +8,10 @@
 //      READY(mac_c)         ──▶
 //   Done                           Done
 //
-// The blob is transport-specific (UCX worker address, QP numbers/GIDs/FIFO rkey). With ICN_AUTH_KEY the macs are
-// HMAC-SHA256(key, role | nonceC | nonceA); without a key they are empty and a peer that sends one is refused.
+// The blob is transport-specific (UCX worker address, QP numbers/GIDs/FIFO rkey). Each HELLO carries a tag over
+// role | nonceC | nonceA | SHA-256(blob) ('H' with a zero nonceA for the connector, 'A' for the acceptor), checked
+// before the blob is used; READY carries HMAC(key, 'C' | nonceC | nonceA). With ICN_AUTH_KEY the tags are
+// HMAC-SHA256 with the key; without it they are plain SHA-256 (catches garbage, not attackers) and READY's is empty.
 // After Done the socket stays open as the control channel: its closing is how a dead peer is noticed.
 #pragma once
 #include <chrono>
@@ -37,7 +39,7 @@ struct Hello {
   uint32_t pid = 0;
   std::string host;
   uint8_t nonce[16] = {};
-  std::vector<uint8_t> mac;   // empty or 32 bytes
+  std::vector<uint8_t> mac;   // HELLO: 32-byte tag (auth::helloTag); decoder accepts 0 or 32
   std::vector<uint8_t> blob;  // transport payload
 };
 

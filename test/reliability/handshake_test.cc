@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <optional>
 #include <random>
 
 #include "core/auth.h"
@@ -68,10 +69,30 @@ class HandshakeTest : public ::testing::Test {
       confirmed = true;
     }
   }
-  Hello validHello(std::vector<uint8_t> mac = {}) {
+  // A connector HELLO with a correct tag for this process's key setting (or an explicit tag).
+  Hello validHello(std::optional<std::vector<uint8_t>> tag = std::nullopt) {
     Hello h = makeLocalHello(kTransportUcx, 77, {0xAB, 0xCD});
     h.host = "scripted";
-    h.mac = std::move(mac);
+    const uint8_t zero[16] = {};
+    h.mac = tag ? *tag : auth::helloTag('H', h.nonce, zero, h.blob);
+    return h;
+  }
+  // Tag as a peer holding `key` (empty: no key, plain SHA-256) would compute it.
+  static std::vector<uint8_t> tagWith(const std::string& key, char role, const uint8_t* nC, const uint8_t* nA,
+                                      std::span<const uint8_t> blob) {
+    uint8_t msg[65];
+    msg[0] = static_cast<uint8_t>(role);
+    memcpy(msg + 1, nC, 16);
+    memcpy(msg + 17, nA, 16);
+    Digest b = sha256(blob);
+    memcpy(msg + 33, b.data(), 32);
+    Digest d = key.empty() ? sha256(msg) : hmacSha256({reinterpret_cast<const uint8_t*>(key.data()), key.size()}, msg);
+    return {d.begin(), d.end()};
+  }
+  Hello helloTaggedWith(const std::string& key) {
+    Hello h = validHello();
+    const uint8_t zero[16] = {};
+    h.mac = tagWith(key, 'H', h.nonce, zero, h.blob);
     return h;
   }
   std::vector<uint8_t> helloFrame(const Hello& h) { return encodeFrame(FrameType::Hello, encodeHello(h)); }
@@ -135,8 +156,17 @@ TEST_F(HandshakeTest, WrongTransportRefused) {
   expectAcceptorRefuses(helloFrame(h), "uses transport ib");
 }
 TEST_F(HandshakeTest, ReadyBeforeHelloRefused) { expectAcceptorRefuses(readyFrame({}), "unexpected READY"); }
-TEST_F(HandshakeTest, ConnectorHelloWithMacRefused) {
-  expectAcceptorRefuses(helloFrame(validHello(std::vector<uint8_t>(32, 1))), "must not carry a MAC");
+TEST_F(HandshakeTest, HelloWithoutTagRefused) {
+  expectAcceptorRefuses(helloFrame(validHello(std::vector<uint8_t>{})), "fails its integrity check");
+}
+TEST_F(HandshakeTest, HelloWithWrongTagRefused) {
+  expectAcceptorRefuses(helloFrame(validHello(std::vector<uint8_t>(32, 1))), "fails its integrity check");
+}
+// A HELLO whose transport payload was altered after tagging never reaches the transport's parser.
+TEST_F(HandshakeTest, HelloWithCorruptBlobRefused) {
+  Hello h = validHello();
+  h.blob[0] ^= 0x40;
+  expectAcceptorRefuses(helloFrame(h), "fails its integrity check");
 }
 TEST_F(HandshakeTest, SecondHelloRefused) {
   auto f = helloFrame(validHello());
@@ -210,89 +240,99 @@ TEST_F(HandshakeTest, SameKeyCompletes) {
   EXPECT_TRUE(ok);
 }
 
-// Plays the connector by hand; `readyMac` picks what the READY carries given both nonces.
+// Plays the connector by hand: HELLO tagged with `helloKey`, then a READY whose MAC `readyMac` picks.
+// Returns the acceptor's result; *acceptorHello gets its HELLO when it sent one.
 template <typename MacFn>
-Status keyedAcceptorAgainst(HandshakeTest* t, Hello connectorHello, MacFn readyMac, std::vector<uint8_t>* acceptorMac,
-                            std::array<uint8_t, 16>* acceptorNonce) {
+Status acceptorAgainst(HandshakeTest* t, const std::string& helloKey, MacFn readyMac, std::optional<Hello>* acceptorHello) {
   t->make(Handshake::Role::Acceptor);
-  EXPECT_TRUE(t->raw->send(t->helloFrame(connectorHello)));
+  Hello ch = t->helloTaggedWith(helloKey);
+  EXPECT_TRUE(t->raw->send(t->helloFrame(ch)));
   auto reply = t->raw->readFrame([&] { t->pumpOnce(); });
-  EXPECT_TRUE(reply.has_value()) << "acceptor sent no HELLO";
-  if (!reply) return Status::InternalError;
+  if (!reply) return t->drive(Phase::Done);  // refused at HELLO: it must say so
   Hello ah;
   std::string why;
   EXPECT_EQ(decodeHello(reply->payload, &ah, &why), Status::Ok) << why;
-  *acceptorMac = ah.mac;
-  memcpy(acceptorNonce->data(), ah.nonce, 16);
-  EXPECT_TRUE(t->raw->send(t->readyFrame(readyMac(connectorHello.nonce, ah.nonce))));
+  *acceptorHello = ah;
+  EXPECT_TRUE(t->raw->send(t->readyFrame(readyMac(ch.nonce, ah.nonce))));
   return t->drive(Phase::Done);
 }
 
-TEST_F(HandshakeTest, KeyedAcceptorAcceptsCorrectReadyAndProvesItself) {
-  setEnvAndReload("ICN_AUTH_KEY", kKey);
-  Hello ch = validHello();
-  std::vector<uint8_t> amac;
-  std::array<uint8_t, 16> an;
-  EXPECT_EQ(keyedAcceptorAgainst(this, ch, [](const uint8_t* nC, const uint8_t* nA) { return macWith(kKey, 'C', nC, nA); },
-                                 &amac, &an),
-            Status::Ok);
-  // The acceptor's own proof is HMAC(key, 'A' | nonceC | nonceA), computed independently here.
-  EXPECT_EQ(amac, macWith(kKey, 'A', ch.nonce, an.data()));
+auto readyWith(const std::string& key, char role = 'C') {
+  return [key, role](const uint8_t* nC, const uint8_t* nA) {
+    return key.empty() ? std::vector<uint8_t>{} : HandshakeTest::macWith(key, role, nC, nA);
+  };
 }
 
-TEST_F(HandshakeTest, KeyedAcceptorRefusesWrongKey) {
+TEST_F(HandshakeTest, KeyedAcceptorAcceptsCorrectPeerAndProvesItself) {
   setEnvAndReload("ICN_AUTH_KEY", kKey);
-  std::vector<uint8_t> amac;
-  std::array<uint8_t, 16> an;
-  EXPECT_EQ(keyedAcceptorAgainst(
-                this, validHello(),
-                [](const uint8_t* nC, const uint8_t* nA) { return macWith("another-jobs-key", 'C', nC, nA); }, &amac,
-                &an),
-            Status::RemoteError);
+  std::optional<Hello> ah;
+  EXPECT_EQ(acceptorAgainst(this, kKey, readyWith(kKey), &ah), Status::Ok);
+  ASSERT_TRUE(ah.has_value());
+  EXPECT_EQ(ah->mac.size(), 32u);
+}
+
+TEST_F(HandshakeTest, KeyedAcceptorProofMatchesIndependentHmac) {
+  setEnvAndReload("ICN_AUTH_KEY", kKey);
+  make(Handshake::Role::Acceptor);
+  Hello ch = helloTaggedWith(kKey);
+  ASSERT_TRUE(raw->send(helloFrame(ch)));
+  auto reply = raw->readFrame([&] { pumpOnce(); });
+  ASSERT_TRUE(reply.has_value());
+  Hello ah;
+  std::string why;
+  ASSERT_EQ(decodeHello(reply->payload, &ah, &why), Status::Ok) << why;
+  EXPECT_EQ(ah.mac, tagWith(kKey, 'A', ch.nonce, ah.nonce, ah.blob));
+  EXPECT_NE(ah.mac, tagWith("", 'A', ch.nonce, ah.nonce, ah.blob));
+}
+
+TEST_F(HandshakeTest, KeyedAcceptorRefusesHelloWithWrongKeyBeforeReplying) {
+  setEnvAndReload("ICN_AUTH_KEY", kKey);
+  std::optional<Hello> ah;
+  EXPECT_EQ(acceptorAgainst(this, "another-jobs-key", readyWith(kKey), &ah), Status::RemoteError);
+  EXPECT_FALSE(ah.has_value()) << "the acceptor answered (and set up) before the peer proved the key";
   EXPECT_TRUE(warned(takeWarnings(), {"did not prove knowledge of the job key"}));
 }
 
-TEST_F(HandshakeTest, KeyedAcceptorRefusesMissingMac) {
+TEST_F(HandshakeTest, KeyedAcceptorRefusesUnkeyedPeer) {  // key on the acceptor only
   setEnvAndReload("ICN_AUTH_KEY", kKey);
-  std::vector<uint8_t> amac;
-  std::array<uint8_t, 16> an;
-  EXPECT_EQ(keyedAcceptorAgainst(this, validHello(), [](const uint8_t*, const uint8_t*) { return std::vector<uint8_t>{}; },
-                                 &amac, &an),
-            Status::RemoteError);
+  std::optional<Hello> ah;
+  EXPECT_EQ(acceptorAgainst(this, "", readyWith(""), &ah), Status::RemoteError);
+  EXPECT_FALSE(ah.has_value());
   EXPECT_TRUE(warned(takeWarnings(), {"did not prove knowledge of the job key"}));
 }
 
-TEST_F(HandshakeTest, KeyedAcceptorRefusesReflectedOrReplayedMac) {
+TEST_F(HandshakeTest, KeyedAcceptorRefusesBadReady) {
   setEnvAndReload("ICN_AUTH_KEY", kKey);
-  std::vector<uint8_t> amac;
-  std::array<uint8_t, 16> an;
-  // Reflection: echo the acceptor's own role tag back.
-  EXPECT_EQ(keyedAcceptorAgainst(this, validHello(),
-                                 [](const uint8_t* nC, const uint8_t* nA) { return macWith(kKey, 'A', nC, nA); }, &amac,
-                                 &an),
-            Status::RemoteError);
-  // Replay: a proof made for other nonces (an earlier session).
+  std::optional<Hello> ah;
+  EXPECT_EQ(acceptorAgainst(this, kKey, readyWith("another-jobs-key"), &ah), Status::RemoteError);
+  EXPECT_TRUE(warned(takeWarnings(), {"did not prove knowledge of the job key"}));
+  confirmed = false;
+  EXPECT_EQ(acceptorAgainst(this, kKey, readyWith(""), &ah), Status::RemoteError);  // no proof at all
+  confirmed = false;
+  EXPECT_EQ(acceptorAgainst(this, kKey, readyWith(kKey, 'A'), &ah), Status::RemoteError);  // reflected role
   confirmed = false;
   uint8_t oldNonce[16] = {7};
-  EXPECT_EQ(keyedAcceptorAgainst(this, validHello(),
-                                 [&](const uint8_t* nC, const uint8_t*) { return macWith(kKey, 'C', nC, oldNonce); },
-                                 &amac, &an),
-            Status::RemoteError);
+  auto replay = [&](const uint8_t* nC, const uint8_t*) { return macWith(kKey, 'C', nC, oldNonce); };
+  EXPECT_EQ(acceptorAgainst(this, kKey, replay, &ah), Status::RemoteError);  // proof from another session
+  EXPECT_TRUE(warned(takeWarnings(), {"did not prove knowledge of the job key"}));
+}
+
+TEST_F(HandshakeTest, UnkeyedAcceptorRefusesKeyedPeer) {  // key on the connector only
+  std::optional<Hello> ah;
+  EXPECT_EQ(acceptorAgainst(this, kKey, readyWith(kKey), &ah), Status::RemoteError);
+  EXPECT_FALSE(ah.has_value());
+  EXPECT_TRUE(warned(takeWarnings(), {"ICN_AUTH_KEY is set there but not here"}));
 }
 
 TEST_F(HandshakeTest, UnkeyedAcceptorRefusesMacInReady) {
-  std::vector<uint8_t> amac;
-  std::array<uint8_t, 16> an;
-  EXPECT_EQ(keyedAcceptorAgainst(this, validHello(),
-                                 [](const uint8_t* nC, const uint8_t* nA) { return macWith(kKey, 'C', nC, nA); }, &amac,
-                                 &an),
-            Status::RemoteError);
-  EXPECT_TRUE(amac.empty()) << "an unkeyed acceptor must not send a MAC";
+  std::optional<Hello> ah;
+  EXPECT_EQ(acceptorAgainst(this, "", readyWith(kKey), &ah), Status::RemoteError);
+  ASSERT_TRUE(ah.has_value());
   EXPECT_TRUE(warned(takeWarnings(), {"requires authentication but ICN_AUTH_KEY is not set here"}));
 }
 
-// Connector side: the scripted acceptor answers with a HELLO whose MAC we choose.
-Status connectorAgainst(HandshakeTest* t, bool acceptorSendsMac, const std::string& key) {
+// Connector side: the scripted acceptor answers with a HELLO tagged with `key` (empty: plain SHA-256).
+Status connectorAgainst(HandshakeTest* t, const std::string& key, bool corruptBlob = false) {
   t->make(Handshake::Role::Connector);
   auto hello = t->raw->readFrame([&] { t->pumpOnce(); });
   EXPECT_TRUE(hello.has_value());
@@ -300,27 +340,34 @@ Status connectorAgainst(HandshakeTest* t, bool acceptorSendsMac, const std::stri
   Hello ch;
   std::string why;
   EXPECT_EQ(decodeHello(hello->payload, &ch, &why), Status::Ok) << why;
-  EXPECT_TRUE(ch.mac.empty());
   Hello ah = t->validHello();
-  if (acceptorSendsMac) ah.mac = HandshakeTest::macWith(key, 'A', ch.nonce, ah.nonce);
+  ah.mac = HandshakeTest::tagWith(key, 'A', ch.nonce, ah.nonce, ah.blob);
+  if (corruptBlob) ah.blob[1] ^= 1;
   EXPECT_TRUE(t->raw->send(t->helloFrame(ah)));
   return t->drive(Phase::Done);
 }
 
 TEST_F(HandshakeTest, KeyedConnectorChecksAcceptor) {
   setEnvAndReload("ICN_AUTH_KEY", kKey);
-  EXPECT_EQ(connectorAgainst(this, true, kKey), Status::Ok);
+  EXPECT_EQ(connectorAgainst(this, kKey), Status::Ok);
   confirmed = false;
-  EXPECT_EQ(connectorAgainst(this, true, "wrong key"), Status::RemoteError);
+  EXPECT_EQ(connectorAgainst(this, "wrong key"), Status::RemoteError);
   EXPECT_TRUE(warned(takeWarnings(), {"did not prove knowledge of the job key"}));
   confirmed = false;
-  EXPECT_EQ(connectorAgainst(this, false, ""), Status::RemoteError);  // key on the connector only
+  EXPECT_EQ(connectorAgainst(this, ""), Status::RemoteError);  // key on the connector only
   EXPECT_TRUE(warned(takeWarnings(), {"did not prove knowledge of the job key"}));
+  confirmed = false;
+  EXPECT_EQ(connectorAgainst(this, kKey, true), Status::RemoteError);  // blob altered in flight
 }
 
-TEST_F(HandshakeTest, UnkeyedConnectorRefusesKeyedAcceptor) {
-  EXPECT_EQ(connectorAgainst(this, true, kKey), Status::RemoteError);  // key on the acceptor only
-  EXPECT_TRUE(warned(takeWarnings(), {"requires authentication but ICN_AUTH_KEY is not set here"}));
+TEST_F(HandshakeTest, UnkeyedConnectorChecksAcceptor) {
+  EXPECT_EQ(connectorAgainst(this, ""), Status::Ok);
+  confirmed = false;
+  EXPECT_EQ(connectorAgainst(this, kKey), Status::RemoteError);  // key on the acceptor only
+  EXPECT_TRUE(warned(takeWarnings(), {"ICN_AUTH_KEY is set there but not here"}));
+  confirmed = false;
+  EXPECT_EQ(connectorAgainst(this, "", true), Status::RemoteError);
+  EXPECT_TRUE(warned(takeWarnings(), {"fails its integrity check"}));
 }
 
 }  // namespace

@@ -56,10 +56,15 @@ class UcxListenComm final : public ListenComm {
   Status accept(std::unique_ptr<RecvComm>* out) override;
 
  private:
+  // One incoming connection past its HELLO: handshake plus UCX wire-up. Several may be in flight, so a
+  // peer that stalls after its HELLO never holds up the others.
+  struct Setup {
+    std::unique_ptr<Handshake> hs;
+    std::unique_ptr<Pending> pending;
+  };
   UcxTransport& t_;
   std::unique_ptr<OobListener> listener_;
-  std::unique_ptr<Handshake> hs_;
-  std::unique_ptr<Pending> pending_;
+  std::vector<Setup> setups_;
 };
 
 struct PendingConnect : Pending {
@@ -100,39 +105,39 @@ NetCommInfo commInfo(const Hello& peer, uint64_t commId, bool isSend, const std:
 
 Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
   out->reset();
-  if (!hs_) {
-    ICN_CHECK(listener_->poll(&hs_));
-    if (!hs_) return Status::Ok;
-    pending_ = std::make_unique<Pending>();
+  std::unique_ptr<Handshake> hs;
+  ICN_CHECK(listener_->poll(&hs));
+  if (hs) {
+    Setup s{std::move(hs), std::make_unique<Pending>()};
     std::vector<uint8_t> addr;
-    Status st = Worker::create(t_.context(), &pending_->worker);
-    if (st == Status::Ok) st = pending_->worker->address(&addr);
-    if (st == Status::Ok) st = pending_->startWireup(hs_->peer(), hs_->peerName());
-    if (st != Status::Ok) {
-      hs_.reset();
-      pending_.reset();
-      return st;
+    ICN_CHECK(Worker::create(t_.context(), &s.pending->worker));  // local failures are ours to report
+    ICN_CHECK(s.pending->worker->address(&addr));
+    // A bad blob is the peer's fault (already logged): drop that connection, keep listening.
+    if (s.pending->startWireup(s.hs->peer(), s.hs->peerName()) == Status::Ok) {
+      s.hs->confirm(std::move(addr));
+      setups_.push_back(std::move(s));
     }
-    hs_->confirm(std::move(addr));
   }
-  Handshake::Phase phase;
-  bool wired = false;
-  if (pending_->pollWireup(&wired) != Status::Ok || hs_->progress(&phase) != Status::Ok) {
-    hs_.reset();
-    pending_.reset();
-    return Status::RemoteError;
+  for (size_t i = 0; i < setups_.size(); i++) {
+    Setup& s = setups_[i];
+    Handshake::Phase phase;
+    bool wired = false;
+    if (s.pending->pollWireup(&wired) != Status::Ok || s.hs->progress(&phase) != Status::Ok) {
+      setups_.erase(setups_.begin() + static_cast<long>(i--));  // logged with the peer's name; others go on
+      continue;
+    }
+    if (phase != Handshake::Phase::Done || !wired) continue;
+    const Hello peer = s.hs->peer();
+    std::string name = s.hs->peerName();
+    NetCommInfo info = commInfo(peer, listener_->commId(), false, name);
+    auto comm = std::make_unique<UcxRecvComm>(std::move(s.pending->worker), std::move(s.pending->ep),
+                                              ControlChannel(s.hs->takeFd(), name), info, t_.ptrSupport());
+    if (params::getInt(params::Id::LogDetail) >= 1)
+      ICN_INFO(subsys::Net, "UCX receive connection from %s (rank %d) ready", name.c_str(), peer.rank);
+    setups_.erase(setups_.begin() + static_cast<long>(i));
+    *out = std::move(comm);
+    return Status::Ok;
   }
-  if (phase != Handshake::Phase::Done || !wired) return Status::Ok;
-  const Hello peer = hs_->peer();
-  std::string name = hs_->peerName();
-  NetCommInfo info = commInfo(peer, listener_->commId(), false, name);
-  auto comm = std::make_unique<UcxRecvComm>(std::move(pending_->worker), std::move(pending_->ep),
-                                            ControlChannel(hs_->takeFd(), name), info, t_.ptrSupport());
-  if (params::getInt(params::Id::LogDetail) >= 1)
-    ICN_INFO(subsys::Net, "UCX receive connection from %s (rank %d) ready", name.c_str(), peer.rank);
-  hs_.reset();
-  pending_.reset();
-  *out = std::move(comm);
   return Status::Ok;
 }
 
