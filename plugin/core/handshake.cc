@@ -146,7 +146,9 @@ Status Handshake::progress(Phase* phase) {
     in_.erase(in_.begin(), in_.begin() + 12 + len);
   }
   bool finished = helloReceived_ && (role_ == Role::Connector || readyDone_);
-  if (eof_ && !finished) return fail("peer closed the connection during the handshake");
+  if (eof_ && !finished)
+    return fail("peer closed the connection during the handshake%s",
+                role_ == Role::Connector ? " (if its log shows a refusal: ICN_AUTH_KEY must match on every rank)" : "");
   if (!helloReceived_) {
     auto idle = std::chrono::steady_clock::now() - lastProgress_;
     if (idle > std::chrono::milliseconds(params::getInt(params::Id::ConnectTimeoutMs)))
