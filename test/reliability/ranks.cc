@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,6 +75,13 @@ std::string logPath(pid_t parent, int rank) {
       _exit(5);
     }
     close(ns);
+    // What `ip netns exec` does besides setns: a private mount namespace with /sys remounted, so sysfs
+    // (where UCX and our interface probing look) shows this namespace's devices.
+    if (unshare(CLONE_NEWNS) != 0 || mount("", "/", nullptr, MS_SLAVE | MS_REC, nullptr) != 0 ||
+        umount2("/sys", MNT_DETACH) != 0 || mount(setup.netns.c_str(), "/sys", "sysfs", 0, nullptr) != 0) {
+      fprintf(stderr, "rank %d: cannot remount /sys for namespace %s: %s\n", rank, setup.netns.c_str(), strerror(errno));
+      _exit(5);
+    }
   }
   for (auto& [k, v] : setup.env) setenv(k.c_str(), v.c_str(), 1);
   {
