@@ -8,9 +8,12 @@
 
 #include "core/log.h"
 #include "core/oob.h"
+#include "core/copy_engine.h"
 #include "core/params.h"
+#include "core/wire.h"
 #include "transport/ucx/ucx_comm.h"
 #include "transport/ucx/ucx_context.h"
+#include "transport/ucx/fast_path.h"
 #include "transport/ucx/ucx_lanes.h"
 
 namespace icn::ucx {
@@ -19,6 +22,34 @@ namespace {
 constexpr int kUnknownSpeedMbps = 100000;
 
 class UcxTransport;
+
+// Handshake blobs. Connector: worker address + the address of its CMA probe word. Acceptor: worker
+// address + whether the same-host fast path is on for this connection (the acceptor decides: it is
+// the one that pulls).
+struct Blob {
+  std::vector<uint8_t> workerAddress;
+  uint64_t extra = 0;
+};
+
+std::vector<uint8_t> encodeBlob(const std::vector<uint8_t>& addr, uint64_t extra) {
+  WireWriter w;
+  w.put<uint32_t>(static_cast<uint32_t>(addr.size()));
+  w.bytes(addr);
+  w.put<uint64_t>(extra);
+  return std::move(w.buffer());
+}
+
+Status decodeBlob(const std::vector<uint8_t>& raw, Blob* out, const std::string& peer) {
+  WireReader r(raw);
+  uint32_t len = 0;
+  std::span<const uint8_t> addr;
+  if (!r.get(&len) || !r.bytes(len, &addr) || !r.get(&out->extra) || !r.atEnd() || len == 0) {
+    ICN_WARN(subsys::Net, "%s sent a malformed UCX connection blob (%zu bytes)", peer.c_str(), raw.size());
+    return Status::RemoteError;
+  }
+  out->workerAddress.assign(addr.begin(), addr.end());
+  return Status::Ok;
+}
 
 // One connection being set up, on either side: the handshake, then UCX wire-up in both directions.
 struct Pending {
@@ -32,8 +63,10 @@ struct Pending {
       ucp_request_free(probeRecv);
     }
   }
+  Blob peerBlob;
   Status startWireup(const Hello& peer, const std::string& name) {
-    ICN_CHECK(Endpoint::create(*worker, peer.blob, name, &ep));
+    ICN_CHECK(decodeBlob(peer.blob, &peerBlob, name));
+    ICN_CHECK(Endpoint::create(*worker, peerBlob.workerAddress, name, &ep));
     probeRecv = postWireupProbe(*worker);
     ep->startWireup();
     return Status::Ok;
@@ -60,6 +93,7 @@ class UcxListenComm final : public ListenComm {
   std::unique_ptr<OobListener> listener_;
   std::unique_ptr<Handshake> hs_;
   std::unique_ptr<Pending> pending_;
+  bool fast_ = false;
 };
 
 struct PendingConnect : Pending {
@@ -113,7 +147,8 @@ Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
       pending_.reset();
       return st;
     }
-    hs_->confirm(std::move(addr));
+    fast_ = fastPathPossible(hs_->peer().host.c_str(), static_cast<pid_t>(hs_->peer().pid), pending_->peerBlob.extra);
+    hs_->confirm(encodeBlob(addr, fast_ ? 1 : 0));
   }
   Handshake::Phase phase;
   bool wired = false;
@@ -127,9 +162,10 @@ Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
   std::string name = hs_->peerName();
   NetCommInfo info = commInfo(peer, listener_->commId(), false, name);
   auto comm = std::make_unique<UcxRecvComm>(std::move(pending_->worker), std::move(pending_->ep),
-                                            ControlChannel(hs_->takeFd(), name), info, t_.ptrSupport());
+                                            ControlChannel(hs_->takeFd(), name), info, t_.ptrSupport(), fast_);
   if (params::getInt(params::Id::LogDetail) >= 1)
-    ICN_INFO(subsys::Net, "UCX receive connection from %s (rank %d) ready", name.c_str(), peer.rank);
+    ICN_INFO(subsys::Net, "UCX receive connection from %s (rank %d) ready%s", name.c_str(), peer.rank,
+             fast_ ? ", same-host fast path" : "");
   hs_.reset();
   pending_.reset();
   *out = std::move(comm);
@@ -161,8 +197,9 @@ Status UcxTransport::connect(int dev, const CommConfig& config, HandleBytes hand
     std::vector<uint8_t> addr;
     ICN_CHECK(Worker::create(context(), &pc->worker));
     ICN_CHECK(pc->worker->address(&addr));
-    ICN_CHECK(OobConnector::start(handle, kTransportUcx, makeLocalHello(kTransportUcx, config.commId, std::move(addr)),
-                                  &pc->oob));
+    uint64_t probe = CopyEngine::instance() ? reinterpret_cast<uint64_t>(cmaProbeWord()) : 0;
+    ICN_CHECK(OobConnector::start(
+        handle, kTransportUcx, makeLocalHello(kTransportUcx, config.commId, encodeBlob(addr, probe)), &pc->oob));
   }
   Handshake::Phase phase;
   ICN_CHECK(pc->oob->progress(&phase));  // on failure pc dies here and the handle is clean for a retry
@@ -184,10 +221,12 @@ Status UcxTransport::connect(int dev, const CommConfig& config, HandleBytes hand
   Handshake& hs = pc->oob->handshake();
   std::string name = hs.peerName();
   NetCommInfo info = commInfo(hs.peer(), pc->config.commId, true, name);
+  bool fast = pc->peerBlob.extra == 1;
   auto comm = std::make_unique<UcxSendComm>(std::move(pc->worker), std::move(pc->ep), ControlChannel(hs.takeFd(), name),
-                                            info, ptrSupport());
+                                            info, ptrSupport(), fast);
   if (params::getInt(params::Id::LogDetail) >= 1)
-    ICN_INFO(subsys::Net, "UCX send connection to %s (rank %d) ready", name.c_str(), hs.peer().rank);
+    ICN_INFO(subsys::Net, "UCX send connection to %s (rank %d) ready%s", name.c_str(), hs.peer().rank,
+             fast ? ", same-host fast path" : "");
   *out = std::move(comm);
   return Status::Ok;
 }
