@@ -60,8 +60,12 @@ CopyEngine::~CopyEngine() {
 Status CopyEngine::submit(pid_t pid, void* dst, const void* src, size_t size, CopyCompletion* c) {
   size_t pieces = size == 0 ? 0 : (size + chunk_ - 1) / chunk_;
   c->errnoValue.store(0, std::memory_order_relaxed);
-  c->pending.store(static_cast<int>(pieces), std::memory_order_release);
-  if (pieces == 0) return Status::Ok;
+  if (pieces == 0) {
+    if (c->notifyWord && !writeWord(c->notifyPid, c->notifyWord, 1)) c->errnoValue.store(errno ? errno : EIO);
+    c->pending.store(0, std::memory_order_release);
+    return Status::Ok;
+  }
+  c->pending.store(static_cast<int>(pieces) + 1, std::memory_order_release);
   {
     std::lock_guard lk(mu_);
     if (tail_ - head_ + pieces > ring_.size()) {
@@ -110,7 +114,15 @@ void CopyEngine::run() {
       int expected = 0;
       j.c->errnoValue.compare_exchange_strong(expected, errno ? errno : EIO);
     }
-    j.c->pending.fetch_sub(1, std::memory_order_acq_rel);
+    CopyCompletion* c = j.c;
+    // pending = chunks + 1: the worker that finishes the last chunk also does the notification,
+    // and only then releases the completion (the receiver may recycle it as soon as it reads 0).
+    if (c->pending.fetch_sub(1, std::memory_order_acq_rel) == 2) {
+      if (c->notifyWord && c->errnoValue.load(std::memory_order_acquire) == 0 &&
+          !writeWord(c->notifyPid, c->notifyWord, 1))
+        c->errnoValue.store(errno ? errno : EIO, std::memory_order_release);
+      c->pending.fetch_sub(1, std::memory_order_acq_rel);
+    }
   }
 }
 

@@ -22,6 +22,10 @@ namespace icn {
 struct CopyCompletion {
   std::atomic<int> pending{0};    // chunks not yet copied
   std::atomic<int> errnoValue{0};  // first failure (0 = none)
+  // Written with 1 by whichever worker copies the last chunk, when all chunks succeeded: the sender
+  // learns of completion without waiting for the receiving proxy thread to look.
+  pid_t notifyPid = 0;
+  uint64_t* notifyWord = nullptr;
   bool done() const { return pending.load(std::memory_order_acquire) == 0; }
 };
 

@@ -46,6 +46,7 @@ class UcxRequest final : public Request {
   Status test(bool* done, int* sizes) override;
   CommBase* owner = nullptr;
   int n = 0;
+  bool active = false;  // between irecv and the test() that completes it
   bool fastSend = false;
   alignas(8) uint64_t fastDone = 0;  // written by the receiver (same host) when it has pulled the data
   FastDescriptor desc{};             // what a fast send ships (must outlive the UCX send)
@@ -76,6 +77,7 @@ class CommBase {
   Status checkPeer(UcxRequest* r);
   // Receive side: turns a completed descriptor into a pull; *finished once the bytes are here.
   Status advanceFast(UcxRequest* r, int i, bool* finished);
+  virtual Status startArrivedPulls() { return Status::Ok; }
   template <typename Pool>
   void cancelAll(Pool& pool);
 
@@ -116,6 +118,7 @@ class UcxRecvComm final : public RecvComm, public CommBase {
   }
   Status deregMr(void* mh) override { return CommBase::deregMr(mh); }
   Status irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles, Request** request) override;
+  Status startArrivedPulls() override;
   Status iflush(int, void**, const int*, void**, Request** request) override {
     *request = nullptr;  // data lands in host memory through the CPU: nothing to flush
     return Status::Ok;

@@ -244,6 +244,7 @@ DeviceProps probeDevice(const Context& ctx) {
   int speed = -1;
   std::ifstream("/sys/class/net/" + ifname + "/speed") >> speed;
   p.speedMbps = speed > 0 ? speed : kUnknownSpeedMbps;
+  if (int64_t forced = params::getInt(params::Id::NetSpeedMbps); forced > 0) p.speedMbps = static_cast<int>(forced);
   p.ptrSupport = kMemHost | (ctx.supportsCuda() ? kMemCuda : 0);
   p.latencyUs = 0.f;
   p.maxComms = 65536;
