@@ -98,7 +98,8 @@ void enrichFromSysfs(const SysRoot& sys, const std::string& statusPid, Machine& 
     h.nvidiaOpenModule = v->find("Open Kernel Module") != std::string::npos;
   h.peermem = sys.exists("/sys/module/nvidia_peermem") || sys.exists("/sys/module/nv_peer_mem");
   h.online = listOr(sys.line("/sys/devices/system/cpu/online"));
-  if (auto st = sys.text("/proc/" + statusPid + "/status")) {
+  if (auto raw = sys.text("/proc/" + statusPid + "/status")) {
+    auto st = std::optional<std::string>("\n" + *raw);  // so the first line matches "\nKey:" too
     auto field = [&](const std::string& key) -> std::optional<std::string> {
       size_t p = st->find("\n" + key + ":");
       if (p == std::string::npos) return std::nullopt;
