@@ -49,6 +49,12 @@ Status loadHwloc(const std::string& xmlPath, Machine& m, bool& thisSystem, std::
     err = "hwloc cannot read XML " + xmlPath;
     return Status::InvalidArgument;
   }
+  // Live discovery: hwloc's own Linux sysfs backend finds PCI devices and bridges. Blacklist the
+  // libpciaccess component (slow name database, leaks it) and the GPU-runtime components (OpenCL, GL,
+  // CUDA, ...): the shim runs this inside applications, where starting a GPU runtime is not acceptable.
+  if (xmlPath.empty())
+    for (const char* c : {"pci", "opencl", "gl", "cuda", "nvml", "rsmi", "levelzero"})
+      hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, c);  // unknown names: ignored
   // Keep the bridges and devices that lead to GPUs/NICs: the PCI path types depend on them.
   hwloc_topology_set_io_types_filter(raw, xmlPath.empty() ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT
                                                          : HWLOC_TYPE_FILTER_KEEP_ALL);

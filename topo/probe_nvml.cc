@@ -104,13 +104,19 @@ bool enrichFromNvml(Machine& m, std::string& why) {
       unsigned cap = 0;
       if (nv.linkCap(dev, static_cast<unsigned>(l), kNvmlCapP2p, &cap) != kNvmlSuccess || !cap) continue;
       g.nvlinkCapable++;
+      // Like NCCL: from sm90 on the link state comes from the field API, older GPUs use GetNvLinkState.
       int active = 0;
-      if (nv.linkState(dev, static_cast<unsigned>(l), &active) != kNvmlSuccess && nv.fields) {
+      bool known = false;
+      if (g.sm >= 90 && nv.fields) {
         FieldValue fv{};
         fv.fieldId = kFieldNvlinkGetState;
         fv.scopeId = static_cast<unsigned>(l);
-        if (nv.fields(dev, 1, &fv) == kNvmlSuccess && fv.nvmlReturn == kNvmlSuccess) active = fv.value.ui != 0;
+        if (nv.fields(dev, 1, &fv) == kNvmlSuccess && fv.nvmlReturn == kNvmlSuccess) {
+          active = fv.value.ui != 0;
+          known = true;
+        }
       }
+      if (!known && nv.linkState(dev, static_cast<unsigned>(l), &active) != kNvmlSuccess) active = 0;
       if (!active) continue;
       g.nvlinkActive++;
       // Large enough for every nvmlPciInfo_t revision; all of them start with a NUL-terminated bus id.

@@ -103,6 +103,14 @@ bool writeOut(const Args& a, const std::string& text) {
 }
 
 int run(const Args& a) {
+  if (a.cmd != "show" && a.cmd != "doctor" && a.cmd != "xml" && a.cmd != "graph") {
+    fprintf(stderr, "icn-topo: unknown command %s\n%s", a.cmd.c_str(), kUsage);
+    return 2;
+  }
+  if (a.cmd == "graph" && a.heatmaps.empty()) {
+    fprintf(stderr, "icn-topo: graph needs --heatmap FILE\n");
+    return 2;
+  }
   ProbeOptions po;
   auto opt = [&](const char* k) -> const std::string* {
     auto it = a.opts.find(k);
