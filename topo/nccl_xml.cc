@@ -7,6 +7,7 @@
 #include <functional>
 #include <set>
 
+#include "core/log.h"
 #include "topo/xml_node.h"
 
 namespace icn::topo {
@@ -102,11 +103,36 @@ std::string ncclLinkSpeed(double gts) {
   return b;
 }
 
+namespace {
+XmlNode buildSystem(const Machine& m, const std::set<int>& endpoints);
+}  // namespace
+
 Status writeTopologyXml(const Machine& m, std::string& out, std::string& err) {
-  // Which PCI functions to describe: every GPU and NIC, plus their NCCL-level ancestors.
-  std::set<int> endpoints;
-  for (const Gpu& g : m.gpus) endpoints.insert(g.pci);
-  for (const Nic& n : m.nics) endpoints.insert(n.pci);
+  // Every GPU and NIC; when that exceeds NCCL's node limit (hosts with many SR-IOV functions), keep GPUs
+  // and RDMA NICs, then GPUs only: NCCL adds whatever the file leaves out from its own detection.
+  size_t nodes = 0;
+  for (int level = 0; level < 3; level++) {
+    std::set<int> endpoints;
+    for (const Gpu& g : m.gpus) endpoints.insert(g.pci);
+    for (const Nic& n : m.nics)
+      if (level == 0 || (level == 1 && n.rdma)) endpoints.insert(n.pci);
+    if (level > 0 && endpoints.empty()) break;
+    XmlNode root = buildSystem(m, endpoints);
+    nodes = root.countNodes();
+    if (nodes <= kNcclTopoMaxNodes) {
+      if (level > 0) ICN_INFO(subsys::Graph, "topo: %zu NICs left out of the topology file to stay within NCCL's %zu nodes",
+                              m.nics.size() - (endpoints.size() - m.gpus.size()), kNcclTopoMaxNodes);
+      out = root.serialize();
+      return Status::Ok;
+    }
+  }
+  err = "topology has " + std::to_string(nodes) + " XML nodes; NCCL accepts at most " +
+        std::to_string(kNcclTopoMaxNodes);
+  return Status::InvalidUsage;
+}
+
+namespace {
+XmlNode buildSystem(const Machine& m, const std::set<int>& endpoints) {
   std::map<int, std::vector<int>> kids;  // NCCL parent (-1 - numa for CPUs) -> children
   std::set<int> placed;
   auto cpuKey = [](int numa) { return -2 - std::max(numa, -1); };  // -1 -> -1, 0 -> -2, 1 -> -3 ...
@@ -167,14 +193,8 @@ Status writeTopologyXml(const Machine& m, std::string& out, std::string& err) {
     for (int k : c) build(k, cpu);
   }
 
-  size_t nodes = root.countNodes();
-  if (nodes > kNcclTopoMaxNodes) {
-    err = "topology has " + std::to_string(nodes) + " XML nodes; NCCL accepts at most " +
-          std::to_string(kNcclTopoMaxNodes);
-    return Status::InvalidUsage;
-  }
-  out = root.serialize();
-  return Status::Ok;
+  return root;
 }
+}  // namespace
 
 }  // namespace icn::topo

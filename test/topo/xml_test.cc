@@ -96,6 +96,22 @@ TEST(TopologyXml, RefusesMoreNodesThanNcclReads) {
   std::string out, err;
   EXPECT_EQ(writeTopologyXml(m, out, err), Status::InvalidUsage);
   EXPECT_NE(err.find("at most 256"), std::string::npos);
+  // With a GPU the plain NICs are left out (NCCL detects them itself) rather than failing.
+  PciDevice gpu;
+  gpu.busid = "0000:ff:00.0";
+  gpu.classCode = 0x030200;
+  gpu.vendor = 0x10de;
+  gpu.numa = 0;
+  m.pci.push_back(gpu);
+  Gpu g;
+  g.pci = static_cast<int>(m.pci.size()) - 1;
+  m.gpus.push_back(g);
+  ASSERT_EQ(writeTopologyXml(m, out, err), Status::Ok) << err;
+  expectValid(out);
+  EXPECT_NE(out.find("0000:ff:00.0"), std::string::npos);
+  EXPECT_EQ(out.find("<nic>"), std::string::npos);
+  m.gpus.clear();
+  m.pci.pop_back();
   m.pci.resize(60);
   m.nics.resize(60);
   ASSERT_EQ(writeTopologyXml(m, out, err), Status::Ok);
