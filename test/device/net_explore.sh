@@ -8,13 +8,9 @@ v() { local name=$1; shift
   echo "$name rc=$? $(grep -E '^ +[0-9]+ ' "$OUT/x_$name.log" | awk '{printf "%s:%s ", $1, $8}') ch=$(grep -c 'via NET' "$OUT/x_$name.log")"
 }
 P="NCCL_NET_PLUGIN=$PLUGIN"
-v default $P
-v ch8 $P NCCL_MIN_NCHANNELS=8
-v ch16 $P NCCL_MIN_NCHANNELS=16
-v buf16m $P NCCL_BUFFSIZE=16777216
-v buf16m_ch4 $P NCCL_BUFFSIZE=16777216 NCCL_MIN_NCHANNELS=4
-v speed400 $P ICN_NET_SPEED_MBPS=400000
-v speed800 $P ICN_NET_SPEED_MBPS=800000
-v perpeer4 $P NCCL_NCHANNELS_PER_NET_PEER=4
-v ch8_copy16 $P NCCL_MIN_NCHANNELS=8 ICN_COPY_THREADS=16
-grep -E "via NET" "$OUT/x_speed400.log" | wc -l
+v tuneroff $P ICN_TUNER=off
+v tuneroff_copy4 $P ICN_TUNER=off ICN_COPY_THREADS=4
+v tuneroff_ch4 $P ICN_TUNER=off NCCL_MIN_NCHANNELS=4
+v tuneroff_nofast $P ICN_TUNER=off ICN_COPY_THREADS=0
+v tuneroff_speed400 $P ICN_TUNER=off ICN_NET_SPEED_MBPS=400000
+grep -h "TUNER\|Tuner\|ICN.*tuner" "$OUT/x_tuneroff.log" | head -3

@@ -19,7 +19,10 @@
 namespace icn::ucx {
 namespace {
 
+// An interface that reports no speed is virtual (loopback, VM NIC, veth): its traffic stays on the
+// host, where the same-host fast path moves well over 25 GB/s; without the fast path we assume 100G.
 constexpr int kUnknownSpeedMbps = 100000;
+constexpr int kUnknownSpeedFastMbps = 400000;
 
 class UcxTransport;
 
@@ -243,7 +246,7 @@ DeviceProps probeDevice(const Context& ctx) {
   if (realpath(dev.c_str(), real)) p.pciPath = real;
   int speed = -1;
   std::ifstream("/sys/class/net/" + ifname + "/speed") >> speed;
-  p.speedMbps = speed > 0 ? speed : kUnknownSpeedMbps;
+  p.speedMbps = speed > 0 ? speed : CopyEngine::instance() ? kUnknownSpeedFastMbps : kUnknownSpeedMbps;
   if (int64_t forced = params::getInt(params::Id::NetSpeedMbps); forced > 0) p.speedMbps = static_cast<int>(forced);
   p.ptrSupport = kMemHost | (ctx.supportsCuda() ? kMemCuda : 0);
   p.latencyUs = 0.f;
@@ -254,7 +257,7 @@ DeviceProps probeDevice(const Context& ctx) {
   ICN_INFO(subsys::Net | subsys::Init,
            "UCX %s device %s: interface %s (%s), speed %d Mbps%s, PCI %s, pointers %s", ctx.version().c_str(),
            p.name.c_str(), ifname.c_str(), addr.str().c_str(), p.speedMbps,
-           speed > 0 ? "" : " (interface reports none: virtual/loopback, assumed)",
+           speed > 0 ? "" : " (interface reports none: virtual/loopback, assumed from the same-host path)",
            p.pciPath.empty() ? "none (NCCL attaches the NIC to the CPU)" : p.pciPath.c_str(),
            ctx.supportsCuda() ? "host+cuda (UCX has a CUDA memory module)" : "host only (UCX has no CUDA support)");
   return p;
