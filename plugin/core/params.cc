@@ -106,8 +106,13 @@ void reloadForTesting() {
 
 std::string markdownTable() {
   std::string out = "| Variable | Type | Default | Meaning |\n|---|---|---|---|\n";
+  auto cell = [](std::string s) {  // a '|' inside help text would split the Markdown cell
+    for (size_t i = 0; (i = s.find('|', i)) != std::string::npos; i += 2) s.replace(i, 1, "\\|");
+    return s;
+  };
   for (const Info& p : table()) {
-    out += std::string("| `") + p.name + "` | " + typeName(p.type) + " | `" + p.defaultValue + "` | " + p.help + " |\n";
+    out += std::string("| `") + p.name + "` | " + typeName(p.type) + " | `" + p.defaultValue + "` | " + cell(p.help) +
+           " |\n";
   }
   return out;
 }

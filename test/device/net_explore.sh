@@ -8,15 +8,9 @@ v() { local name=$1; shift
   echo "$name rc=$? $(grep -E '^ +[0-9]+ ' "$OUT/x_$name.log" | awk '{printf "%s:%s ", $1, $8}') ch=$(grep -c 'via NET' "$OUT/x_$name.log")"
 }
 P="NCCL_NET_PLUGIN=$PLUGIN"
-v default $P
-v rndvinf $P UCX_RNDV_THRESH=inf
-v ch8 $P NCCL_MIN_NCHANNELS=8
-v ch16 $P NCCL_MIN_NCHANNELS=16
-v chunk512k $P NCCL_P2P_NET_CHUNKSIZE=524288
-v buf16m $P NCCL_BUFFSIZE=16777216 NCCL_P2P_NET_CHUNKSIZE=1048576
-v ch8_rndvinf $P NCCL_MIN_NCHANNELS=8 UCX_RNDV_THRESH=inf
-v ch8_buf $P NCCL_MIN_NCHANNELS=8 NCCL_BUFFSIZE=16777216
-v posix $P UCX_TLS=posix,cma
-v sysvonly $P UCX_TLS=sysv UCX_RNDV_THRESH=inf UCX_MM_SEG_SIZE=65536
-v sock_best NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_SOCKET_NTHREADS=2 NCCL_NSOCKS_PERTHREAD=2
-grep -E "Channel 0./0 :|nChannels|NET/ICN|via NET" "$OUT/x_default.log" | head -8
+v tuneroff $P ICN_TUNER=off
+v tuneroff_copy4 $P ICN_TUNER=off ICN_COPY_THREADS=4
+v tuneroff_ch4 $P ICN_TUNER=off NCCL_MIN_NCHANNELS=4
+v tuneroff_nofast $P ICN_TUNER=off ICN_COPY_THREADS=0
+v tuneroff_speed400 $P ICN_TUNER=off ICN_NET_SPEED_MBPS=400000
+grep -h "TUNER\|Tuner\|ICN.*tuner" "$OUT/x_tuneroff.log" | head -3

@@ -15,7 +15,7 @@ ldd "$NT/all_reduce_perf" | grep -E "nccl|cudart|not found"
 run() {  # name transport test args...
   local name=$1 transport=$2 test=$3; shift 3
   local envs=()
-  if [ "$transport" = icn ]; then envs=(NCCL_NET_PLUGIN="$PLUGIN"); else envs=(NCCL_NET_PLUGIN=none NCCL_NET=Socket); fi
+  if [ "$transport" = icn ]; then envs=(NCCL_NET_PLUGIN="$PLUGIN" ICN_TUNER=off); else envs=(NCCL_NET_PLUGIN=none NCCL_NET=Socket); fi
   env "${envs[@]}" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$NT/$test" -g 2 -c 1 "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
   grep -E "NET/|ICN|Using network" "$OUT/$name.log" | head -4

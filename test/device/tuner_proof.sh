@@ -26,6 +26,8 @@ MAX_NET=${ICN_PROOF_MAX_NET:-64M}
 REPS=${ICN_PROOF_REPS:-3}
 BUDGET=${ICN_PROOF_BUDGET_S:-450}
 PATHS=${ICN_PROOF_PATHS:-"nvl net"}
+CONFIGS=${ICN_PROOF_CONFIGS:-"default fixed online static"}  # subset to re-run some configurations only
+want() { [[ " $CONFIGS " == *" $1 "* ]]; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 
 mkdir -p "$OUT/raw"
@@ -84,18 +86,21 @@ for rep in $(seq 1 "$REPS"); do
     else
       PENV=(); MAX=$MAX_NVL
     fi
-    run "$path" default "$rep" "$MAX" "${PENV[@]}" ICN_TUNER=off
+    want default && run "$path" default "$rep" "$MAX" "${PENV[@]}" ICN_TUNER=off
     for f in $FIXED; do
-      run "$path" "${f/,/-}" "$rep" "$MAX" "${PENV[@]}" ICN_TUNER=off NCCL_ALGO="${f%,*}" NCCL_PROTO="${f#*,}"
+      want fixed && run "$path" "${f/,/-}" "$rep" "$MAX" "${PENV[@]}" ICN_TUNER=off NCCL_ALGO="${f%,*}" NCCL_PROTO="${f#*,}"
     done
     CACHE="$OUT/cache-$path-r$rep.csv"
-    rm -f "$CACHE"
-    # No ICN_HEATMAP_FILE here: an explicit file keeps timing on all the time; the default path samples.
-    run "$path" online "$rep" "$MAX" "${PENV[@]}" "${EXTRA_ENV[@]}" ICN_TUNER=online ICN_TUNER_CACHE="$CACHE" \
-      NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING
-    latest=$(ls -t /tmp/icn-heatmap-*.json 2>/dev/null | head -1)
-    [ -n "$latest" ] && cp "$latest" "$OUT/heatmap-$path-r$rep.json"
-    run "$path" static "$rep" "$MAX" "${PENV[@]}" "${EXTRA_ENV[@]}" ICN_TUNER=static ICN_TUNER_CACHE="$CACHE"
+    if want online; then
+      rm -f "$CACHE"
+      # Measured without NCCL's INFO log: NCCL_DEBUG_SUBSYS=TUNING prints a line per collective, which
+      # alone adds ~10 us to every small all-reduce. The learned table is in $CACHE.
+      # No ICN_HEATMAP_FILE here: an explicit file keeps timing on all the time; the default path samples.
+      run "$path" online "$rep" "$MAX" "${PENV[@]}" "${EXTRA_ENV[@]}" ICN_TUNER=online ICN_TUNER_CACHE="$CACHE"
+      latest=$(ls -t /tmp/icn-heatmap-*.json 2>/dev/null | head -1)
+      [ -n "$latest" ] && cp "$latest" "$OUT/heatmap-$path-r$rep.json"
+    fi
+    want static && run "$path" static "$rep" "$MAX" "${PENV[@]}" "${EXTRA_ENV[@]}" ICN_TUNER=static ICN_TUNER_CACHE="$CACHE"
   done
 done
 grep -h "ICN tuner:" "$OUT"/raw/*-online-r*.txt > "$OUT/decisions.log" 2>/dev/null || true

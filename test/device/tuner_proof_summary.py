@@ -18,7 +18,12 @@ def parse(path):
     """size -> out-of-place time (us). With several sweeps (-N 2) the last one wins: the first is warm-up."""
     out = {}
     with open(path, errors="replace") as f:
-        for line in f:
+        text = f.read()
+    # NCCL INFO lines (NCCL_DEBUG_SUBSYS=COLL in the online runs) can cut a result row in two: drop them
+    # and glue the pieces back together.
+    for host in set(re.findall(r"^([\w.-]+):\d+:\d+ \[\d+\] NCCL ", text, re.M)):
+        text = re.sub(re.escape(host) + r":\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)[^\n]*\n", "", text)
+    for line in text.splitlines():
             m = LINE.match(line)
             if m:
                 out[int(m.group(1))] = float(m.group(3))

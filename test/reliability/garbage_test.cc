@@ -18,6 +18,7 @@
 
 #include "core/handshake.h"
 #include "core/oob.h"
+#include "core/wire.h"
 #include "ranks.h"
 #include "raw_peer.h"
 
@@ -56,7 +57,12 @@ class SilentUcxWorker {
     ucp_address_t* a = nullptr;
     size_t len = 0;
     if (ucp_worker_get_address(worker_, &a, &len) != UCS_OK) return;
-    address_.assign(reinterpret_cast<uint8_t*>(a), reinterpret_cast<uint8_t*>(a) + len);
+    // The UCX transport's connection blob: u32 length | worker address | u64 extra (0: no fast path).
+    WireWriter w;
+    w.put<uint32_t>(static_cast<uint32_t>(len));
+    w.bytes({reinterpret_cast<const uint8_t*>(a), len});
+    w.put<uint64_t>(0);
+    address_ = std::move(w.buffer());
     ucp_worker_release_address(worker_, a);
   }
   ~SilentUcxWorker() {
@@ -100,7 +106,7 @@ std::vector<Garbage> garbageList(const std::vector<uint8_t>& silentAddress) {
       {"hello with tiny junk UCX address", encodeFrame(FrameType::Hello, encodeHello(helloWithBlob(random(3))))},
       {"tagged hello with empty transport payload",
        encodeFrame(FrameType::Hello, encodeHello(helloWithBlob({}, true)))},
-      {"stall after a valid hello (real UCX address, never wires up)",
+      {"stall after a valid hello (real UCX worker, never wires up)",
        encodeFrame(FrameType::Hello, encodeHello(helloWithBlob(silentAddress, true)))},
       {"second stall after a valid hello", encodeFrame(FrameType::Hello, encodeHello(helloWithBlob(silentAddress, true)))},
       {"stall (connect, send nothing)", {}},
@@ -240,7 +246,7 @@ TEST(ListenPort, GarbageIsRejectedAndRealConnectionCompletes) {
   for (const char* why : {"fails its integrity check", "bad magic", "protocol version 9", "unknown frame type 77", "exceeds the 65536-byte limit",
                           "closed the connection during the handshake", "no progress for"})
     EXPECT_TRUE(out[0].warnHas({"handshake with", why})) << "no WARN saying: " << why;
-  EXPECT_TRUE(out[0].warnHas({"garbage-client", "sent no UCX worker address"}));
+  EXPECT_TRUE(out[0].warnHas({"garbage-client", "malformed UCX connection blob"}));
 }
 
 }  // namespace

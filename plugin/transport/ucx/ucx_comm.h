@@ -1,5 +1,6 @@
 // UCX send/receive comms: tag-matched messages (the NCCL tag is the UCX tag; one sender per receive
-// worker, so no comm bits are needed), request pools, progress from test().
+// worker, so no comm bits are needed), request pools, progress from test(), and the same-host fast
+// path (fast_path.h) for large messages.
 #pragma once
 #include <ucp/api/ucp.h>
 
@@ -7,10 +8,12 @@
 #include <memory>
 #include <string>
 
+#include "core/copy_engine.h"
 #include "core/fixed_pool.h"
 #include "core/handshake.h"
 #include "core/net_counters.h"
 #include "core/transport.h"
+#include "transport/ucx/fast_path.h"
 #include "transport/ucx/ucx_endpoint.h"
 #include "transport/ucx/ucx_worker.h"
 
@@ -19,10 +22,23 @@ namespace icn::ucx {
 class CommBase;
 
 struct SubRequest {
-  volatile bool done = false;
+  volatile bool done = false;  // UCX finished (callback)
   ucs_status_t status = UCS_OK;
   size_t length = 0;
+  ucp_tag_t senderTag = 0;
   void* ucxReq = nullptr;
+  // Fast path, receive side: the descriptor arrived and the pull is under way.
+  bool pulling = false;
+  FastDescriptor desc{};
+  CopyCompletion copy;
+  void reset() {
+    done = false;
+    status = UCS_OK;
+    length = 0;
+    senderTag = 0;
+    ucxReq = nullptr;
+    pulling = false;
+  }
 };
 
 class UcxRequest final : public Request {
@@ -30,6 +46,11 @@ class UcxRequest final : public Request {
   Status test(bool* done, int* sizes) override;
   CommBase* owner = nullptr;
   int n = 0;
+  bool active = false;  // between irecv and the test() that completes it
+  bool fastSend = false;
+  alignas(8) uint64_t fastDone = 0;  // written by the receiver (same host) when it has pulled the data
+  FastDescriptor desc{};             // what a fast send ships (must outlive the UCX send)
+  void* bufs[kMaxRecvs] = {};
   size_t posted[kMaxRecvs] = {};
   int tags[kMaxRecvs] = {};
   SubRequest sub[kMaxRecvs];
@@ -44,7 +65,7 @@ struct MemHandle {
 class CommBase {
  public:
   CommBase(std::unique_ptr<Worker> worker, std::unique_ptr<Endpoint> ep, ControlChannel control, NetCommInfo info,
-           int ptrSupport);
+           int ptrSupport, bool fastPath);
   virtual ~CommBase();
   Status regMr(void* data, size_t size, int type, void** mh);
   Status deregMr(void* mh);
@@ -54,7 +75,9 @@ class CommBase {
  protected:
   virtual void releaseRequest(UcxRequest* r) = 0;
   Status checkPeer(UcxRequest* r);
-
+  // Receive side: turns a completed descriptor into a pull; *finished once the bytes are here.
+  Status advanceFast(UcxRequest* r, int i, bool* finished);
+  virtual Status startArrivedPulls() { return Status::Ok; }
   template <typename Pool>
   void cancelAll(Pool& pool);
 
@@ -63,6 +86,8 @@ class CommBase {
   ControlChannel control_;
   std::shared_ptr<NetCounters> counters_;
   int ptrSupport_;
+  bool fastPath_;
+  size_t fastMin_;
   bool failed_ = false;
   std::chrono::steady_clock::time_point peerGoneAt_{};
 };
@@ -93,6 +118,7 @@ class UcxRecvComm final : public RecvComm, public CommBase {
   }
   Status deregMr(void* mh) override { return CommBase::deregMr(mh); }
   Status irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles, Request** request) override;
+  Status startArrivedPulls() override;
   Status iflush(int, void**, const int*, void**, Request** request) override {
     *request = nullptr;  // data lands in host memory through the CPU: nothing to flush
     return Status::Ok;

@@ -8,17 +8,51 @@
 
 #include "core/log.h"
 #include "core/oob.h"
+#include "core/copy_engine.h"
 #include "core/params.h"
+#include "core/wire.h"
 #include "transport/ucx/ucx_comm.h"
 #include "transport/ucx/ucx_context.h"
+#include "transport/ucx/fast_path.h"
 #include "transport/ucx/ucx_lanes.h"
 
 namespace icn::ucx {
 namespace {
 
+// An interface that reports no speed is virtual (loopback, VM NIC, veth): its traffic stays on the
+// host, where the same-host fast path moves well over 25 GB/s; without the fast path we assume 100G.
 constexpr int kUnknownSpeedMbps = 100000;
+constexpr int kUnknownSpeedFastMbps = 400000;
 
 class UcxTransport;
+
+// Handshake blobs. Connector: worker address + the address of its CMA probe word. Acceptor: worker
+// address + whether the same-host fast path is on for this connection (the acceptor decides: it is
+// the one that pulls).
+struct Blob {
+  std::vector<uint8_t> workerAddress;
+  uint64_t extra = 0;
+};
+
+std::vector<uint8_t> encodeBlob(const std::vector<uint8_t>& addr, uint64_t extra) {
+  WireWriter w;
+  w.put<uint32_t>(static_cast<uint32_t>(addr.size()));
+  w.bytes(addr);
+  w.put<uint64_t>(extra);
+  return std::move(w.buffer());
+}
+
+Status decodeBlob(const std::vector<uint8_t>& raw, Blob* out, const std::string& peer) {
+  WireReader r(raw);
+  uint32_t len = 0;
+  std::span<const uint8_t> addr;
+  if (!r.get(&len) || !r.bytes(len, &addr) || !r.get(&out->extra) || !r.atEnd() || len == 0) {
+    ICN_WARN(subsys::Net, "%s sent a malformed UCX connection blob (%zu bytes)", peer.c_str(), raw.size());
+    return Status::RemoteError;
+  }
+  out->workerAddress.assign(addr.begin(), addr.end());
+  return Status::Ok;
+}
 
 // One connection being set up, on either side: the handshake, then UCX wire-up in both directions.
 struct Pending {
@@ -32,8 +66,10 @@ struct Pending {
       ucp_request_free(probeRecv);
     }
   }
+  Blob peerBlob;
   Status startWireup(const Hello& peer, const std::string& name) {
-    ICN_CHECK(Endpoint::create(*worker, peer.blob, name, &ep));
+    ICN_CHECK(decodeBlob(peer.blob, &peerBlob, name));
+    ICN_CHECK(Endpoint::create(*worker, peerBlob.workerAddress, name, &ep));
     probeRecv = postWireupProbe(*worker);
     ep->startWireup();
     return Status::Ok;
@@ -61,6 +97,7 @@ class UcxListenComm final : public ListenComm {
   struct Setup {
     std::unique_ptr<Handshake> hs;
     std::unique_ptr<Pending> pending;
+    bool fast = false;  // same-host fast path for this connection
   };
   UcxTransport& t_;
   std::unique_ptr<OobListener> listener_;
@@ -114,7 +151,9 @@ Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
     ICN_CHECK(s.pending->worker->address(&addr));
     // A bad blob is the peer's fault (already logged): drop that connection, keep listening.
     if (s.pending->startWireup(s.hs->peer(), s.hs->peerName()) == Status::Ok) {
-      s.hs->confirm(std::move(addr));
+      s.fast = fastPathPossible(s.hs->peer().host.c_str(), static_cast<pid_t>(s.hs->peer().pid),
+                                s.pending->peerBlob.extra);
+      s.hs->confirm(encodeBlob(addr, s.fast ? 1 : 0));
       setups_.push_back(std::move(s));
     }
   }
@@ -131,9 +170,10 @@ Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
     std::string name = s.hs->peerName();
     NetCommInfo info = commInfo(peer, listener_->commId(), false, name);
     auto comm = std::make_unique<UcxRecvComm>(std::move(s.pending->worker), std::move(s.pending->ep),
-                                              ControlChannel(s.hs->takeFd(), name), info, t_.ptrSupport());
+                                              ControlChannel(s.hs->takeFd(), name), info, t_.ptrSupport(), s.fast);
     if (params::getInt(params::Id::LogDetail) >= 1)
-      ICN_INFO(subsys::Net, "UCX receive connection from %s (rank %d) ready", name.c_str(), peer.rank);
+      ICN_INFO(subsys::Net, "UCX receive connection from %s (rank %d) ready%s", name.c_str(), peer.rank,
+               s.fast ? ", same-host fast path" : "");
     setups_.erase(setups_.begin() + static_cast<long>(i));
     *out = std::move(comm);
     return Status::Ok;
@@ -166,8 +206,9 @@ Status UcxTransport::connect(int dev, const CommConfig& config, HandleBytes hand
     std::vector<uint8_t> addr;
     ICN_CHECK(Worker::create(context(), &pc->worker));
     ICN_CHECK(pc->worker->address(&addr));
-    ICN_CHECK(OobConnector::start(handle, kTransportUcx, makeLocalHello(kTransportUcx, config.commId, std::move(addr)),
-                                  &pc->oob));
+    uint64_t probe = CopyEngine::instance() ? reinterpret_cast<uint64_t>(cmaProbeWord()) : 0;
+    ICN_CHECK(OobConnector::start(
+        handle, kTransportUcx, makeLocalHello(kTransportUcx, config.commId, encodeBlob(addr, probe)), &pc->oob));
   }
   Handshake::Phase phase;
   ICN_CHECK(pc->oob->progress(&phase));  // on failure pc dies here and the handle is clean for a retry
@@ -189,10 +230,12 @@ Status UcxTransport::connect(int dev, const CommConfig& config, HandleBytes hand
   Handshake& hs = pc->oob->handshake();
   std::string name = hs.peerName();
   NetCommInfo info = commInfo(hs.peer(), pc->config.commId, true, name);
+  bool fast = pc->peerBlob.extra == 1;
   auto comm = std::make_unique<UcxSendComm>(std::move(pc->worker), std::move(pc->ep), ControlChannel(hs.takeFd(), name),
-                                            info, ptrSupport());
+                                            info, ptrSupport(), fast);
   if (params::getInt(params::Id::LogDetail) >= 1)
-    ICN_INFO(subsys::Net, "UCX send connection to %s (rank %d) ready", name.c_str(), hs.peer().rank);
+    ICN_INFO(subsys::Net, "UCX send connection to %s (rank %d) ready%s", name.c_str(), hs.peer().rank,
+             fast ? ", same-host fast path" : "");
   *out = std::move(comm);
   return Status::Ok;
 }
@@ -209,7 +252,8 @@ DeviceProps probeDevice(const Context& ctx) {
   if (realpath(dev.c_str(), real)) p.pciPath = real;
   int speed = -1;
   std::ifstream("/sys/class/net/" + ifname + "/speed") >> speed;
-  p.speedMbps = speed > 0 ? speed : kUnknownSpeedMbps;
+  p.speedMbps = speed > 0 ? speed : CopyEngine::instance() ? kUnknownSpeedFastMbps : kUnknownSpeedMbps;
+  if (int64_t forced = params::getInt(params::Id::NetSpeedMbps); forced > 0) p.speedMbps = static_cast<int>(forced);
   p.ptrSupport = kMemHost | (ctx.supportsCuda() ? kMemCuda : 0);
   p.latencyUs = 0.f;
   p.maxComms = 65536;
@@ -219,7 +263,7 @@ DeviceProps probeDevice(const Context& ctx) {
   ICN_INFO(subsys::Net | subsys::Init,
            "UCX %s device %s: interface %s (%s), speed %d Mbps%s, PCI %s, pointers %s", ctx.version().c_str(),
            p.name.c_str(), ifname.c_str(), addr.str().c_str(), p.speedMbps,
-           speed > 0 ? "" : " (interface reports none: virtual/loopback, assumed)",
+           speed > 0 ? "" : " (interface reports none: virtual/loopback, assumed from the same-host path)",
            p.pciPath.empty() ? "none (NCCL attaches the NIC to the CPU)" : p.pciPath.c_str(),
            ctx.supportsCuda() ? "host+cuda (UCX has a CUDA memory module)" : "host only (UCX has no CUDA support)");
   return p;

@@ -1,0 +1,16 @@
+// Prints the ICN_* settings table (Markdown) with the values this environment would use.
+#include <cstdio>
+#include <cstring>
+
+#include "core/params.h"
+
+int main(int argc, char** argv) {
+  if (argc > 1 && !strcmp(argv[1], "--markdown")) {
+    fputs(icn::params::markdownTable().c_str(), stdout);
+    return 0;
+  }
+  for (const auto& p : icn::params::table())
+    printf("%-28s %s%s\n", p.name, icn::params::getString(p.id).c_str(),
+           icn::params::isSetByUser(p.id) ? "  (from environment)" : "");
+  return 0;
+}

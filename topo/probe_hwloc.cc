@@ -1,0 +1,136 @@
+// hwloc -> PCI tree, NUMA nodes, CPU identity, OS device names.
+#include <hwloc.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+
+#include "topo/probe.h"
+
+namespace icn::topo {
+namespace {
+
+struct TopologyDeleter {
+  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
+};
+using TopologyPtr = std::unique_ptr<hwloc_topology, TopologyDeleter>;
+
+CpuSet toCpuSet(hwloc_const_bitmap_t b) {
+  CpuSet s;
+  if (!b || hwloc_bitmap_iszero(b)) return s;
+  if (hwloc_bitmap_weight(b) < 0) return s;  // infinite set: ignore
+  int i;
+  hwloc_bitmap_foreach_begin(i, b) { s.set(i); }
+  hwloc_bitmap_foreach_end();
+  return s;
+}
+
+int numaOf(hwloc_topology_t topo, hwloc_obj_t io) {
+  hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(topo, io);
+  if (!anc || !anc->nodeset || hwloc_bitmap_weight(anc->nodeset) != 1) return -1;
+  return hwloc_bitmap_first(anc->nodeset);
+}
+
+const char* info(hwloc_obj_t o, const char* name) {
+  const char* v = o ? hwloc_obj_get_info_by_name(o, name) : nullptr;
+  return v ? v : "";
+}
+
+}  // namespace
+
+Status loadHwloc(const std::string& xmlPath, Machine& m, bool& thisSystem, std::string& err) {
+  hwloc_topology_t raw = nullptr;
+  if (hwloc_topology_init(&raw) != 0) {
+    err = "hwloc_topology_init failed";
+    return Status::SystemError;
+  }
+  TopologyPtr topo(raw);
+  if (!xmlPath.empty() && hwloc_topology_set_xml(raw, xmlPath.c_str()) != 0) {
+    err = "hwloc cannot read XML " + xmlPath;
+    return Status::InvalidArgument;
+  }
+  // Live discovery: hwloc's own Linux sysfs backend finds PCI devices and bridges. Blacklist the
+  // libpciaccess component (slow name database, leaks it) and the GPU-runtime components (OpenCL, GL,
+  // CUDA, ...): the shim runs this inside applications, where starting a GPU runtime is not acceptable.
+  if (xmlPath.empty())
+    for (const char* c : {"pci", "opencl", "gl", "cuda", "nvml", "rsmi", "levelzero"})
+      hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, c);  // unknown names: ignored
+  // Keep the bridges and devices that lead to GPUs/NICs: the PCI path types depend on them.
+  hwloc_topology_set_io_types_filter(raw, xmlPath.empty() ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT
+                                                         : HWLOC_TYPE_FILTER_KEEP_ALL);
+  if (hwloc_topology_load(raw) != 0) {
+    err = xmlPath.empty() ? "hwloc discovery failed" : "hwloc cannot load XML " + xmlPath;
+    return xmlPath.empty() ? Status::SystemError : Status::InvalidArgument;
+  }
+  thisSystem = hwloc_topology_is_thissystem(raw) != 0;
+
+  hwloc_obj_t root = hwloc_get_root_obj(raw);
+  m.hostname = info(root, "HostName");
+  std::string arch = info(root, "Architecture");
+  m.cpu.arch = arch == "aarch64" ? "arm64" : arch.rfind("ppc64", 0) == 0 ? "ppc64" : arch;
+  if (hwloc_obj_t pkg = hwloc_get_obj_by_type(raw, HWLOC_OBJ_PACKAGE, 0)) {
+    m.cpu.vendor = info(pkg, "CPUVendor");
+    if (*info(pkg, "CPUFamilyNumber")) m.cpu.family = atoi(info(pkg, "CPUFamilyNumber"));
+    if (*info(pkg, "CPUModelNumber")) m.cpu.model = atoi(info(pkg, "CPUModelNumber"));
+  }
+  for (hwloc_obj_t n = nullptr; (n = hwloc_get_next_obj_by_type(raw, HWLOC_OBJ_NUMANODE, n));) {
+    Numa numa;
+    numa.id = static_cast<int>(n->os_index);
+    numa.cpus = toCpuSet(n->cpuset);
+    m.numas.push_back(numa);
+  }
+  if (m.numas.empty()) {  // hwloc always has one, but be defensive for odd XMLs
+    Numa numa;
+    numa.id = 0;
+    numa.cpus = toCpuSet(root->cpuset);
+    m.numas.push_back(numa);
+  }
+
+  std::map<hwloc_obj_t, int> index;
+  auto add = [&](hwloc_obj_t o) {
+    PciDevice d;
+    if (o->type == HWLOC_OBJ_BRIDGE && o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) {
+      d.hostBridge = true;
+    } else {
+      const hwloc_obj_attr_u::hwloc_pcidev_attr_s& p = o->type == HWLOC_OBJ_BRIDGE ? o->attr->bridge.upstream.pci : o->attr->pcidev;
+      d.bridge = o->type == HWLOC_OBJ_BRIDGE;
+      d.busid = formatBusId((uint64_t{p.domain} << 16) | (uint64_t{p.bus} << 8) | (uint64_t{p.dev} << 3) | p.func);
+      d.classCode = uint32_t{p.class_id} << 8;  // hwloc 2.x has no prog-if; sysfs fills it in
+      d.vendor = p.vendor_id;
+      d.device = p.device_id;
+      d.subVendor = p.subvendor_id;
+      d.subDevice = p.subdevice_id;
+      d.link.hwlocGBs = p.linkspeed;
+    }
+    d.numa = numaOf(raw, o);
+    index[o] = static_cast<int>(m.pci.size());
+    m.pci.push_back(std::move(d));
+  };
+  for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_bridge(raw, o));) add(o);
+  for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_pcidev(raw, o));) add(o);
+  for (auto& [o, i] : index) {
+    auto it = index.find(o->parent);
+    if (it != index.end()) {
+      m.pci[i].parent = it->second;
+      m.pci[it->second].children.push_back(i);
+    }
+  }
+  for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_osdev(raw, o));) {
+    auto it = index.find(o->parent);
+    if (it == index.end() || !o->name) continue;
+    OsDev d;
+    d.name = o->name;
+    switch (o->attr->osdev.type) {
+      case HWLOC_OBJ_OSDEV_NETWORK: d.kind = OsDev::Kind::Net; break;
+      case HWLOC_OBJ_OSDEV_OPENFABRICS: d.kind = OsDev::Kind::Rdma; break;
+      case HWLOC_OBJ_OSDEV_GPU:
+      case HWLOC_OBJ_OSDEV_COPROC: d.kind = OsDev::Kind::Gpu; break;
+      default: d.kind = OsDev::Kind::Other; break;
+    }
+    m.pci[it->second].osdevs.push_back(d);
+  }
+  m.sources.push_back(xmlPath.empty() ? "hwloc (live)" : "hwloc XML " + xmlPath);
+  return Status::Ok;
+}
+
+}  // namespace icn::topo
