@@ -9,6 +9,13 @@
 #include <sstream>
 
 namespace icn::topo::json {
+
+Value::Value() = default;
+Value::~Value() = default;
+Value::Value(const Value&) = default;
+Value::Value(Value&&) noexcept = default;
+Value& Value::operator=(const Value&) = default;
+Value& Value::operator=(Value&&) noexcept = default;
 namespace {
 
 constexpr int kMaxDepth = 64;

@@ -17,6 +17,15 @@ struct Value {
   std::vector<Value> arr;
   std::vector<std::pair<std::string, Value>> obj;  // keeps file order
 
+  // Out of line (json.cc), where Value is complete: clang rejects instantiating the members' special
+  // functions while Value is still incomplete (std::pair<std::string, Value> needs a complete Value).
+  Value();
+  ~Value();
+  Value(const Value&);
+  Value(Value&&) noexcept;
+  Value& operator=(const Value&);
+  Value& operator=(Value&&) noexcept;
+
   const Value* get(const std::string& key) const;  // nullptr when absent or not an object
   bool isObject() const { return kind == Kind::Object; }
   bool isArray() const { return kind == Kind::Array; }
