@@ -8,9 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 KINDS=${*:-address thread}
-TARGETS="nccl-net-icn icn-conformance icn_reliability_unit icn-reliability icn_tuner_unit icn_tuner_abi"
+TARGETS="nccl-net-icn icn-conformance icn_core_unit icn_reliability_unit icn-reliability icn_tuner_unit icn_tuner_abi"
 # Tests: unit + conformance labels, plus the reliability suites that finish in seconds.
-TESTS='^(tuner\.|reliability\.(Sha|Hmac|Codec|ListenHandle|HandshakeTest|AuthTest)|reliability\.(garbage|auth|load)$|conformance\.)'
+TESTS='^(core\.|tuner\.|reliability\.(Sha|Hmac|Codec|ListenHandle|HandshakeTest|AuthTest)|reliability\.(garbage|auth|load)$|conformance\.)'
 # UCX's own malloc/mmap hooks fight the sanitizers' interceptors.
 export UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no
 export ICN_REL_LOAD_SECONDS=${ICN_REL_LOAD_SECONDS:-5}

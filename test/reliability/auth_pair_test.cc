@@ -35,6 +35,9 @@ struct KeyFiles {
   }
 };
 
+// gtest would otherwise print the struct's raw bytes, padding included (valgrind: uninitialised reads).
+void PrintTo(const AuthCase& c, std::ostream* os) { *os << c.name; }
+
 class AuthPair : public ::testing::TestWithParam<AuthCase> {};
 
 constexpr auto kRefuseWithin = std::chrono::seconds(15);  // well under ICN_CONNECT_TIMEOUT_MS below

@@ -3,6 +3,8 @@
 // kRssSlackKiB in total (allocator noise), on both ranks.
 #include <gtest/gtest.h>
 
+#include <malloc.h>
+
 #include <cstdlib>
 
 #include "ranks.h"
@@ -21,11 +23,14 @@ int cycles() {
 struct Usage {
   int fds = 0;
   long rss = 0;
+  long heap = 0;  // malloc'd bytes in use (KiB): tells allocator growth from memory held outside malloc
 };
 
+Usage usage() { return {openFds(), rssKiB(), static_cast<long>(mallinfo2().uordblks / 1024)}; }
+
 void report(Rank& r, const Usage& warm, const Usage& end, int n) {
-  printf("CYCLES rank %d: %d cycles, fds %d -> %d, rss %ld -> %ld KiB (%+ld KiB after warm-up)\n", r.rank, n, warm.fds,
-         end.fds, warm.rss, end.rss, end.rss - warm.rss);
+  printf("CYCLES rank %d: %d cycles, fds %d -> %d, rss %ld -> %ld KiB (%+ld KiB after warm-up), malloc in use %ld -> %ld KiB\n",
+         r.rank, n, warm.fds, end.fds, warm.rss, end.rss, end.rss - warm.rss, warm.heap, end.heap);
   EXPECT_EQ(end.fds, warm.fds) << "file descriptors leak";
   EXPECT_LE(end.rss - warm.rss, kRssSlackKiB) << "memory grows with connect/close cycles";
 }
@@ -41,7 +46,7 @@ TEST(Leaks, ConnectTransferCloseCyclesKeepFdsAndMemoryFlat) {
         double closeMs = 0;
         std::vector<uint8_t> buf(256 * 1024);
         for (int i = 0; i < n; i++) {
-          if (i == kWarmup) warm = {openFds(), rssKiB()};
+          if (i == kWarmup) warm = usage();
           char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
           void *l = nullptr, *rc = nullptr;
           ASSERT_EQ(r.plugin.net->listen(r.plugin.ctx, 0, handle, &l), ncclSuccess);
@@ -61,12 +66,16 @@ TEST(Leaks, ConnectTransferCloseCyclesKeepFdsAndMemoryFlat) {
           // Both ranks close at once, as NCCL's teardown does (a close waits, bounded, for the peer to progress;
           // see docs/readme/reliability.md). Alternate the order of the listen and receive comms.
           auto t0 = netapi::Clock::now();
-          if (i % 2) ASSERT_EQ(r.plugin.net->closeListen(l), ncclSuccess);
+          if (i % 2) {
+            ASSERT_EQ(r.plugin.net->closeListen(l), ncclSuccess);
+          }
           ASSERT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
-          if (!(i % 2)) ASSERT_EQ(r.plugin.net->closeListen(l), ncclSuccess);
+          if (!(i % 2)) {
+            ASSERT_EQ(r.plugin.net->closeListen(l), ncclSuccess);
+          }
           closeMs = std::max(closeMs, std::chrono::duration<double, std::milli>(netapi::Clock::now() - t0).count());
         }
-        end = {openFds(), rssKiB()};
+        end = usage();
         report(r, warm, end, n);
         printf("CYCLES rank %d: slowest close %.1f ms\n", r.rank, closeMs);
       },
@@ -75,7 +84,7 @@ TEST(Leaks, ConnectTransferCloseCyclesKeepFdsAndMemoryFlat) {
         double closeMs = 0;
         std::vector<uint8_t> buf(256 * 1024);
         for (int i = 0; i < n; i++) {
-          if (i == kWarmup) warm = {openFds(), rssKiB()};
+          if (i == kWarmup) warm = usage();
           char handle[NCCL_NET_HANDLE_MAXSIZE];
           ASSERT_TRUE(r.peer.recv(handle, sizeof handle));
           void* s = nullptr;
@@ -92,7 +101,7 @@ TEST(Leaks, ConnectTransferCloseCyclesKeepFdsAndMemoryFlat) {
           ASSERT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
           closeMs = std::max(closeMs, std::chrono::duration<double, std::milli>(netapi::Clock::now() - t0).count());
         }
-        end = {openFds(), rssKiB()};
+        end = usage();
         report(r, warm, end, n);
         printf("CYCLES rank %d: slowest close %.1f ms\n", r.rank, closeMs);
       },
