@@ -57,8 +57,9 @@ class Handshake {
   // Drives I/O; never blocks. Returns an error (already logged with the peer's name) on protocol
   // violation, auth failure, EOF or timeout.
   Status progress(Phase* phase);
-  // The transport accepted the peer's blob; the exchange may finish.
-  void confirm();
+  // The transport accepted the peer's blob; the exchange may finish. The acceptor passes its own blob
+  // here (its resources are created once it knows the peer); the connector gave its blob up front.
+  void confirm(std::vector<uint8_t> acceptorBlob = {});
   const Hello& peer() const { return peer_; }
   const std::string& peerName() const { return peerName_; }
   Fd takeFd() { return std::move(fd_); }

@@ -91,7 +91,7 @@ class Transport {
   virtual int deviceCount() const = 0;
   virtual Status getProperties(int dev, DeviceProps* out) const = 0;
   // Fills the 128-byte handle that NCCL ships to the peer.
-  virtual Status listen(int dev, HandleBytes handle, std::unique_ptr<ListenComm>* out) = 0;
+  virtual Status listen(int dev, const CommConfig& config, HandleBytes handle, std::unique_ptr<ListenComm>* out) = 0;
   // Non-blocking: called repeatedly with the same handle buffer (the transport may keep state in it)
   // until *out is non-null.
   virtual Status connect(int dev, const CommConfig& config, HandleBytes handle, std::unique_ptr<SendComm>* out) = 0;

@@ -1,0 +1,73 @@
+#include "adapters/transport_select.h"
+
+#include "core/log.h"
+#include "core/params.h"
+#if ICN_HAVE_UCX
+#include "transport/ucx/ucx_transport.h"
+#endif
+#if ICN_HAVE_IB && __has_include("transport/ib/ib_transport.h")
+#include "transport/ib/ib_transport.h"
+#define ICN_IB_AVAILABLE 1
+#endif
+
+namespace icn::adapter {
+namespace {
+
+Status tryIb(std::unique_ptr<Transport>* out, std::string* why) {
+#ifdef ICN_IB_AVAILABLE
+  return ib::createTransport(out, why);
+#else
+  *why = "this build has no ibverbs transport";
+  return Status::InvalidUsage;
+#endif
+}
+
+Status tryUcx(std::unique_ptr<Transport>* out, std::string* why) {
+#if ICN_HAVE_UCX
+  return ucx::createTransport(out, why);
+#else
+  *why = "this build has no UCX transport";
+  return Status::InvalidUsage;
+#endif
+}
+
+}  // namespace
+
+Status selectTransport(std::unique_ptr<Transport>* out) {
+  const std::string& choice = params::getString(params::Id::Transport);
+  std::string why;
+  if (choice == "ib") {
+    if (tryIb(out, &why) == Status::Ok) {
+      ICN_INFO(subsys::Net | subsys::Init, "transport ib (ICN_TRANSPORT=ib)");
+      return Status::Ok;
+    }
+    ICN_WARN(subsys::Net | subsys::Init, "ICN_TRANSPORT=ib but the verbs transport is unusable: %s", why.c_str());
+    return Status::SystemError;
+  }
+  if (choice == "ucx") {
+    if (tryUcx(out, &why) == Status::Ok) {
+      ICN_INFO(subsys::Net | subsys::Init, "transport ucx (ICN_TRANSPORT=ucx)");
+      return Status::Ok;
+    }
+    ICN_WARN(subsys::Net | subsys::Init, "ICN_TRANSPORT=ucx but UCX is unusable: %s", why.c_str());
+    return Status::SystemError;
+  }
+  if (choice != "auto") {
+    ICN_WARN(subsys::Net | subsys::Init, "ICN_TRANSPORT=%s is not one of auto|ib|ucx", choice.c_str());
+    return Status::InvalidArgument;
+  }
+  if (tryIb(out, &why) == Status::Ok) {
+    ICN_INFO(subsys::Net | subsys::Init, "transport ib (ICN_TRANSPORT=auto: an active RDMA port is usable)");
+    return Status::Ok;
+  }
+  std::string ucxWhy;
+  if (tryUcx(out, &ucxWhy) == Status::Ok) {
+    ICN_WARN(subsys::Net | subsys::Init, "no usable RDMA port (%s): falling back to the UCX transport", why.c_str());
+    ICN_INFO(subsys::Net | subsys::Init, "transport ucx (ICN_TRANSPORT=auto: %s)", why.c_str());
+    return Status::Ok;
+  }
+  ICN_WARN(subsys::Net | subsys::Init, "no transport is usable: ib: %s; ucx: %s", why.c_str(), ucxWhy.c_str());
+  return Status::SystemError;
+}
+
+}  // namespace icn::adapter

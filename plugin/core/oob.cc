@@ -1,0 +1,144 @@
+#include "core/oob.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/log.h"
+#include "core/params.h"
+#include "core/wire.h"
+
+namespace icn {
+
+namespace {
+constexpr uint32_t kHandleMagic = 0x49434e48;  // "ICNH"
+}
+
+Status writeListenHandle(HandleBytes handle, uint8_t transport, const SockAddr& addr) {
+  std::fill(handle.begin(), handle.end(), 0);
+  WireWriter w;
+  w.put<uint32_t>(kHandleMagic);
+  w.put<uint8_t>(transport);
+  w.put<uint8_t>(static_cast<uint8_t>(kWireVersion));
+  w.put<uint16_t>(static_cast<uint16_t>(addr.len));
+  const auto* raw = reinterpret_cast<const uint8_t*>(&addr.storage);
+  w.bytes({raw, addr.len});
+  auto& b = w.buffer();
+  if (b.size() > kHandleScratchOffset) return Status::InternalError;
+  memcpy(handle.data(), b.data(), b.size());
+  return Status::Ok;
+}
+
+Status readListenHandle(HandleBytes handle, uint8_t transport, SockAddr* addr, std::string* why) {
+  WireReader r(std::span<const uint8_t>(handle.data(), kHandleScratchOffset));
+  uint32_t magic = 0;
+  uint8_t t = 0, version = 0;
+  uint16_t len = 0;
+  std::span<const uint8_t> raw;
+  if (!r.get(&magic) || magic != kHandleMagic) {
+    *why = "handle was not produced by ICN's listen() (bad magic)";
+    return Status::InvalidArgument;
+  }
+  r.get(&t);
+  r.get(&version);
+  r.get(&len);
+  if (t != transport) {
+    *why = std::string("handle is for transport ") + (t == kTransportIb ? "ib" : t == kTransportUcx ? "ucx" : "?") +
+           ", this rank uses " + (transport == kTransportIb ? "ib" : "ucx") + " (set ICN_TRANSPORT alike everywhere)";
+    return Status::InvalidArgument;
+  }
+  if (version != kWireVersion || (len != sizeof(sockaddr_in) && len != sizeof(sockaddr_in6)) || !r.bytes(len, &raw)) {
+    *why = "handle carries an unsupported version or address";
+    return Status::InvalidArgument;
+  }
+  memset(&addr->storage, 0, sizeof addr->storage);
+  memcpy(&addr->storage, raw.data(), len);
+  addr->len = len;
+  if (addr->family() != AF_INET && addr->family() != AF_INET6) {
+    *why = "handle carries an unknown address family";
+    return Status::InvalidArgument;
+  }
+  return Status::Ok;
+}
+
+Status OobListener::open(uint8_t transport, uint64_t commId, HandleBytes handle, std::unique_ptr<OobListener>* out) {
+  auto l = std::make_unique<OobListener>();
+  std::string ifname;
+  SockAddr want;
+  ICN_CHECK(pickInterface(&want, &ifname));
+  ICN_CHECK(listenOn(want, &l->fd_, &l->addr_));
+  ICN_CHECK(writeListenHandle(handle, transport, l->addr_));
+  l->transport_ = transport;
+  l->commId_ = commId;
+  ICN_TRACE(subsys::Net, "listening on %s (%s)", l->addr_.str().c_str(), ifname.c_str());
+  *out = std::move(l);
+  return Status::Ok;
+}
+
+Status OobListener::poll(std::unique_ptr<Handshake>* ready) {
+  for (;;) {
+    SockAddr peer;
+    peer.len = sizeof peer.storage;
+    int fd = ::accept4(fd_.get(), reinterpret_cast<sockaddr*>(&peer.storage), &peer.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) break;
+      ICN_WARN(subsys::Net, "accept on %s: %s", addr_.str().c_str(), strerror(errno));
+      return Status::SystemError;
+    }
+    Fd conn(fd);
+    setLivenessOptions(fd);
+    pending_.push_back(std::make_unique<Handshake>(std::move(conn), Handshake::Role::Acceptor, peer.str(),
+                                                   makeLocalHello(transport_, commId_, {})));
+  }
+  for (size_t i = 0; i < pending_.size();) {
+    Handshake::Phase phase;
+    if (pending_[i]->progress(&phase) != Status::Ok) {  // already logged with the peer's name
+      pending_.erase(pending_.begin() + static_cast<long>(i));
+      continue;
+    }
+    if (phase == Handshake::Phase::PeerKnown && !*ready) {
+      *ready = std::move(pending_[i]);
+      pending_.erase(pending_.begin() + static_cast<long>(i));
+      continue;
+    }
+    i++;
+  }
+  return Status::Ok;
+}
+
+Status OobConnector::start(HandleBytes handle, uint8_t transport, Hello hello, std::unique_ptr<OobConnector>* out) {
+  SockAddr addr;
+  std::string why;
+  if (readListenHandle(handle, transport, &addr, &why) != Status::Ok) {
+    ICN_WARN(subsys::Net, "connect: %s", why.c_str());
+    return Status::InvalidArgument;
+  }
+  auto c = std::make_unique<OobConnector>();
+  c->peerName_ = addr.str();
+  ICN_CHECK(startConnect(addr, &c->fd_));
+  setLivenessOptions(c->fd_.get());
+  c->hello_ = std::move(hello);
+  c->started_ = std::chrono::steady_clock::now();
+  *out = std::move(c);
+  return Status::Ok;
+}
+
+Status OobConnector::progress(Handshake::Phase* phase) {
+  *phase = Handshake::Phase::InProgress;
+  if (!hs_) {
+    bool connected = false;
+    ICN_CHECK(socketConnected(fd_.get(), &connected, peerName_));
+    if (!connected) {
+      long long limit = params::getInt(params::Id::ConnectTimeoutMs);
+      if (std::chrono::steady_clock::now() - started_ > std::chrono::milliseconds(limit)) {
+        ICN_WARN(subsys::Net, "connect to %s: no answer within %lld ms (ICN_CONNECT_TIMEOUT_MS)", peerName_.c_str(), limit);
+        return Status::RemoteError;
+      }
+      return Status::Ok;
+    }
+    hs_ = std::make_unique<Handshake>(std::move(fd_), Handshake::Role::Connector, peerName_, std::move(hello_));
+  }
+  return hs_->progress(phase);
+}
+
+}  // namespace icn

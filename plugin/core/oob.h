@@ -1,0 +1,71 @@
+// Out-of-band connection plumbing shared by transports: the listen handle that travels in NCCL's
+// 128-byte handle, a listener that runs many handshakes at once (a bad or stalled peer never blocks
+// the good ones), and the connect-side state machine.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/handshake.h"
+#include "core/socket.h"
+#include "core/transport.h"
+
+namespace icn {
+
+constexpr uint8_t kTransportUcx = 1;
+constexpr uint8_t kTransportIb = 2;
+constexpr size_t kHandleScratchOffset = 64;  // bytes [64,128) of the handle: connect-side state
+
+// Bytes [0,64) of the handle: what the listener advertises.
+Status writeListenHandle(HandleBytes handle, uint8_t transport, const SockAddr& addr);
+Status readListenHandle(HandleBytes handle, uint8_t transport, SockAddr* addr, std::string* why);
+
+// The connect side keeps one pointer to its pending state in the handle (NCCL calls connect again
+// with the same buffer until it returns a comm).
+template <typename T>
+T* loadPending(HandleBytes handle) {
+  T* p;
+  memcpy(&p, handle.data() + kHandleScratchOffset, sizeof p);
+  return p;
+}
+template <typename T>
+void storePending(HandleBytes handle, T* p) {
+  memcpy(handle.data() + kHandleScratchOffset, &p, sizeof p);
+}
+
+class OobListener {
+ public:
+  static Status open(uint8_t transport, uint64_t commId, HandleBytes handle, std::unique_ptr<OobListener>* out);
+  // Accepts new sockets and progresses every pending handshake. When one reaches PeerKnown it is
+  // handed to the caller, who sets up, confirm()s and progresses it to Done. Never fails because of
+  // one bad peer: that handshake is logged and dropped.
+  Status poll(std::unique_ptr<Handshake>* ready);
+  const SockAddr& address() const { return addr_; }
+  uint64_t commId() const { return commId_; }
+
+ private:
+  Fd fd_;
+  SockAddr addr_;
+  uint8_t transport_ = 0;
+  uint64_t commId_ = 0;
+  std::vector<std::unique_ptr<Handshake>> pending_;
+};
+
+class OobConnector {
+ public:
+  static Status start(HandleBytes handle, uint8_t transport, Hello hello, std::unique_ptr<OobConnector>* out);
+  // Waits for the TCP connect, then runs the handshake. Phase semantics as Handshake::progress.
+  Status progress(Handshake::Phase* phase);
+  Handshake& handshake() { return *hs_; }
+  const std::string& peerName() const { return peerName_; }
+
+ private:
+  Fd fd_;  // until the TCP connect completes
+  std::chrono::steady_clock::time_point started_;
+  std::unique_ptr<Handshake> hs_;
+  Hello hello_;
+  std::string peerName_;
+};
+
+}  // namespace icn

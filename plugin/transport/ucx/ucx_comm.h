@@ -1,0 +1,109 @@
+// UCX send/receive comms: tag-matched messages (the NCCL tag is the UCX tag; one sender per receive
+// worker, so no comm bits are needed), request pools, progress from test().
+#pragma once
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "core/fixed_pool.h"
+#include "core/handshake.h"
+#include "core/net_counters.h"
+#include "core/transport.h"
+#include "transport/ucx/ucx_worker.h"
+
+namespace icn::ucx {
+
+class CommBase;
+
+struct SubRequest {
+  volatile bool done = false;
+  ucs_status_t status = UCS_OK;
+  size_t length = 0;
+  void* ucxReq = nullptr;
+};
+
+class UcxRequest final : public Request {
+ public:
+  Status test(bool* done, int* sizes) override;
+  CommBase* owner = nullptr;
+  int n = 0;
+  size_t posted[kMaxRecvs] = {};
+  int tags[kMaxRecvs] = {};
+  SubRequest sub[kMaxRecvs];
+};
+
+struct MemHandle {
+  int type = kMemHost;
+  void* base = nullptr;
+  size_t size = 0;
+};
+
+class CommBase {
+ public:
+  CommBase(std::unique_ptr<Worker> worker, ControlChannel control, NetCommInfo info, int ptrSupport);
+  virtual ~CommBase();
+  Status regMr(void* data, size_t size, int type, void** mh);
+  Status deregMr(void* mh);
+  Status testRequest(UcxRequest* r, bool* done, int* sizes);
+  const std::string& peer() const { return control_.peerName(); }
+
+ protected:
+  virtual void releaseRequest(UcxRequest* r) = 0;
+  Status checkPeer(UcxRequest* r);
+
+  std::unique_ptr<Worker> worker_;
+  ControlChannel control_;
+  std::shared_ptr<NetCounters> counters_;
+  int ptrSupport_;
+  bool failed_ = false;
+  std::chrono::steady_clock::time_point peerGoneAt_{};
+};
+
+class UcxSendComm final : public SendComm, public CommBase {
+ public:
+  // Written by UCX's error handler when the endpoint breaks (peer died, link down).
+  struct EpError {
+    bool failed = false;
+    ucs_status_t status = UCS_OK;
+  };
+  UcxSendComm(std::unique_ptr<Worker> worker, ucp_ep_h ep, std::unique_ptr<EpError> epErr, ControlChannel control,
+              NetCommInfo info, int ptrSupport);
+  ~UcxSendComm() override;
+  Status regMr(void* data, size_t size, int type, void** mh) override { return CommBase::regMr(data, size, type, mh); }
+  Status regMrDmaBuf(void* data, size_t size, int type, uint64_t, int, void** mh) override {
+    return CommBase::regMr(data, size, type, mh);
+  }
+  Status deregMr(void* mh) override { return CommBase::deregMr(mh); }
+  Status isend(void* data, size_t size, int tag, void* mhandle, Request** request) override;
+  static void onEpError(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+ private:
+  void releaseRequest(UcxRequest* r) override { pool_.release(r); }
+  ucp_ep_h ep_;
+  std::unique_ptr<EpError> epErr_;
+  FixedPool<UcxRequest, kMaxRequests * kMaxRecvs> pool_;
+};
+
+class UcxRecvComm final : public RecvComm, public CommBase {
+ public:
+  using CommBase::CommBase;
+  ~UcxRecvComm() override;
+  Status regMr(void* data, size_t size, int type, void** mh) override { return CommBase::regMr(data, size, type, mh); }
+  Status regMrDmaBuf(void* data, size_t size, int type, uint64_t, int, void** mh) override {
+    return CommBase::regMr(data, size, type, mh);
+  }
+  Status deregMr(void* mh) override { return CommBase::deregMr(mh); }
+  Status irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles, Request** request) override;
+  Status iflush(int, void**, const int*, void**, Request** request) override {
+    *request = nullptr;  // data lands in host memory through the CPU: nothing to flush
+    return Status::Ok;
+  }
+
+ private:
+  void releaseRequest(UcxRequest* r) override { pool_.release(r); }
+  FixedPool<UcxRequest, kMaxRequests> pool_;
+};
+
+}  // namespace icn::ucx

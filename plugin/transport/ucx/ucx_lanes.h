@@ -1,0 +1,14 @@
+// Which UCX transports (lanes) an endpoint uses, for the INFO log: "which transport and why".
+#pragma once
+#include <ucp/api/ucp.h>
+
+#include <string>
+
+namespace icn::ucx {
+
+// "posix/memory, tcp/lo" parsed from ucp_ep_print_info; empty when UCX prints nothing usable.
+std::string describeLanes(ucp_ep_h ep);
+// Logs the lanes at INFO the first time a given lane set is seen in this process.
+void logLanesOnce(ucp_ep_h ep, const std::string& peer);
+
+}  // namespace icn::ucx
