@@ -53,7 +53,10 @@ Status CommBase::createQps(int nqps, std::string* why) {
   }
   for (int i = 0; i < nqps; ++i) {
     QpPtr qp;
-    ICN_CHECK(createRcQp(*ports_[i % m], cqs_[i % m].get(), kQueueDepth + kMaxRequests, kQueueDepth, &sink_, &qp, why));
+    // QP 0 of a receiver carries the CTS writes: inline them when the provider allows (no staging DMA).
+    const int wantInline = (!isSend_ && i == 0) ? int(sizeof(CtsSlot)) : 0;
+    ICN_CHECK(createRcQp(*ports_[i % m], cqs_[i % m].get(), kQueueDepth + kMaxRequests, kQueueDepth, &sink_, &qp, why,
+                         wantInline, i == 0 ? &qp0Inline_ : nullptr));
     qps_.push_back(std::move(qp));
     // Receives must be posted before the peer can write with immediate (allowed from INIT).
     if (!isSend_) {

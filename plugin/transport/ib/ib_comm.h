@@ -82,6 +82,7 @@ class CommBase {
   bool isSend_;
   std::vector<CqPtr> cqs_;   // one per member device; destroyed after the QPs (declared first)
   std::vector<QpPtr> qps_;
+  int qp0Inline_ = 0;  // inline bytes granted on QP 0 (carries the CTS writes)
   QpFaultSink sink_;
   ControlChannel control_;
   std::string peerName_ = "(connecting)";

@@ -28,7 +28,7 @@ DevAddr localAddr(const Port& port) {
 }
 
 Status createRcQp(const Port& port, ibv_cq* cq, int maxSend, int maxRecv, QpFaultSink* sink, QpPtr* out,
-                  std::string* why) {
+                  std::string* why, int maxInline, int* gotInline) {
   ibv_qp_init_attr ia{};
   ia.qp_context = sink;
   ia.send_cq = cq;
@@ -39,7 +39,13 @@ Status createRcQp(const Port& port, ibv_cq* cq, int maxSend, int maxRecv, QpFaul
   ia.cap.max_send_sge = 1;
   ia.cap.max_recv_sge = 1;
   ia.sq_sig_all = 0;
+  ia.cap.max_inline_data = uint32_t(maxInline);
   QpPtr qp(ibv_create_qp(port.hca->pd(), &ia));
+  if (!qp && maxInline > 0) {
+    ia.cap.max_inline_data = 0;
+    qp.reset(ibv_create_qp(port.hca->pd(), &ia));
+  }
+  if (gotInline) *gotInline = qp ? int(ia.cap.max_inline_data) : 0;
   if (!qp) {
     *why = "ibv_create_qp on " + port.hca->name() + ": " + errnoString(errno);
     return Status::SystemError;

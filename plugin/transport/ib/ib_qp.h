@@ -17,8 +17,10 @@ struct QpTuning {
 QpTuning qpTuningFromParams(int commTrafficClass);
 
 // Creates an RC QP on port's HCA; qp_context = sink (fault reporting). Leaves it in INIT.
+// maxInline > 0 asks for inline sends of that many bytes; *gotInline reports what the provider granted (0 when
+// it refused: the QP is then created without inline data).
 Status createRcQp(const Port& port, ibv_cq* cq, int maxSend, int maxRecv, QpFaultSink* sink, QpPtr* out,
-                  std::string* why);
+                  std::string* why, int maxInline = 0, int* gotInline = nullptr);
 // Connects a QP in INIT to the remote one: RTR (path MTU = min of both ends) then RTS.
 Status connectQp(ibv_qp* qp, const Port& local, const DevAddr& remote, uint32_t remoteQpn, const QpTuning& t,
                  std::string* why);

@@ -99,7 +99,10 @@ Status IbRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tag
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_SIGNALED;
+  // Only every 16th CTS is signalled: its completion retires the unsignalled ones before it (at most
+  // kFifoSlots CTS writes are outstanding, far below the send queue depth).
+  wr.send_flags = (seq_ % 16 == 15) ? IBV_SEND_SIGNALED : 0;
+  if (int(sge.length) <= qp0Inline_) wr.send_flags |= IBV_SEND_INLINE;
   wr.wr.rdma.remote_addr = remoteFifo_ + uint64_t(slot) * sizeof(CtsSlot);
   wr.wr.rdma.rkey = remoteFifoRkey_;
   ibv_send_wr* bad = nullptr;
