@@ -82,7 +82,10 @@ Status Handshake::pump() {
       if (in_.size() > kMaxFramePayload + 12) break;  // parse before reading more
       continue;
     }
-    if (n == 0) return fail("peer closed the connection during the handshake");
+    if (n == 0) {  // frames that arrived before the close still count (READY then close is legal)
+      eof_ = true;
+      break;
+    }
     if (errno == EAGAIN || errno == EWOULDBLOCK) break;
     if (errno == EINTR) continue;
     return fail("recv: %s", strerror(errno));
@@ -141,6 +144,8 @@ Status Handshake::progress(Phase* phase) {
     ICN_CHECK(onFrame(type, std::span<const uint8_t>(in_.data() + 12, len)));
     in_.erase(in_.begin(), in_.begin() + 12 + len);
   }
+  bool finished = helloReceived_ && (role_ == Role::Connector || readyDone_);
+  if (eof_ && !finished) return fail("peer closed the connection during the handshake");
   if (!helloReceived_) {
     auto idle = std::chrono::steady_clock::now() - lastProgress_;
     if (idle > std::chrono::milliseconds(params::getInt(params::Id::ConnectTimeoutMs)))

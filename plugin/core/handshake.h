@@ -75,7 +75,7 @@ class Handshake {
   std::string peerName_;
   Hello local_;
   Hello peer_;
-  bool helloReceived_ = false, confirmed_ = false, helloSent_ = false, readyDone_ = false;
+  bool eof_ = false, helloReceived_ = false, confirmed_ = false, helloSent_ = false, readyDone_ = false;
   std::vector<uint8_t> out_;
   size_t outOff_ = 0;
   std::vector<uint8_t> in_;

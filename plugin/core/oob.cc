@@ -4,6 +4,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <mutex>
+#include <unordered_set>
+
 #include "core/log.h"
 #include "core/params.h"
 #include "core/wire.h"
@@ -12,6 +15,18 @@ namespace icn {
 
 namespace {
 constexpr uint32_t kHandleMagic = 0x49434e48;  // "ICNH"
+std::mutex g_pendingMu;
+std::unordered_set<const void*> g_pending;
+}  // namespace
+
+void pending_registry::add(const void* p) {
+  std::lock_guard lk(g_pendingMu);
+  g_pending.insert(p);
+}
+
+bool pending_registry::remove(const void* p) {
+  std::lock_guard lk(g_pendingMu);
+  return g_pending.erase(p) == 1;
 }
 
 Status writeListenHandle(HandleBytes handle, uint8_t transport, const SockAddr& addr) {

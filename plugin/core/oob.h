@@ -22,15 +22,24 @@ Status writeListenHandle(HandleBytes handle, uint8_t transport, const SockAddr& 
 Status readListenHandle(HandleBytes handle, uint8_t transport, SockAddr* addr, std::string* why);
 
 // The connect side keeps one pointer to its pending state in the handle (NCCL calls connect again
-// with the same buffer until it returns a comm).
+// with the same buffer until it returns a comm). The pointer is only trusted if we parked it: a
+// garbage or recycled handle can never make us dereference an arbitrary address.
+namespace pending_registry {
+void add(const void* p);
+bool remove(const void* p);  // true when p was registered
+}  // namespace pending_registry
+
+// Takes ownership of the state parked in the handle (nullptr when there is none).
 template <typename T>
-T* loadPending(HandleBytes handle) {
+T* takePending(HandleBytes handle) {
   T* p;
   memcpy(&p, handle.data() + kHandleScratchOffset, sizeof p);
-  return p;
+  memset(handle.data() + kHandleScratchOffset, 0, sizeof p);
+  return p && pending_registry::remove(p) ? p : nullptr;
 }
 template <typename T>
-void storePending(HandleBytes handle, T* p) {
+void parkPending(HandleBytes handle, T* p) {
+  pending_registry::add(p);
   memcpy(handle.data() + kHandleScratchOffset, &p, sizeof p);
 }
 

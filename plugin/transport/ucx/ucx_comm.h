@@ -1,5 +1,6 @@
 // UCX send/receive comms: tag-matched messages (the NCCL tag is the UCX tag; one sender per receive
-// worker, so no comm bits are needed), request pools, progress from test().
+// worker, so no comm bits are needed), request pools, progress from test(), and the same-host fast
+// path (fast_path.h) for large messages.
 #pragma once
 #include <ucp/api/ucp.h>
 
@@ -7,10 +8,13 @@
 #include <memory>
 #include <string>
 
+#include "core/copy_engine.h"
 #include "core/fixed_pool.h"
 #include "core/handshake.h"
 #include "core/net_counters.h"
 #include "core/transport.h"
+#include "transport/ucx/fast_path.h"
+#include "transport/ucx/ucx_endpoint.h"
 #include "transport/ucx/ucx_worker.h"
 
 namespace icn::ucx {
@@ -18,10 +22,23 @@ namespace icn::ucx {
 class CommBase;
 
 struct SubRequest {
-  volatile bool done = false;
+  volatile bool done = false;  // UCX finished (callback)
   ucs_status_t status = UCS_OK;
   size_t length = 0;
+  ucp_tag_t senderTag = 0;
   void* ucxReq = nullptr;
+  // Fast path, receive side: the descriptor arrived and the pull is under way.
+  bool pulling = false;
+  FastDescriptor desc{};
+  CopyCompletion copy;
+  void reset() {
+    done = false;
+    status = UCS_OK;
+    length = 0;
+    senderTag = 0;
+    ucxReq = nullptr;
+    pulling = false;
+  }
 };
 
 class UcxRequest final : public Request {
@@ -29,6 +46,10 @@ class UcxRequest final : public Request {
   Status test(bool* done, int* sizes) override;
   CommBase* owner = nullptr;
   int n = 0;
+  bool fastSend = false;
+  alignas(8) uint64_t fastDone = 0;  // written by the receiver (same host) when it has pulled the data
+  FastDescriptor desc{};             // what a fast send ships (must outlive the UCX send)
+  void* bufs[kMaxRecvs] = {};
   size_t posted[kMaxRecvs] = {};
   int tags[kMaxRecvs] = {};
   SubRequest sub[kMaxRecvs];
@@ -42,7 +63,8 @@ struct MemHandle {
 
 class CommBase {
  public:
-  CommBase(std::unique_ptr<Worker> worker, ControlChannel control, NetCommInfo info, int ptrSupport);
+  CommBase(std::unique_ptr<Worker> worker, std::unique_ptr<Endpoint> ep, ControlChannel control, NetCommInfo info,
+           int ptrSupport, bool fastPath);
   virtual ~CommBase();
   Status regMr(void* data, size_t size, int type, void** mh);
   Status deregMr(void* mh);
@@ -52,24 +74,25 @@ class CommBase {
  protected:
   virtual void releaseRequest(UcxRequest* r) = 0;
   Status checkPeer(UcxRequest* r);
+  // Receive side: turns a completed descriptor into a pull; *finished once the bytes are here.
+  Status advanceFast(UcxRequest* r, int i, bool* finished);
+  template <typename Pool>
+  void cancelAll(Pool& pool);
 
   std::unique_ptr<Worker> worker_;
+  std::unique_ptr<Endpoint> ep_;  // destroyed before the worker
   ControlChannel control_;
   std::shared_ptr<NetCounters> counters_;
   int ptrSupport_;
+  bool fastPath_;
+  size_t fastMin_;
   bool failed_ = false;
   std::chrono::steady_clock::time_point peerGoneAt_{};
 };
 
 class UcxSendComm final : public SendComm, public CommBase {
  public:
-  // Written by UCX's error handler when the endpoint breaks (peer died, link down).
-  struct EpError {
-    bool failed = false;
-    ucs_status_t status = UCS_OK;
-  };
-  UcxSendComm(std::unique_ptr<Worker> worker, ucp_ep_h ep, std::unique_ptr<EpError> epErr, ControlChannel control,
-              NetCommInfo info, int ptrSupport);
+  using CommBase::CommBase;
   ~UcxSendComm() override;
   Status regMr(void* data, size_t size, int type, void** mh) override { return CommBase::regMr(data, size, type, mh); }
   Status regMrDmaBuf(void* data, size_t size, int type, uint64_t, int, void** mh) override {
@@ -77,12 +100,9 @@ class UcxSendComm final : public SendComm, public CommBase {
   }
   Status deregMr(void* mh) override { return CommBase::deregMr(mh); }
   Status isend(void* data, size_t size, int tag, void* mhandle, Request** request) override;
-  static void onEpError(void* arg, ucp_ep_h ep, ucs_status_t status);
 
  private:
   void releaseRequest(UcxRequest* r) override { pool_.release(r); }
-  ucp_ep_h ep_;
-  std::unique_ptr<EpError> epErr_;
   FixedPool<UcxRequest, kMaxRequests * kMaxRecvs> pool_;
 };
 

@@ -8,9 +8,12 @@
 
 #include "core/log.h"
 #include "core/oob.h"
+#include "core/copy_engine.h"
 #include "core/params.h"
+#include "core/wire.h"
 #include "transport/ucx/ucx_comm.h"
 #include "transport/ucx/ucx_context.h"
+#include "transport/ucx/fast_path.h"
 #include "transport/ucx/ucx_lanes.h"
 
 namespace icn::ucx {
@@ -19,6 +22,66 @@ namespace {
 constexpr int kUnknownSpeedMbps = 100000;
 
 class UcxTransport;
+
+// Handshake blobs. Connector: worker address + the address of its CMA probe word. Acceptor: worker
+// address + whether the same-host fast path is on for this connection (the acceptor decides: it is
+// the one that pulls).
+struct Blob {
+  std::vector<uint8_t> workerAddress;
+  uint64_t extra = 0;
+};
+
+std::vector<uint8_t> encodeBlob(const std::vector<uint8_t>& addr, uint64_t extra) {
+  WireWriter w;
+  w.put<uint32_t>(static_cast<uint32_t>(addr.size()));
+  w.bytes(addr);
+  w.put<uint64_t>(extra);
+  return std::move(w.buffer());
+}
+
+Status decodeBlob(const std::vector<uint8_t>& raw, Blob* out, const std::string& peer) {
+  WireReader r(raw);
+  uint32_t len = 0;
+  std::span<const uint8_t> addr;
+  if (!r.get(&len) || !r.bytes(len, &addr) || !r.get(&out->extra) || !r.atEnd() || len == 0) {
+    ICN_WARN(subsys::Net, "%s sent a malformed UCX connection blob (%zu bytes)", peer.c_str(), raw.size());
+    return Status::RemoteError;
+  }
+  out->workerAddress.assign(addr.begin(), addr.end());
+  return Status::Ok;
+}
+
+// One connection being set up, on either side: the handshake, then UCX wire-up in both directions.
+struct Pending {
+  std::unique_ptr<Worker> worker;
+  std::unique_ptr<Endpoint> ep;
+  ucs_status_ptr_t probeRecv = nullptr;  // the peer's wire-up probe
+  bool wired = false;
+  ~Pending() {
+    if (probeRecv && !UCS_PTR_IS_ERR(probeRecv)) {
+      if (ucp_request_check_status(probeRecv) == UCS_INPROGRESS) ucp_request_cancel(worker->get(), probeRecv);
+      ucp_request_free(probeRecv);
+    }
+  }
+  Blob peerBlob;
+  Status startWireup(const Hello& peer, const std::string& name) {
+    ICN_CHECK(decodeBlob(peer.blob, &peerBlob, name));
+    ICN_CHECK(Endpoint::create(*worker, peerBlob.workerAddress, name, &ep));
+    probeRecv = postWireupProbe(*worker);
+    ep->startWireup();
+    return Status::Ok;
+  }
+  // Ok with *done once our probe went out, our flush finished and the peer's probe arrived.
+  Status pollWireup(bool* done) {
+    *done = false;
+    bool mine = false;
+    ICN_CHECK(ep->pollWireup(&mine));
+    if (UCS_PTR_IS_ERR(probeRecv)) return Status::RemoteError;
+    bool theirs = !probeRecv || ucp_request_check_status(probeRecv) != UCS_INPROGRESS;
+    *done = mine && theirs;
+    return Status::Ok;
+  }
+};
 
 class UcxListenComm final : public ListenComm {
  public:
@@ -29,23 +92,13 @@ class UcxListenComm final : public ListenComm {
   UcxTransport& t_;
   std::unique_ptr<OobListener> listener_;
   std::unique_ptr<Handshake> hs_;
-  std::unique_ptr<Worker> worker_;
+  std::unique_ptr<Pending> pending_;
+  bool fast_ = false;
 };
 
-struct PendingConnect {
+struct PendingConnect : Pending {
   std::unique_ptr<OobConnector> oob;
-  std::unique_ptr<Worker> worker;
-  std::unique_ptr<UcxSendComm::EpError> epErr;
-  ucp_ep_h ep = nullptr;
   CommConfig config;
-  ~PendingConnect() {
-    if (ep && worker) {
-      ucp_request_param_t p{};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      waitRequest(*worker, ucp_ep_close_nbx(ep, &p), 1000);
-    }
-  }
 };
 
 class UcxTransport final : public Transport {
@@ -84,30 +137,37 @@ Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
   if (!hs_) {
     ICN_CHECK(listener_->poll(&hs_));
     if (!hs_) return Status::Ok;
+    pending_ = std::make_unique<Pending>();
     std::vector<uint8_t> addr;
-    Status st = Worker::create(t_.context(), &worker_);
-    if (st == Status::Ok) st = worker_->address(&addr);
+    Status st = Worker::create(t_.context(), &pending_->worker);
+    if (st == Status::Ok) st = pending_->worker->address(&addr);
+    if (st == Status::Ok) st = pending_->startWireup(hs_->peer(), hs_->peerName());
     if (st != Status::Ok) {
       hs_.reset();
+      pending_.reset();
       return st;
     }
-    hs_->confirm(std::move(addr));
+    fast_ = fastPathPossible(hs_->peer().host.c_str(), static_cast<pid_t>(hs_->peer().pid), pending_->peerBlob.extra);
+    hs_->confirm(encodeBlob(addr, fast_ ? 1 : 0));
   }
   Handshake::Phase phase;
-  if (hs_->progress(&phase) != Status::Ok) {
+  bool wired = false;
+  if (pending_->pollWireup(&wired) != Status::Ok || hs_->progress(&phase) != Status::Ok) {
     hs_.reset();
-    worker_.reset();
+    pending_.reset();
     return Status::RemoteError;
   }
-  if (phase != Handshake::Phase::Done) return Status::Ok;
+  if (phase != Handshake::Phase::Done || !wired) return Status::Ok;
   const Hello peer = hs_->peer();
   std::string name = hs_->peerName();
   NetCommInfo info = commInfo(peer, listener_->commId(), false, name);
-  auto comm = std::make_unique<UcxRecvComm>(std::move(worker_), ControlChannel(hs_->takeFd(), name), info,
-                                            t_.ptrSupport());
+  auto comm = std::make_unique<UcxRecvComm>(std::move(pending_->worker), std::move(pending_->ep),
+                                            ControlChannel(hs_->takeFd(), name), info, t_.ptrSupport(), fast_);
   if (params::getInt(params::Id::LogDetail) >= 1)
-    ICN_INFO(subsys::Net, "UCX receive connection from %s (rank %d) ready", name.c_str(), peer.rank);
+    ICN_INFO(subsys::Net, "UCX receive connection from %s (rank %d) ready%s", name.c_str(), peer.rank,
+             fast_ ? ", same-host fast path" : "");
   hs_.reset();
+  pending_.reset();
   *out = std::move(comm);
   return Status::Ok;
 }
@@ -129,50 +189,44 @@ Status UcxTransport::connect(int dev, const CommConfig& config, HandleBytes hand
     ICN_WARN(subsys::Net, "connect: device %d does not exist (UCX transport has 1 device)", dev);
     return Status::InvalidArgument;
   }
-  std::unique_ptr<PendingConnect> pc(loadPending<PendingConnect>(handle));
-  storePending<PendingConnect>(handle, nullptr);
+  // Owned here while we work; parked back in the handle when NCCL has to call again.
+  std::unique_ptr<PendingConnect> pc(takePending<PendingConnect>(handle));
   if (!pc) {
     pc = std::make_unique<PendingConnect>();
     pc->config = config;
-    ICN_CHECK(OobConnector::start(handle, kTransportUcx, makeLocalHello(kTransportUcx, config.commId, {}), &pc->oob));
+    std::vector<uint8_t> addr;
+    ICN_CHECK(Worker::create(context(), &pc->worker));
+    ICN_CHECK(pc->worker->address(&addr));
+    uint64_t probe = CopyEngine::instance() ? reinterpret_cast<uint64_t>(cmaProbeWord()) : 0;
+    ICN_CHECK(OobConnector::start(
+        handle, kTransportUcx, makeLocalHello(kTransportUcx, config.commId, encodeBlob(addr, probe)), &pc->oob));
   }
   Handshake::Phase phase;
-  ICN_CHECK(pc->oob->progress(&phase));  // failure: pc is destroyed, the handle is clean for a retry
+  ICN_CHECK(pc->oob->progress(&phase));  // on failure pc dies here and the handle is clean for a retry
   if (phase == Handshake::Phase::PeerKnown && !pc->ep) {
-    const Hello& peer = pc->oob->handshake().peer();
-    ICN_CHECK(Worker::create(context(), &pc->worker));
-    pc->epErr = std::make_unique<UcxSendComm::EpError>();
-    ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep.address = reinterpret_cast<const ucp_address_t*>(peer.blob.data());
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ep.err_handler.cb = &UcxSendComm::onEpError;
-    ep.err_handler.arg = pc->epErr.get();
-    if (peer.blob.empty()) {
-      ICN_WARN(subsys::Net, "connect to %s: peer sent no UCX worker address", pc->oob->handshake().peerName().c_str());
-      return Status::RemoteError;
+    ICN_CHECK(pc->startWireup(pc->oob->handshake().peer(), pc->oob->handshake().peerName()));
+    logLanesOnce(pc->ep->get(), pc->oob->handshake().peerName());
+  }
+  if (pc->ep && !pc->wired) {
+    ICN_CHECK(pc->pollWireup(&pc->wired));
+    if (pc->wired) {
+      pc->oob->handshake().confirm();
+      ICN_CHECK(pc->oob->progress(&phase));
     }
-    ucs_status_t st = ucp_ep_create(pc->worker->get(), &ep, &pc->ep);
-    if (st != UCS_OK) {
-      ICN_WARN(subsys::Net, "ucp_ep_create to %s: %s", pc->oob->handshake().peerName().c_str(), statusString(st));
-      return Status::RemoteError;
-    }
-    logLanesOnce(pc->ep, pc->oob->handshake().peerName());
-    pc->oob->handshake().confirm();
-    ICN_CHECK(pc->oob->progress(&phase));
   }
   if (phase != Handshake::Phase::Done) {
-    storePending(handle, pc.release());
+    parkPending(handle, pc.release());
     return Status::Ok;
   }
   Handshake& hs = pc->oob->handshake();
   std::string name = hs.peerName();
   NetCommInfo info = commInfo(hs.peer(), pc->config.commId, true, name);
-  auto comm = std::make_unique<UcxSendComm>(std::move(pc->worker), std::exchange(pc->ep, nullptr), std::move(pc->epErr),
-                                            ControlChannel(hs.takeFd(), name), info, ptrSupport());
+  bool fast = pc->peerBlob.extra == 1;
+  auto comm = std::make_unique<UcxSendComm>(std::move(pc->worker), std::move(pc->ep), ControlChannel(hs.takeFd(), name),
+                                            info, ptrSupport(), fast);
   if (params::getInt(params::Id::LogDetail) >= 1)
-    ICN_INFO(subsys::Net, "UCX send connection to %s (rank %d) ready", name.c_str(), hs.peer().rank);
+    ICN_INFO(subsys::Net, "UCX send connection to %s (rank %d) ready%s", name.c_str(), hs.peer().rank,
+             fast ? ", same-host fast path" : "");
   *out = std::move(comm);
   return Status::Ok;
 }

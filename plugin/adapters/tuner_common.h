@@ -1,0 +1,52 @@
+// Glue shared by the tuner ABI adapters (v5..v2): context creation, error mapping, exception fences.
+#pragma once
+#include <cstdint>
+#include <new>
+
+#include "abi/nccl_common.h"
+#include "core/log.h"
+#include "tuner/context.h"
+
+namespace icn::adapters {
+
+inline ncclResult_t tunerInit(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, ncclDebugLogger_t logFn,
+                              bool shareByCommId) {
+  if (!ctx) return ncclInvalidArgument;
+  *ctx = nullptr;
+  setLogSink(reinterpret_cast<LogSink>(logFn));
+  try {
+    tuner::ContextConfig cfg = tuner::ContextConfig::fromEnvironment();
+    cfg.shareByCommId = shareByCommId;
+    *ctx = new tuner::Context(cfg, commId, static_cast<int>(nRanks), static_cast<int>(nNodes));
+    return ncclSuccess;
+  } catch (const std::bad_alloc&) {
+    ICN_WARN(subsys::Tuning, "tuner: out of memory at init");
+    return ncclSystemError;
+  } catch (...) {
+    ICN_WARN(subsys::Tuning, "tuner: unexpected failure at init");
+    return ncclInternalError;
+  }
+}
+
+inline ncclResult_t tunerFinalize(void* ctx) {
+  try {
+    delete static_cast<tuner::Context*>(ctx);  // owns the RAII state; NULL is fine
+  } catch (...) {
+    return ncclInternalError;
+  }
+  return ncclSuccess;
+}
+
+// float** is really float[numAlgo][numProto]: reinterpret, never dereference as rows. A miss is success.
+inline ncclResult_t tunerCostTableCall(void* ctx, int collType, size_t nBytes, int numPipeOps, float** costTable,
+                                       int numAlgo, int numProto, int regBuff, int* nChannels) {
+  auto* c = static_cast<tuner::Context*>(ctx);
+  if (!c || !costTable) return ncclSuccess;
+  tuner::CostTable table(reinterpret_cast<float*>(costTable), numAlgo, numProto);
+  c->getCollInfo(collType, nBytes, numPipeOps, table, regBuff, nChannels);
+  return ncclSuccess;
+}
+
+}  // namespace icn::adapters
+
+#define ICN_EXPORT extern "C" __attribute__((visibility("default")))

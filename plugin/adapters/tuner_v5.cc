@@ -1,0 +1,18 @@
+// ncclTunerPlugin_v5 (NCCL 2.27+): the one version with a commId, so the only one fed by our profiler.
+#include "abi/tuner_v5.h"
+#include "adapters/tuner_common.h"
+
+namespace {
+ncclResult_t init(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, ncclDebugLogger_t logFn,
+                  ncclNvlDomainInfo_v5_t*, ncclTunerConstants_v5_t*) {
+  return icn::adapters::tunerInit(ctx, commId, nRanks, nNodes, logFn, /*shareByCommId=*/true);
+}
+ncclResult_t getCollInfo(void* ctx, ncclFunc_t collType, size_t nBytes, int numPipeOps, float** collCostTable,
+                         int numAlgo, int numProto, int regBuff, int* nChannels) {
+  return icn::adapters::tunerCostTableCall(ctx, collType, nBytes, numPipeOps, collCostTable, numAlgo, numProto,
+                                           regBuff, nChannels);
+}
+ncclResult_t finalize(void* ctx) { return icn::adapters::tunerFinalize(ctx); }
+}  // namespace
+
+ICN_EXPORT const ncclTuner_v5_t ncclTunerPlugin_v5 = {"ICN", init, getCollInfo, finalize};

@@ -1,0 +1,253 @@
+#include "telemetry/heatmap.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <tuple>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/log.h"
+#include "core/net_counters.h"
+#include "core/params.h"
+#include "telemetry/coll_names.h"
+
+namespace icn::telemetry::heatmap {
+namespace {
+
+struct State {
+  std::mutex mu;
+  std::vector<std::shared_ptr<CommEntry>> entries;
+  std::vector<std::shared_ptr<CommEntry>> finalized;
+  std::thread writer;
+  std::condition_variable cv;
+  bool stopWriter = false;
+  std::string path;
+};
+
+State& state() {
+  static State* s = new State();  // never destroyed: the writer may still run during static teardown
+  return *s;
+}
+
+std::string hostName() {
+  char h[256] = {};
+  if (gethostname(h, sizeof h - 1) != 0) return "unknown";
+  return h;
+}
+
+void appendEscaped(std::string& out, const std::string& s) {
+  out += '"';
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+template <typename... A>
+void appendf(std::string& out, const char* fmt, A... args) {
+  char buf[512];
+  int n = snprintf(buf, sizeof buf, fmt, args...);
+  if (n > 0) out.append(buf, std::min<size_t>(n, sizeof buf - 1));
+}
+
+void writerLoop(State* s) {
+  std::unique_lock<std::mutex> lock(s->mu);
+  auto interval = std::chrono::milliseconds(std::max<int64_t>(10, params::getInt(params::Id::HeatmapIntervalMs)));
+  bool warned = false;
+  while (!s->stopWriter) {
+    s->cv.wait_for(lock, interval, [s] { return s->stopWriter; });
+    std::string path = s->path;
+    lock.unlock();
+    std::string why;
+    if (!writeSnapshot(path, &why) && !warned) {
+      ICN_WARN(subsys::Tuning, "heatmap: cannot write %s: %s (further failures are silent)", path.c_str(), why.c_str());
+      warned = true;
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace
+
+std::string snapshotPath() {
+  const std::string& p = params::getString(params::Id::HeatmapFile);
+  if (!p.empty()) return p;
+  if (params::getString(params::Id::Tuner) == "off") return "";
+  return "/tmp/icn-heatmap-" + std::to_string(getpid()) + ".json";
+}
+
+std::shared_ptr<CommEntry> registerComm(uint64_t commId, int rank, int nranks) {
+  auto e = std::make_shared<CommEntry>();
+  e->commId = commId;
+  e->rank = rank;
+  e->nranks = nranks;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.entries.push_back(e);
+  if (!s.writer.joinable()) {
+    s.path = snapshotPath();
+    if (!s.path.empty()) {
+      s.stopWriter = false;
+      s.writer = std::thread(writerLoop, &s);
+      ICN_INFO(subsys::Tuning, "heatmap: snapshots to %s every %lld ms", s.path.c_str(),
+               static_cast<long long>(params::getInt(params::Id::HeatmapIntervalMs)));
+    }
+  }
+  return e;
+}
+
+void unregisterComm(const std::shared_ptr<CommEntry>& entry) {
+  State& s = state();
+  std::thread toJoin;
+  std::string path;
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    path = s.path;
+    s.finalized.push_back(entry);
+    // Finalized comms stay in the picture until the last one goes, so the final file shows every rank.
+    last = std::all_of(s.entries.begin(), s.entries.end(), [&](auto& e) {
+      return std::find(s.finalized.begin(), s.finalized.end(), e) != s.finalized.end();
+    });
+    if (last && s.writer.joinable()) {
+      s.stopWriter = true;
+      toJoin = std::move(s.writer);
+    }
+  }
+  s.cv.notify_all();
+  if (toJoin.joinable()) toJoin.join();
+  if (!last) return;
+  std::string why;
+  if (!path.empty() && !writeSnapshot(path, &why))
+    ICN_WARN(subsys::Tuning, "heatmap: cannot write %s: %s", path.c_str(), why.c_str());
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.entries.clear();
+  s.finalized.clear();
+}
+
+std::string renderJson() {
+  State& s = state();
+  std::vector<std::shared_ptr<CommEntry>> entries;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    entries = s.entries;
+  }
+  std::vector<NetCommSample> net = netstats::snapshot();
+  // Key every comm by (commId, rank); net connections whose local rank is unknown land under rank -1.
+  std::map<std::pair<uint64_t, int>, std::pair<std::shared_ptr<CommEntry>, std::vector<const NetCommSample*>>> comms;
+  for (auto& e : entries) comms[{e->commId, e->rank}].first = e;
+  for (const auto& n : net) comms[{n.info.commId, n.info.localRank}].second.push_back(&n);
+
+  std::string out;
+  auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::system_clock::now().time_since_epoch()).count();
+  appendf(out, "{\"version\":1,\"pid\":%d,\"host\":", static_cast<int>(getpid()));
+  appendEscaped(out, hostName());
+  appendf(out, ",\"time_ms\":%lld,\"comms\":[", static_cast<long long>(now));
+  bool firstComm = true;
+  for (auto& [key, val] : comms) {
+    auto& [entry, conns] = val;
+    if (!firstComm) out += ',';
+    firstComm = false;
+    appendf(out, "\n{\"commId\":\"0x%llx\",\"rank\":%d,\"nranks\":%d,\"peers\":[",
+            static_cast<unsigned long long>(key.first), key.second, entry ? entry->nranks : 0);
+    // One row per (peer, channel): send and receive directions merged.
+    struct Row { int peerRank; std::string peer; int channel; uint64_t sb = 0, sm = 0, rb = 0, rm = 0; };
+    std::vector<Row> rows;
+    for (const NetCommSample* n : conns) {
+      auto it = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
+        return r.peer == n->info.peer && r.channel == n->info.channel && r.peerRank == n->info.peerRank;
+      });
+      if (it == rows.end()) {
+        rows.push_back(Row{n->info.peerRank, n->info.peer, n->info.channel});
+        it = rows.end() - 1;
+      }
+      (n->info.isSend ? it->sb : it->rb) += n->bytes;
+      (n->info.isSend ? it->sm : it->rm) += n->messages;
+    }
+    std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+      return std::tie(a.peerRank, a.peer, a.channel) < std::tie(b.peerRank, b.peer, b.channel);
+    });
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      appendf(out, "%s{\"peerRank\":%d,\"peer\":", i ? "," : "", r.peerRank);
+      appendEscaped(out, r.peer);
+      appendf(out, ",\"channel\":%d,\"send_bytes\":%llu,\"send_msgs\":%llu,\"recv_bytes\":%llu,\"recv_msgs\":%llu}",
+              r.channel, static_cast<unsigned long long>(r.sb), static_cast<unsigned long long>(r.sm),
+              static_cast<unsigned long long>(r.rb), static_cast<unsigned long long>(r.rm));
+    }
+    out += "],\"collectives\":[";
+    if (entry) {
+      auto sums = entry->colls.summaries();
+      for (size_t i = 0; i < sums.size(); ++i) {
+        const CollSummary& c = sums[i];
+        appendf(out,
+                "%s{\"coll\":\"%s\",\"bucket_log2\":%d,\"algo\":\"%s\",\"proto\":\"%s\",\"channels\":%d,"
+                "\"count\":%llu,\"mean_us\":%.3f,\"min_us\":%.3f,\"p50_us\":%.3f}",
+                i ? "," : "", coll::collName(c.key.coll), c.key.bucket, coll::algoName(c.key.algo),
+                coll::protoName(c.key.proto), c.key.channels, static_cast<unsigned long long>(c.count), c.meanUs,
+                c.minUs, c.p50Us);
+      }
+    }
+    out += "]}";
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+bool writeSnapshot(const std::string& path, std::string* why) {
+  if (path.empty()) {
+    if (why) *why = "no path";
+    return false;
+  }
+  std::string json = renderJson();
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  FILE* f = fopen(tmp.c_str(), "w");
+  if (!f) {
+    if (why) *why = std::string("open ") + tmp + ": " + strerror(errno);
+    return false;
+  }
+  bool ok = fwrite(json.data(), 1, json.size(), f) == json.size();
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    if (why) *why = std::string("write/rename ") + path + ": " + strerror(errno);
+    unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+void resetForTesting() {
+  State& s = state();
+  std::thread toJoin;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.entries.clear();
+    s.finalized.clear();
+    if (s.writer.joinable()) {
+      s.stopWriter = true;
+      toJoin = std::move(s.writer);
+    }
+  }
+  s.cv.notify_all();
+  if (toJoin.joinable()) toJoin.join();
+}
+
+}  // namespace icn::telemetry::heatmap

@@ -1,0 +1,122 @@
+#include "tuner/context.h"
+
+#include <cstdlib>
+
+#include "core/log.h"
+#include "core/params.h"
+#include "telemetry/coll_names.h"
+
+namespace icn::tuner {
+namespace {
+// After settling, measure a short window now and then so drift can be seen without profiling every call.
+constexpr uint64_t kSamplePeriod = 1024;
+constexpr int kSampleWindow = 32;
+}  // namespace
+
+ContextConfig ContextConfig::fromEnvironment() {
+  ContextConfig c;
+  const std::string& mode = params::getString(params::Id::Tuner);
+  if (mode == "off") {
+    c.group.mode = Mode::Off;
+  } else if (mode == "static") {
+    c.group.mode = Mode::Static;
+  } else {
+    if (mode != "online")
+      ICN_WARN(subsys::Tuning, "ICN_TUNER=%s is not one of online|static|off; using online", mode.c_str());
+    c.group.mode = Mode::Online;
+  }
+  c.group.cachePath = params::getString(params::Id::TunerCache);
+  int calls = static_cast<int>(params::getInt(params::Id::TunerExploreCalls));
+  if (calls < 1 || calls > 64) {
+    ICN_WARN(subsys::Tuning, "ICN_TUNER_EXPLORE_CALLS=%d out of range 1..64; using 4", calls);
+    calls = 4;
+  }
+  c.group.explore.callsPerArm = calls;
+  c.group.explore.minSamples = calls > 2 ? calls - 1 : calls;
+  c.rulesPath = params::getString(params::Id::TunerRules);
+  if (c.rulesPath.empty()) {
+    const char* nccl = std::getenv("NCCL_TUNER_CONFIG_FILE");
+    if (nccl) c.rulesPath = nccl;
+  }
+  c.userForced = std::getenv("NCCL_ALGO") != nullptr || std::getenv("NCCL_PROTO") != nullptr;
+  return c;
+}
+
+Context::Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNodes)
+    : mode_(cfg.group.mode), userForced_(cfg.userForced), commId_(commId) {
+  if (mode_ == Mode::Off) {
+    ICN_INFO(subsys::Tuning, "tuner: ICN_TUNER=off, NCCL's own model decides");
+    return;
+  }
+  if (userForced_) {
+    ICN_INFO(subsys::Tuning, "tuner: NCCL_ALGO/NCCL_PROTO set by the user (%s/%s): the ICN tuner stands aside",
+             std::getenv("NCCL_ALGO") ? std::getenv("NCCL_ALGO") : "-", std::getenv("NCCL_PROTO") ? std::getenv("NCCL_PROTO") : "-");
+    return;
+  }
+  if (!cfg.rulesPath.empty()) {
+    std::vector<Rule> rules;
+    std::string why;
+    if (loadRulesFile(cfg.rulesPath, &rules, &why) != Status::Ok) {
+      ICN_WARN(subsys::Tuning, "tuner: rules file ignored: %s", why.c_str());
+    } else {
+      rules_.build(rules, nRanks, nNodes);
+      ruleWarned_ = std::make_unique<std::atomic<bool>[]>(1);
+      ICN_INFO(subsys::Tuning, "tuner: %zu of %zu rules from %s apply to nRanks=%d nNodes=%d", rules_.size(),
+               rules.size(), cfg.rulesPath.c_str(), nRanks, nNodes);
+      if (rules_.truncatedBuckets())
+        ICN_WARN(subsys::Tuning, "tuner: more than %d rules overlap some size buckets; later ones are ignored there",
+                 RuleTable::kPerBucket);
+    }
+  }
+  GroupConfig gc = cfg.group;
+  if (!cfg.shareByCommId) {
+    // No commId (tuner API v2-v4): no profiler can feed us, so only rules and the cache apply.
+    if (gc.mode == Mode::Online) gc.mode = Mode::Static;
+    std::vector<CacheEntry> cache;
+    std::string why;
+    if (!gc.cachePath.empty() && loadCache(gc.cachePath, &cache, &why) != Status::Ok)
+      ICN_WARN(subsys::Tuning, "tuner: ignoring the cache: %s", why.c_str());
+    group_ = std::make_shared<Group>(commId, nRanks, nNodes, gc, cache);
+    mode_ = gc.mode;
+  } else {
+    group_ = acquireGroup(commId, nRanks, nNodes, gc);
+  }
+  slot_ = group_->join();
+  if (slot_ < 0) ICN_WARN(subsys::Tuning, "tuner: more than %d local ranks of one communicator; extra ranks use rules only", Group::kMaxLocal);
+  ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx nRanks=%d nNodes=%d mode=%s cache=%s",
+           static_cast<unsigned long long>(commId), nRanks, nNodes,
+           mode_ == Mode::Online ? "online" : "static", gc.cachePath.empty() ? "-" : gc.cachePath.c_str());
+}
+
+Context::~Context() {
+  if (windowLeft_ > 0) demandChanged(-1);
+  if (group_) group_->leave(slot_);
+}
+
+void Context::getCollInfo(int c, uint64_t nBytes, int numPipeOps, CostTable& table, int regBuff, int* nChannels) {
+  if (standingAside() || c < 0 || c >= coll::kNumColls) return;
+  if (const Rule* r = rules_.match(c, nBytes, numPipeOps, regBuff)) {
+    if (table.force(r->decision)) {
+      if (r->decision.channels > 0 && nChannels) *nChannels = r->decision.channels;
+      return;
+    }
+    if (ruleWarned_ && !ruleWarned_[0].exchange(true)) {
+      char d[48];
+      ICN_WARN(subsys::Tuning, "tuner: rule at line %d asks for %s, which NCCL marks unsupported here; ignored",
+               r->line, describe(r->decision, d, sizeof d));
+    }
+  }
+  if (!group_ || slot_ < 0) return;
+  Decision d = group_->decide(slot_, c, coll::bucketOf(nBytes), table);
+  if (d.valid() && table.force(d) && d.channels > 0 && nChannels) *nChannels = d.channels;
+  if (mode_ == Mode::Online) {
+    // Bookkeeping for the drift-sampling windows (the profiler only measures while someone asks for it).
+    if (windowLeft_ > 0 && --windowLeft_ == 0) demandChanged(-1);
+    if (++calls_ % kSamplePeriod == 0 && windowLeft_ == 0) {
+      windowLeft_ = kSampleWindow;
+      demandChanged(1);
+    }
+  }
+}
+
+}  // namespace icn::tuner

@@ -1,0 +1,53 @@
+// One tuner context per communicator rank (what NCCL's tuner init returns). Decision order:
+//   user's NCCL_ALGO / NCCL_PROTO (we stand aside) > rules file > persisted cache > online measurement.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "tuner/cost_table.h"
+#include "tuner/group.h"
+#include "tuner/rules.h"
+
+namespace icn::tuner {
+
+struct ContextConfig {
+  GroupConfig group;
+  std::string rulesPath;
+  bool userForced = false;  // NCCL_ALGO or NCCL_PROTO set
+  bool shareByCommId = true;  // false for ABI versions without a commId (v2-v4): private state, no profiler link
+  // From the ICN_* settings and the environment (NCCL_TUNER_CONFIG_FILE, NCCL_ALGO, NCCL_PROTO).
+  static ContextConfig fromEnvironment();
+};
+
+class Context {
+ public:
+  // Never fails: a broken rules file or cache is reported and ignored so NCCL keeps working.
+  Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNodes);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // coll in icn::coll numbering (NCCL's ncclFunc_t). *nChannels is only written when a decision sets channels.
+  void getCollInfo(int coll, uint64_t nBytes, int numPipeOps, CostTable& table, int regBuff, int* nChannels);
+
+  Mode mode() const { return mode_; }
+  bool standingAside() const { return mode_ == Mode::Off || userForced_; }
+  const std::shared_ptr<Group>& group() const { return group_; }
+  size_t ruleCount() const { return rules_.size(); }
+
+ private:
+  Mode mode_;
+  bool userForced_;
+  uint64_t commId_;
+  RuleTable rules_;
+  std::shared_ptr<Group> group_;
+  int slot_ = -1;
+  uint64_t calls_ = 0;
+  int windowLeft_ = 0;
+  std::unique_ptr<std::atomic<bool>[]> ruleWarned_;
+};
+
+}  // namespace icn::tuner

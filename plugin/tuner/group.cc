@@ -1,0 +1,293 @@
+#include "tuner/group.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/log.h"
+
+namespace icn::tuner {
+namespace {
+
+// Settled word: bit 0 valid | bits 1-4 algo+1 | bits 5-7 proto+1 | bits 8-15 channels | bits 16-63 first index.
+constexpr uint64_t kMaxFrom = (uint64_t{1} << 48) - 1;
+uint64_t pack(const Decision& d, uint64_t from) {
+  return 1 | (static_cast<uint64_t>(d.algo + 1) & 0xF) << 1 | (static_cast<uint64_t>(d.proto + 1) & 0x7) << 5 |
+         (static_cast<uint64_t>(d.channels) & 0xFF) << 8 | std::min(from, kMaxFrom) << 16;
+}
+Decision unpack(uint64_t w) {
+  return Decision{static_cast<int8_t>(static_cast<int>((w >> 1) & 0xF) - 1),
+                  static_cast<int8_t>(static_cast<int>((w >> 5) & 0x7) - 1), static_cast<int16_t>((w >> 8) & 0xFF)};
+}
+
+std::atomic<void (*)(bool)> g_hook{nullptr};
+
+struct Registry {
+  std::mutex mu;
+  std::map<uint64_t, std::weak_ptr<Group>> groups;
+  std::map<uint64_t, std::vector<int>> pendingRanks;  // noted before the group existed
+};
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+}  // namespace
+
+std::atomic<int>& measurementDemand() {
+  static std::atomic<int> demand{0};
+  return demand;
+}
+void setDemandHook(void (*hook)(bool)) { g_hook.store(hook); }
+void demandChanged(int delta) {
+  int prev = measurementDemand().fetch_add(delta);
+  auto hook = g_hook.load();
+  if (!hook) return;
+  if (prev <= 0 && prev + delta > 0) hook(true);
+  if (prev > 0 && prev + delta <= 0) hook(false);
+}
+
+Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std::vector<CacheEntry>& cache)
+    : commId_(commId), nRanks_(nRanks), nNodes_(nNodes), cfg_(std::move(cfg)) {
+  int loaded = 0;
+  for (const CacheEntry& e : cache) {
+    if (e.nRanks != nRanks || e.nNodes != nNodes || e.coll < 0 || e.coll >= coll::kNumColls) continue;
+    Bucket& b = buckets_[e.coll][e.bucket];
+    b.ex.settle(e.decision, 0, e.meanUs);
+    publish(b);
+    ++loaded;
+  }
+  if (loaded)
+    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: %d cached decisions for nRanks=%d nNodes=%d from %s",
+             static_cast<unsigned long long>(commId), loaded, nRanks, nNodes, cfg_.cachePath.c_str());
+}
+
+Group::~Group() {
+  for (auto& row : buckets_)
+    for (Bucket& b : row)
+      if (b.counted) demandChanged(-1);
+  if (cfg_.mode == Mode::Off || cfg_.cachePath.empty()) return;
+  if (rankKnown_.load() && !hasRank0_.load()) return;  // the process holding rank 0 writes the shared file
+  std::vector<CacheEntry> entries = learnedEntries();
+  if (entries.empty()) return;
+  std::string why;
+  if (saveCache(cfg_.cachePath, entries, &why) == Status::Ok)
+    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: saved %zu learned decisions to %s",
+             static_cast<unsigned long long>(commId_), entries.size(), cfg_.cachePath.c_str());
+  else
+    ICN_WARN(subsys::Tuning, "tuner: cannot save the learned table: %s", why.c_str());
+}
+
+int Group::join() {
+  for (int i = 0; i < kMaxLocal; ++i) {
+    bool expected = false;
+    if (active_[i].compare_exchange_strong(expected, true)) {
+      members_.fetch_add(1);
+      return i;
+    }
+  }
+  return -1;
+}
+
+void Group::leave(int slot) {
+  if (slot < 0 || slot >= kMaxLocal) return;
+  if (active_[slot].exchange(false)) members_.fetch_sub(1);
+}
+
+void Group::noteRank(int rank) {
+  rankKnown_.store(true);
+  if (rank == 0) hasRank0_.store(true);
+}
+
+bool Group::complete() const { return members_.load() >= nRanks_; }
+
+uint64_t Group::maxNext(int c, int b) const {
+  uint64_t m = 0;
+  for (int i = 0; i < kMaxLocal; ++i)
+    if (active_[i].load()) m = std::max(m, next_[i][c][b].load());
+  return m;
+}
+
+uint64_t Group::minDecided(int c, int b) const {
+  uint64_t m = UINT64_MAX;
+  for (int i = 0; i < kMaxLocal; ++i)
+    if (active_[i].load()) m = std::min(m, decided_[i][c][b].load());
+  return m == UINT64_MAX ? 0 : m;
+}
+
+void Group::setExploring(Bucket& b, bool on) {
+  if (on == b.counted) return;
+  b.counted = on;
+  demandChanged(on ? 1 : -1);
+}
+
+void Group::publish(Bucket& b) {
+  if (b.ex.phase() == BucketExplorer::Phase::Settled && !b.pendingStage2 && !b.pendingReexplore)
+    b.word.store(pack(b.ex.current(), b.ex.currentFrom()));
+}
+
+Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
+  if (slot < 0 || slot >= kMaxLocal || c < 0 || c >= coll::kNumColls || bkt < 0 || bkt >= coll::kNumBuckets)
+    return Decision{};
+  uint64_t index = next_[slot][c][bkt].fetch_add(1);
+  uint64_t w = buckets_[c][bkt].word.load();
+  Decision d = ((w & 1) && index >= (w >> 16)) ? unpack(w) : slowPath(slot, c, bkt, index, table);
+  decided_[slot][c][bkt].store(index + 1);
+  return d;
+}
+
+Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTable& table) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Bucket& b = buckets_[c][bkt];
+  if (b.ex.phase() == BucketExplorer::Phase::Unseen) {
+    if (cfg_.mode == Mode::Online) {
+      for (int a = 0; a < table.algos(); ++a)
+        for (int p = 0; p < table.protos(); ++p)
+          if (table.supported(a, p) && b.nCands < BucketExplorer::kMaxArms)
+            b.cands[b.nCands++] = Decision{static_cast<int8_t>(a), static_cast<int8_t>(p), 0};
+    }
+    if (b.nCands >= 2) {
+      // Index 0 for everyone: ranks in other processes compute the very same schedule.
+      b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), 0, cfg_.explore.callsPerArm);
+      setExploring(b, true);
+      ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: exploring %d candidates, %d calls each",
+               static_cast<unsigned long long>(commId_), coll::collName(c), bkt, b.nCands, cfg_.explore.callsPerArm);
+    } else {
+      b.ex.settle(Decision{}, 0, 0);
+    }
+  }
+  maybeTransition(c, bkt);
+  Decision d = b.ex.decisionFor(index);
+  publish(b);
+  return d;
+}
+
+void Group::maybeTransition(int c, int bkt) {
+  Bucket& b = buckets_[c][bkt];
+  bool online = cfg_.mode == Mode::Online;
+  if (b.ex.phase() == BucketExplorer::Phase::Exploring && b.ex.roundDone(maxNext(c, bkt), cfg_.explore)) {
+    b.word.store(0);
+    int stage = b.ex.stage();
+    bool commit = online && complete();
+    CommitInfo ci = b.ex.finishRound(maxNext(c, bkt), commit);
+    setExploring(b, false);
+    logCommit(c, bkt, ci, commit);
+    if (commit && stage == 1 && cfg_.explore.channelStage) b.pendingStage2 = true;
+  }
+  if (b.ex.phase() == BucketExplorer::Phase::Settled && (b.pendingStage2 || b.pendingReexplore)) {
+    b.word.store(0);
+    if (minDecided(c, bkt) >= b.ex.currentFrom()) {
+      uint64_t start = maxNext(c, bkt);
+      if (b.pendingReexplore) {
+        b.ex.noteReexplore();
+        b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), start, cfg_.explore.callsPerArm);
+        setExploring(b, true);
+      } else if (b.ex.beginStage2(start, cfg_.explore.callsPerArm)) {
+        setExploring(b, true);
+      }
+      b.pendingStage2 = b.pendingReexplore = false;
+    }
+  }
+  publish(b);
+}
+
+void Group::addSample(int c, int bkt, const Sample& s) {
+  if (c < 0 || c >= coll::kNumColls || bkt < 0 || bkt >= coll::kNumBuckets) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  Bucket& b = buckets_[c][bkt];
+  if (!b.ex.addSample(s)) return;
+  if (b.ex.phase() == BucketExplorer::Phase::Settled && cfg_.mode == Mode::Online && complete() && b.nCands >= 2 &&
+      b.ex.driftDetected(cfg_.explore)) {
+    char cur[48];
+    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: measured times drifted from %.2fus for %s; re-exploring",
+             static_cast<unsigned long long>(commId_), coll::collName(c), bkt, b.ex.currentUs(),
+             describe(b.ex.current(), cur, sizeof cur));
+    b.pendingReexplore = true;
+    b.word.store(0);
+  }
+  maybeTransition(c, bkt);
+}
+
+void Group::logCommit(int c, int bkt, const CommitInfo& ci, bool committed) {
+  char before[48], after[48];
+  if (committed) {
+    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B stage %d: %s %s %s (%.2fus) from call %llu; measured: %s",
+             static_cast<unsigned long long>(commId_), coll::collName(c), bkt, ci.stage,
+             describe(ci.before, before, sizeof before), ci.before == ci.after ? "stays" : "->",
+             describe(ci.after, after, sizeof after), ci.afterUs,
+             static_cast<unsigned long long>(buckets_[c][bkt].ex.currentFrom()), ci.detail.c_str());
+  } else {
+    ICN_INFO(subsys::Tuning,
+             "tuner: comm 0x%llx %s 2^%d B: learned %s (%.2fus) but keeps %s: %s; measured: %s",
+             static_cast<unsigned long long>(commId_), coll::collName(c), bkt,
+             describe(buckets_[c][bkt].ex.learned(), after, sizeof after), buckets_[c][bkt].ex.learnedUs(),
+             describe(ci.after, before, sizeof before),
+             cfg_.mode == Mode::Online ? "ranks live in other processes, the table is persisted for the next run"
+                                       : "static mode",
+             ci.detail.c_str());
+  }
+}
+
+std::vector<CacheEntry> Group::learnedEntries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<CacheEntry> out;
+  for (int c = 0; c < coll::kNumColls; ++c)
+    for (int b = 0; b < coll::kNumBuckets; ++b) {
+      const BucketExplorer& ex = buckets_[c][b].ex;
+      if (ex.learnedSamples() == 0) continue;
+      out.push_back(CacheEntry{c, nRanks_, nNodes_, b, ex.learned(), ex.learnedUs(), ex.learnedSamples()});
+    }
+  return out;
+}
+
+Decision Group::currentDecision(int c, int b) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return buckets_[c][b].ex.decisionFor(maxNext(c, b));
+}
+
+BucketExplorer::Phase Group::phase(int c, int b) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return buckets_[c][b].ex.phase();
+}
+
+std::shared_ptr<Group> acquireGroup(uint64_t commId, int nRanks, int nNodes, const GroupConfig& cfg) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto& slot = r.groups[commId];
+  if (auto g = slot.lock()) return g;
+  std::vector<CacheEntry> cache;
+  if (!cfg.cachePath.empty() && cfg.mode != Mode::Off) {
+    std::string why;
+    if (loadCache(cfg.cachePath, &cache, &why) != Status::Ok) {
+      ICN_WARN(subsys::Tuning, "tuner: ignoring the cache: %s", why.c_str());
+      cache.clear();
+    }
+  }
+  auto g = std::make_shared<Group>(commId, nRanks, nNodes, cfg, cache);
+  slot = g;
+  auto pending = r.pendingRanks.find(commId);
+  if (pending != r.pendingRanks.end()) {
+    for (int rank : pending->second) g->noteRank(rank);
+    r.pendingRanks.erase(pending);
+  }
+  return g;
+}
+
+std::shared_ptr<Group> findGroup(uint64_t commId) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.groups.find(commId);
+  return it == r.groups.end() ? nullptr : it->second.lock();
+}
+
+void noteLocalRank(uint64_t commId, int rank) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.groups.find(commId);
+  if (it != r.groups.end()) {
+    if (auto g = it->second.lock()) return g->noteRank(rank);
+  }
+  auto& v = r.pendingRanks[commId];
+  if (v.size() < 64) v.push_back(rank);
+}
+
+}  // namespace icn::tuner

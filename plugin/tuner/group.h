@@ -1,0 +1,103 @@
+// All tuner contexts of one communicator that live in this process (nccl-tests -g 2 puts both ranks of a
+// communicator in one process). They share one decision state so every local rank makes the same choice for the
+// same call; measured winners are only committed when *all* ranks are local (otherwise the other processes could
+// not agree: they keep NCCL's choice and the winner is persisted for the next run instead).
+//
+// Hot path: a settled bucket is one atomic word (decision + first call index it applies to); a call reads it
+// lock-free. Buckets that are exploring or changing take the group's mutex, which only local ranks of the *same*
+// communicator share.
+#pragma once
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "telemetry/coll_names.h"
+#include "tuner/cache.h"
+#include "tuner/cost_table.h"
+#include "tuner/explorer.h"
+
+namespace icn::tuner {
+
+enum class Mode { Off, Static, Online };
+
+struct GroupConfig {
+  Mode mode = Mode::Online;
+  ExploreParams explore;
+  std::string cachePath;
+};
+
+class Group {
+ public:
+  static constexpr int kMaxLocal = 16;
+  Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std::vector<CacheEntry>& cache);
+  ~Group();  // persists the learned table (ICN_TUNER_CACHE)
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+
+  int join();  // local slot, -1 when full
+  void leave(int slot);
+  void noteRank(int rank);
+
+  // The decision for this slot's next call of (coll, bucket); `table` is this call's cost table (candidates are
+  // taken from it the first time the bucket is seen). O(1) and lock-free once the bucket has settled.
+  Decision decide(int slot, int coll, int bucket, const CostTable& table);
+  // A measured collective (from the profiler of any local rank).
+  void addSample(int coll, int bucket, const Sample& s);
+
+  uint64_t commId() const { return commId_; }
+  int nRanks() const { return nRanks_; }
+  int nNodes() const { return nNodes_; }
+  bool complete() const;
+  std::vector<CacheEntry> learnedEntries() const;
+  // For tests and the dump tool: the decision in force for the next call of the most advanced rank.
+  Decision currentDecision(int coll, int bucket) const;
+  BucketExplorer::Phase phase(int coll, int bucket) const;
+
+ private:
+  struct Bucket {
+    std::atomic<uint64_t> word{0};  // packed settled decision; 0 = take the slow path
+    BucketExplorer ex;
+    std::array<Decision, BucketExplorer::kMaxArms> cands{};
+    int nCands = 0;
+    bool pendingStage2 = false, pendingReexplore = false, counted = false;
+  };
+  Decision slowPath(int slot, int coll, int bucket, uint64_t index, const CostTable& table);
+  void maybeTransition(int coll, int bucket);  // mutex held
+  void publish(Bucket& b);                     // mutex held
+  void setExploring(Bucket& b, bool on);
+  uint64_t maxNext(int coll, int bucket) const;
+  uint64_t minDecided(int coll, int bucket) const;
+  void logCommit(int coll, int bucket, const CommitInfo& ci, bool committed);
+
+  uint64_t commId_;
+  int nRanks_, nNodes_;
+  GroupConfig cfg_;
+  mutable std::mutex mu_;
+  std::array<std::array<Bucket, coll::kNumBuckets>, coll::kNumColls> buckets_;
+  std::array<std::array<std::array<std::atomic<uint64_t>, coll::kNumBuckets>, coll::kNumColls>, kMaxLocal> next_{};
+  // Calls whose decision is fixed, per slot: a taken index is not decided until its caller has read the state, so
+  // history may only be rewritten once every local rank has *decided* past the current decision's start.
+  std::array<std::array<std::array<std::atomic<uint64_t>, coll::kNumBuckets>, coll::kNumColls>, kMaxLocal> decided_{};
+  std::array<std::atomic<bool>, kMaxLocal> active_{};
+  std::atomic<int> members_{0};
+  std::atomic<bool> hasRank0_{false}, rankKnown_{false};
+};
+
+// Process-wide registry: tuner contexts join by commId, the profiler finds the group of its communicator.
+std::shared_ptr<Group> acquireGroup(uint64_t commId, int nRanks, int nNodes, const GroupConfig& cfg);
+std::shared_ptr<Group> findGroup(uint64_t commId);
+// The profiler (initialised before the tuner) tells which ranks of a communicator live here; only the process with
+// rank 0 writes the shared cache file.
+void noteLocalRank(uint64_t commId, int rank);
+
+// Number of buckets (all groups) currently exploring plus open sampling windows: the profiler measures while > 0.
+std::atomic<int>& measurementDemand();
+// Called when measurementDemand() crosses 0 <-> 1 (the profiler adapter installs it to flip NCCL's event mask).
+void setDemandHook(void (*hook)(bool wanted));
+void demandChanged(int delta);
+
+}  // namespace icn::tuner

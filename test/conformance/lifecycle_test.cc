@@ -1,0 +1,125 @@
+// Comm lifecycle: many comms from one listen comm, close in every order, repeated connect/close
+// without leaking file descriptors.
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "two_ranks.h"
+
+namespace icn::conformance {
+namespace {
+
+int openFds() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  while (readdir(d)) n++;
+  closedir(d);
+  return n;
+}
+
+void sendOne(Rank& r, void* s, uint32_t value) {
+  void* req = nullptr;
+  while (!req) ASSERT_EQ(r.plugin.net->isend(s, &value, sizeof value, 0, nullptr, nullptr, &req), ncclSuccess);
+  ASSERT_EQ(netapi::waitRequest(r.plugin, req, nullptr, kWait), ncclSuccess);
+}
+
+uint32_t recvOne(Rank& r, void* rc) {
+  uint32_t v = 0xFFFFFFFF;
+  void* d = &v;
+  size_t sz = sizeof v;
+  int tag = 0;
+  void* req = nullptr;
+  EXPECT_EQ(r.plugin.net->irecv(rc, 1, &d, &sz, &tag, nullptr, nullptr, &req), ncclSuccess);
+  EXPECT_EQ(netapi::waitRequest(r.plugin, req, nullptr, kWait), ncclSuccess);
+  return v;
+}
+
+TEST(Lifecycle, ManyCommsFromOneListenComm) {
+  constexpr int kComms = 24;
+  runTwoRanks(
+      [](Rank& r) {
+        char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+        void* l = nullptr;
+        ASSERT_EQ(r.plugin.net->listen(r.plugin.ctx, 0, handle, &l), ncclSuccess);
+        ASSERT_TRUE(r.peer.send(handle, sizeof handle));
+        std::vector<void*> rcs(kComms);
+        for (auto& rc : rcs) ASSERT_EQ(netapi::acceptBlocking(r.plugin, l, &rc, kWait), ncclSuccess);
+        std::vector<bool> seen(kComms, false);
+        for (auto* rc : rcs) {  // accept order need not match connect order: the payload says which
+          uint32_t id = recvOne(r, rc);
+          ASSERT_LT(id, static_cast<uint32_t>(kComms));
+          EXPECT_FALSE(seen[id]) << "two comms delivered id " << id;
+          seen[id] = true;
+        }
+        ASSERT_TRUE(r.peer.barrier());
+        for (auto* rc : rcs) EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
+        EXPECT_EQ(r.plugin.net->closeListen(l), ncclSuccess);
+      },
+      [](Rank& r) {
+        char handle[NCCL_NET_HANDLE_MAXSIZE];
+        ASSERT_TRUE(r.peer.recv(handle, sizeof handle));
+        std::vector<void*> ss(kComms);
+        for (int i = 0; i < kComms; i++) {
+          char copy[NCCL_NET_HANDLE_MAXSIZE];  // NCCL gives each connection its own copy of the handle
+          memcpy(copy, handle, sizeof copy);
+          ASSERT_EQ(netapi::connectBlocking(r.plugin, 0, copy, &ss[i], kWait), ncclSuccess);
+        }
+        for (int i = 0; i < kComms; i++) sendOne(r, ss[i], static_cast<uint32_t>(i));
+        ASSERT_TRUE(r.peer.barrier());
+        for (auto* s : ss) EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
+      });
+}
+
+// order: 0 = sender closes first, 1 = receiver first, 2 = listen comm closed before the accepted comm,
+// 3 = both close without a barrier (racing).
+class CloseOrder : public ::testing::TestWithParam<int> {};
+
+TEST_P(CloseOrder, ClosesCleanly) {
+  const int order = GetParam();
+  runTwoRanks(
+      [order](Rank& r) {
+        void *s = nullptr, *rc = nullptr, *l = nullptr;
+        r.connectPair(&s, &rc, &l);
+        EXPECT_EQ(recvOne(r, rc), 42u);
+        if (order == 2) EXPECT_EQ(r.plugin.net->closeListen(l), ncclSuccess);
+        if (order == 0) ASSERT_TRUE(r.peer.barrier());  // wait until the sender closed
+        EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
+        if (order == 1) ASSERT_TRUE(r.peer.barrier());
+        if (order != 2) EXPECT_EQ(r.plugin.net->closeListen(l), ncclSuccess);
+      },
+      [order](Rank& r) {
+        void *s = nullptr, *rc = nullptr;
+        r.connectPair(&s, &rc);
+        sendOne(r, s, 42);
+        if (order == 1) ASSERT_TRUE(r.peer.barrier());  // wait until the receiver closed
+        EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
+        if (order == 0) ASSERT_TRUE(r.peer.barrier());
+      });
+}
+INSTANTIATE_TEST_SUITE_P(Orders, CloseOrder, ::testing::Values(0, 1, 2, 3));
+
+TEST(Lifecycle, RepeatedConnectCloseDoesNotLeak) {
+  constexpr int kCycles = 150;
+  auto cycleBody = [](Rank& r) {
+    int baseline = -1;
+    for (int c = 0; c < kCycles; c++) {
+      void *s = nullptr, *rc = nullptr;
+      r.connectPair(&s, &rc);
+      if (r.rank == 1) sendOne(r, s, static_cast<uint32_t>(c));
+      else EXPECT_EQ(recvOne(r, rc), static_cast<uint32_t>(c));
+      ASSERT_TRUE(r.peer.barrier());
+      if (s) ASSERT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
+      if (rc) ASSERT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
+      if (c == 10) baseline = openFds();  // after UCX's lazily-created resources exist
+    }
+    int end = openFds();
+    EXPECT_LE(end, baseline + 2) << "file descriptors grew from " << baseline << " to " << end << " over "
+                                 << kCycles - 11 << " connect/close cycles";
+  };
+  runTwoRanks(cycleBody, cycleBody, RunOptions{std::chrono::seconds(300)});
+}
+
+}  // namespace
+}  // namespace icn::conformance

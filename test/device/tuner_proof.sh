@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# GPU proof for the ICN tuner (issue 4) on one host with 2 GPUs (written for 2x H200).
+#
+#   test/device/tuner_proof.sh <dir with libnccl-net-icn.so> <nccl-tests build dir>
+#
+# For the NVLink path and the net path (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1), three interleaved repetitions of:
+#   default (NCCL's own choice), the six fixed NCCL_ALGO x NCCL_PROTO choices (Tree/Ring x LL/LL128/Simple),
+#   ICN online (fresh table, learns while running) and ICN static (the table the online run persisted, no
+#   exploration). Every run loads our .so as the net plugin (ICN_TUNER=off for default/fixed) so all configurations
+#   use the same transport; NCCL_NVLS_ENABLE=0 always.
+# The online run uses nccl-tests' -N 2 (two sweeps after the warm-up) and reports the second sweep: the first one is
+# its learning phase. Results (raw logs, decision logs, caches, table, plot) go to $OUT.
+# Knobs: ICN_PROOF_ITERS (20) ICN_PROOF_WARMUP (20) ICN_PROOF_MAX_NVL (4G) ICN_PROOF_MAX_NET (64M)
+#        ICN_PROOF_REPS (3) ICN_PROOF_BUDGET_S (450: no new run starts after this) ICN_PROOF_PATHS ("nvl net").
+set -u
+SO_DIR=${1:?usage: tuner_proof.sh <dir with libnccl-net-icn.so> <nccl-tests build dir>}
+NT_DIR=${2:?usage: tuner_proof.sh <dir with libnccl-net-icn.so> <nccl-tests build dir>}
+OUT=${OUT:-$PWD/tuner-proof-out}
+SO=$(readlink -f "$SO_DIR/libnccl-net-icn.so")
+ARP="$NT_DIR/all_reduce_perf"
+[ -x "$ARP" ] || ARP="$NT_DIR/build/all_reduce_perf"
+ITERS=${ICN_PROOF_ITERS:-20}
+WARMUP=${ICN_PROOF_WARMUP:-20}
+MAX_NVL=${ICN_PROOF_MAX_NVL:-4G}
+MAX_NET=${ICN_PROOF_MAX_NET:-64M}
+REPS=${ICN_PROOF_REPS:-3}
+BUDGET=${ICN_PROOF_BUDGET_S:-450}
+PATHS=${ICN_PROOF_PATHS:-"nvl net"}
+HERE=$(cd "$(dirname "$0")" && pwd)
+
+mkdir -p "$OUT/raw"
+log() { echo "[tuner-proof $(date +%T)] $*" | tee -a "$OUT/proof.log"; }
+[ -f "$SO" ] || { log "missing $SO_DIR/libnccl-net-icn.so"; exit 1; }
+[ -x "$ARP" ] || { log "missing all_reduce_perf in $NT_DIR"; exit 1; }
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+[ "${NGPU:-0}" -ge 2 ] || { log "needs 2 GPUs, found ${NGPU:-0}"; exit 1; }
+START=$(date +%s)
+export NCCL_NVLS_ENABLE=0
+export NCCL_NET_PLUGIN="$SO"
+unset NCCL_ALGO NCCL_PROTO NCCL_TUNER_PLUGIN NCCL_PROFILER_PLUGIN ICN_TUNER ICN_TUNER_CACHE ICN_HEATMAP_FILE
+nvidia-smi -L > "$OUT/gpus.txt" 2>&1
+"$ARP" -h > "$OUT/nccl-tests-help.txt" 2>&1 || true
+
+# 1) Does NCCL find tuner and profiler inside the net plugin with only NCCL_NET_PLUGIN set?
+EXTRA_ENV=()
+probe() {
+  env "$@" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,TUNING ICN_TUNER=online \
+    timeout 120 "$ARP" -b 8 -e 8 -g 2 -n 1 -w 1 -c 0 > "$OUT/raw/probe.txt" 2>&1
+  grep -q "ICN tuner: comm" "$OUT/raw/probe.txt" && grep -q "ICN profiler: comm" "$OUT/raw/probe.txt"
+}
+if probe; then
+  DISCOVERY="found inside the net plugin (NCCL_NET_PLUGIN only)"
+elif probe NCCL_TUNER_PLUGIN="$SO" NCCL_PROFILER_PLUGIN="$SO"; then
+  DISCOVERY="NOT found via NCCL_NET_PLUGIN alone; used NCCL_TUNER_PLUGIN/NCCL_PROFILER_PLUGIN=$SO"
+  EXTRA_ENV=(NCCL_TUNER_PLUGIN="$SO" NCCL_PROFILER_PLUGIN="$SO")
+else
+  log "tuner/profiler not loaded even with NCCL_TUNER_PLUGIN; see raw/probe.txt"
+  DISCOVERY="FAILED"
+fi
+log "tuner discovery: $DISCOVERY"
+echo "$DISCOVERY" > "$OUT/discovery.txt"
+
+# 2) The sweep.
+FIXED="Tree,LL Tree,LL128 Tree,Simple Ring,LL Ring,LL128 Ring,Simple"
+run() {  # path config rep maxbytes -- env...
+  local path=$1 cfg=$2 rep=$3 max=$4; shift 4
+  local elapsed=$(( $(date +%s) - START ))
+  if [ "$elapsed" -gt "$BUDGET" ]; then
+    log "budget ${BUDGET}s used up: skipping $path/$cfg/r$rep"
+    return
+  fi
+  local cycles=1
+  [ "$cfg" = online ] && cycles=2
+  local t0=$(date +%s%N)
+  env "$@" timeout 240 "$ARP" -b 8 -e "$max" -f 4 -g 2 -n "$ITERS" -w "$WARMUP" -c 0 -N "$cycles" \
+    > "$OUT/raw/$path-$cfg-r$rep.txt" 2>&1
+  local rc=$?
+  log "$path $cfg r$rep rc=$rc $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+}
+for rep in $(seq 1 "$REPS"); do
+  for path in $PATHS; do
+    if [ "$path" = net ]; then
+      PENV=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1); MAX=$MAX_NET
+    else
+      PENV=(); MAX=$MAX_NVL
+    fi
+    run "$path" default "$rep" "$MAX" "${PENV[@]}" ICN_TUNER=off
+    for f in $FIXED; do
+      run "$path" "${f/,/-}" "$rep" "$MAX" "${PENV[@]}" ICN_TUNER=off NCCL_ALGO="${f%,*}" NCCL_PROTO="${f#*,}"
+    done
+    CACHE="$OUT/cache-$path-r$rep.csv"
+    rm -f "$CACHE"
+    # No ICN_HEATMAP_FILE here: an explicit file keeps timing on all the time; the default path samples.
+    run "$path" online "$rep" "$MAX" "${PENV[@]}" "${EXTRA_ENV[@]}" ICN_TUNER=online ICN_TUNER_CACHE="$CACHE" \
+      NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING
+    latest=$(ls -t /tmp/icn-heatmap-*.json 2>/dev/null | head -1)
+    [ -n "$latest" ] && cp "$latest" "$OUT/heatmap-$path-r$rep.json"
+    run "$path" static "$rep" "$MAX" "${PENV[@]}" "${EXTRA_ENV[@]}" ICN_TUNER=static ICN_TUNER_CACHE="$CACHE"
+  done
+done
+grep -h "ICN tuner:" "$OUT"/raw/*-online-r*.txt > "$OUT/decisions.log" 2>/dev/null || true
+
+# 3) Summary table + plot.
+python3 "$HERE/tuner_proof_summary.py" "$OUT" "$DISCOVERY" 2>&1 | tee -a "$OUT/proof.log"
+log "total $(( $(date +%s) - START ))s"

@@ -1,0 +1,359 @@
+// Plays NCCL's part against the built plugin through the C ABI: tuner v5 + profiler v5 from one dlopen'ed .so,
+// two ranks of one communicator in one process (like nccl-tests -g 2).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <fstream>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "abi/profiler_v5.h"
+#include "abi/tuner_v2.h"
+#include "abi/tuner_v4.h"
+#include "abi/tuner_v5.h"
+#include "nccl_pick.h"
+#include "telemetry/json.h"
+
+namespace {
+
+std::mutex g_logMu;
+std::vector<std::string> g_logs;
+
+void logger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  std::lock_guard<std::mutex> lock(g_logMu);
+  g_logs.push_back(std::to_string(level) + ":" + std::to_string(flags) + ":" + buf);
+}
+
+bool logged(const std::string& needle, unsigned long flag = 0) {
+  std::lock_guard<std::mutex> lock(g_logMu);
+  for (const std::string& l : g_logs) {
+    if (l.find(needle) == std::string::npos) continue;
+    if (flag == 0) return true;
+    unsigned long f = std::stoul(l.substr(l.find(':') + 1));
+    if (f & flag) return true;
+  }
+  return false;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Each test gets a fresh copy of the library, so its settings (read once per process image) start clean.
+struct Plugin {
+  void* lib = nullptr;
+  std::string path;
+  const ncclTuner_v5_t* tuner = nullptr;
+  const ncclProfiler_v5_t* prof = nullptr;
+  explicit Plugin(const char* tag) {
+    path = "/tmp/icn-abi-" + std::to_string(getpid()) + "-" + tag + ".so";
+    std::ifstream src(ICN_PLUGIN_PATH, std::ios::binary);
+    std::ofstream dst(path, std::ios::binary);
+    dst << src.rdbuf();
+    dst.close();
+    lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return;
+    tuner = static_cast<const ncclTuner_v5_t*>(dlsym(lib, "ncclTunerPlugin_v5"));
+    prof = static_cast<const ncclProfiler_v5_t*>(dlsym(lib, "ncclProfiler_v5"));
+  }
+  ~Plugin() {
+    if (lib) dlclose(lib);
+    unlink(path.c_str());
+  }
+};
+
+// Synthetic GPU: 1 MiB all-reduce on 2 ranks; Ring/LL128 is fastest, NCCL's model prefers Ring/Simple.
+double gpuMicros(int algo, int proto, int channels) {
+  static const double t[2][3] = {{60, 41, 37}, {48, 23.8, 29.7}};
+  double us = t[algo][proto];
+  return channels < 8 ? us * 1.1 : us;
+}
+
+struct Rank {
+  void* tctx = nullptr;
+  void* pctx = nullptr;
+  std::vector<std::pair<int, int>> picks;
+};
+
+const char* kAlgoNames[] = {"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"};
+const char* kProtoNames[] = {"LL", "LL128", "SIMPLE"};
+
+// One all-reduce on one rank, the way NCCL 2.28 drives tuner and profiler.
+void collective(const Plugin& p, Rank& r, int* mask, uint64_t* gpuClock, size_t bytes) {
+  int active = __atomic_load_n(mask, __ATOMIC_RELAXED);  // NCCL samples the mask when the task is enqueued
+  float table[7][3];
+  realisticTable(&table[0][0], static_cast<double>(bytes));
+  int nChannels = 0;
+  ASSERT_EQ(p.tuner->getCollInfo(r.tctx, ncclFuncAllReduce, bytes, 1, reinterpret_cast<float**>(table), 7, 3, 0,
+                                 &nChannels),
+            ncclSuccess);
+  auto pick = ncclPick(&table[0][0]);
+  ASSERT_GE(pick.first, 0);
+  ASSERT_LE(pick.first, 1) << "only Tree/Ring are supported in this table";
+  r.picks.push_back(pick);
+  int channels = nChannels > 0 ? std::min(nChannels, 16) : 8;
+  if (!(active & ncclProfileColl)) return;
+  ncclProfilerEventDescr_v5_t d{};
+  d.type = ncclProfileColl;
+  d.coll.func = "AllReduce";
+  d.coll.count = bytes / 4;
+  d.coll.datatype = "ncclFloat32";
+  d.coll.nChannels = static_cast<uint8_t>(channels);
+  d.coll.algo = kAlgoNames[pick.first];
+  d.coll.proto = kProtoNames[pick.second];
+  void* coll = nullptr;
+  ASSERT_EQ(p.prof->startEvent(r.pctx, &coll, &d), ncclSuccess);
+  ASSERT_NE(coll, nullptr);
+  ASSERT_EQ(p.prof->stopEvent(coll), ncclSuccess);  // "enqueued"
+  if (!(active & ncclProfileKernelCh)) return;
+  uint64_t start = *gpuClock;
+  uint64_t dur = static_cast<uint64_t>(gpuMicros(pick.first, pick.second, channels) * 1000);
+  std::vector<void*> chs;
+  for (int c = 0; c < channels; ++c) {
+    ncclProfilerEventDescr_v5_t k{};
+    k.type = ncclProfileKernelCh;
+    k.parentObj = coll;
+    k.kernelCh.channelId = static_cast<uint8_t>(c);
+    k.kernelCh.pTimer = start + c * 10;
+    void* h = nullptr;
+    ASSERT_EQ(p.prof->startEvent(r.pctx, &h, &k), ncclSuccess);
+    ASSERT_NE(h, nullptr);
+    chs.push_back(h);
+  }
+  for (int c = channels - 1; c >= 0; --c) {  // stops in reverse order
+    ncclProfilerEventStateArgs_v5_t a{};
+    a.kernelCh.pTimer = start + dur - (channels - 1 - c) * 5;
+    ASSERT_EQ(p.prof->recordEventState(chs[c], ncclProfilerKernelChStop, &a), ncclSuccess);
+    ASSERT_EQ(p.prof->stopEvent(chs[c]), ncclSuccess);
+  }
+  *gpuClock += dur + 1000;
+}
+
+struct Env {
+  std::string cache = "/tmp/icn-abi-cache-" + std::to_string(getpid()) + ".csv";
+  std::string heat = "/tmp/icn-heatmap-" + std::to_string(getpid()) + ".json";  // the default path
+  std::string heatExplicit = "/tmp/icn-abi-heat-" + std::to_string(getpid()) + ".json";
+};
+
+}  // namespace
+
+TEST(PluginAbi, ExportsAndSizes) {
+  Plugin p("exports");
+  ASSERT_NE(p.lib, nullptr) << dlerror();
+  ASSERT_NE(p.tuner, nullptr);
+  ASSERT_NE(p.prof, nullptr);
+  EXPECT_STREQ(p.tuner->name, "ICN");
+  EXPECT_STREQ(p.prof->name, "ICN");
+  for (const char* sym : {"ncclTunerPlugin_v4", "ncclTunerPlugin_v3", "ncclTunerPlugin_v2"})
+    EXPECT_NE(dlsym(p.lib, sym), nullptr) << sym;
+  EXPECT_EQ(dlsym(p.lib, "_ZN3icn5tuner5GroupD1Ev"), nullptr) << "internal symbols must stay hidden";
+}
+
+TEST(PluginAbi, OnlineConvergesThenStaticReplaysTheCache) {
+  Env env;
+  unlink(env.cache.c_str());
+  unlink(env.heat.c_str());
+  setenv("ICN_TUNER", "online", 1);
+  setenv("ICN_TUNER_CACHE", env.cache.c_str(), 1);
+  unsetenv("ICN_HEATMAP_FILE");
+  setenv("ICN_HEATMAP_INTERVAL_MS", "20", 1);
+  setenv("ICN_TUNER_EXPLORE_CALLS", "4", 1);
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  const uint64_t commId = 0x5eed1234abcdULL;
+  const size_t bytes = 1 << 20;
+  {
+    Plugin p("online");
+    ASSERT_NE(p.lib, nullptr) << dlerror();
+    int mask = 0;
+    uint64_t clock = 1'000'000;
+    Rank ranks[2];
+    for (int r = 0; r < 2; ++r)
+      ASSERT_EQ(p.prof->init(&ranks[r].pctx, commId, &mask, "abi", 1, 2, r, logger), ncclSuccess);
+    ncclNvlDomainInfo_v5_t nvl{1, 2, 2};
+    ncclTunerConstants_v5_t constants{};
+    for (int r = 0; r < 2; ++r)
+      ASSERT_EQ(p.tuner->init(&ranks[r].tctx, commId, 2, 1, logger, &nvl, &constants), ncclSuccess);
+    bool maskWasOn = false;
+    for (int it = 0; it < 120; ++it)
+      for (Rank& r : ranks) {
+        maskWasOn |= (mask & (ncclProfileColl | ncclProfileKernelCh)) == (ncclProfileColl | ncclProfileKernelCh);
+        collective(p, r, &mask, &clock, bytes);
+      }
+    EXPECT_TRUE(maskWasOn) << "the profiler must ask NCCL for Coll + KernelCh events while exploring";
+    EXPECT_EQ(mask, 0) << "profiling must stop once every bucket has settled";
+    EXPECT_EQ(ranks[0].picks, ranks[1].picks) << "both ranks must make the same choice for every call";
+    EXPECT_EQ(ranks[0].picks.back(), std::make_pair(1, 1)) << "converges to the measured fastest (Ring/LL128)";
+    std::set<std::pair<int, int>> tried(ranks[0].picks.begin(), ranks[0].picks.end());
+    EXPECT_EQ(tried.size(), 6u) << "every supported algorithm/protocol pair was measured";
+    EXPECT_TRUE(logged("RING/LL128", NCCL_TUNING)) << "decision changes are logged under TUNING";
+    if (getenv("ICN_TEST_VERBOSE"))
+      for (auto& l : g_logs) printf("%s\n", l.c_str());
+    for (Rank& r : ranks) EXPECT_EQ(p.tuner->finalize(r.tctx), ncclSuccess);
+    for (Rank& r : ranks) EXPECT_EQ(p.prof->finalize(r.pctx), ncclSuccess);
+
+    std::string cache = slurp(env.cache);
+    EXPECT_NE(cache.find("AllReduce,2,1,20,RING,LL128,0,"), std::string::npos) << cache;
+
+    icn::json::Value v;
+    std::string why;
+    ASSERT_TRUE(icn::json::parse(slurp(env.heat), &v, &why)) << why;
+    ASSERT_NE(v.get("comms"), nullptr);
+    int withRingLL128 = 0;
+    for (const auto& c : v.get("comms")->arr)
+      for (const auto& k : c.get("collectives")->arr)
+        if (k.strOr("algo", "") == "RING" && k.strOr("proto", "") == "LL128" && k.numOr("channels", 0) == 8) {
+          ++withRingLL128;
+          EXPECT_NEAR(k.numOr("p50_us", 0), 23.8, 0.1);
+          EXPECT_EQ(k.numOr("bucket_log2", 0), 20);
+        }
+    EXPECT_EQ(withRingLL128, 2) << "one heatmap entry per rank: " << slurp(env.heat);
+  }
+  // Second run: the persisted table, no exploration. An explicit heatmap file asks for continuous measurement.
+  setenv("ICN_TUNER", "static", 1);
+  setenv("ICN_HEATMAP_FILE", env.heatExplicit.c_str(), 1);
+  {
+    Plugin p("static");
+    ASSERT_NE(p.lib, nullptr) << dlerror();
+    int mask = 0;
+    uint64_t clock = 0;
+    Rank ranks[2];
+    ncclNvlDomainInfo_v5_t nvl{1, 2, 2};
+    ncclTunerConstants_v5_t constants{};
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_EQ(p.prof->init(&ranks[r].pctx, commId, &mask, "abi", 1, 2, r, logger), ncclSuccess);
+      ASSERT_EQ(p.tuner->init(&ranks[r].tctx, commId, 2, 1, logger, &nvl, &constants), ncclSuccess);
+    }
+    for (int it = 0; it < 30; ++it)
+      for (Rank& r : ranks) {
+        collective(p, r, &mask, &clock, bytes);
+        EXPECT_EQ(r.picks.back(), std::make_pair(1, 1)) << "call " << it;
+        EXPECT_NE(mask & ncclProfileKernelCh, 0) << "an explicit ICN_HEATMAP_FILE keeps timing on";
+      }
+    for (Rank& r : ranks) {
+      p.tuner->finalize(r.tctx);
+      p.prof->finalize(r.pctx);
+    }
+    EXPECT_NE(slurp(env.heatExplicit).find("\"proto\":\"LL128\""), std::string::npos);
+  }
+  unsetenv("ICN_TUNER");
+  unsetenv("ICN_TUNER_CACHE");
+  unsetenv("ICN_HEATMAP_FILE");
+  unlink(env.cache.c_str());
+  unlink(env.heat.c_str());
+  unlink(env.heatExplicit.c_str());
+}
+
+TEST(PluginAbi, UserAlgoProtoWin) {
+  setenv("NCCL_ALGO", "Tree", 1);
+  {
+    Plugin p("userenv");
+    ASSERT_NE(p.lib, nullptr) << dlerror();
+    void* ctx = nullptr;
+    ncclNvlDomainInfo_v5_t nvl{1, 2, 2};
+    ncclTunerConstants_v5_t constants{};
+    ASSERT_EQ(p.tuner->init(&ctx, 0x77, 2, 1, logger, &nvl, &constants), ncclSuccess);
+    float table[7][3], before[7][3];
+    realisticTable(&table[0][0], 4096);
+    std::copy(&table[0][0], &table[0][0] + 21, &before[0][0]);
+    int nChannels = 0;
+    for (int i = 0; i < 100; ++i)
+      ASSERT_EQ(p.tuner->getCollInfo(ctx, ncclFuncAllReduce, 4096, 1, reinterpret_cast<float**>(table), 7, 3, 0,
+                                     &nChannels),
+                ncclSuccess);
+    EXPECT_EQ(0, memcmp(table, before, sizeof table));
+    EXPECT_EQ(nChannels, 0);
+    EXPECT_TRUE(logged("stands aside"));
+    p.tuner->finalize(ctx);
+  }
+  unsetenv("NCCL_ALGO");
+}
+
+TEST(PluginAbi, RulesFileDrivesV5AndV2) {
+  std::string rules = "/tmp/icn-abi-rules-" + std::to_string(getpid()) + ".csv";
+  {
+    std::ofstream f(rules);
+    f << "# small all-reduce on Tree/LL with 2 channels\nallreduce,0,65536,tree,ll,2,-1,-1\n";
+  }
+  setenv("ICN_TUNER_RULES", rules.c_str(), 1);
+  setenv("ICN_TUNER", "static", 1);
+  {
+    Plugin p("rules");
+    ASSERT_NE(p.lib, nullptr) << dlerror();
+    void* ctx = nullptr;
+    ncclNvlDomainInfo_v5_t nvl{1, 2, 2};
+    ncclTunerConstants_v5_t constants{};
+    ASSERT_EQ(p.tuner->init(&ctx, 0x88, 2, 1, logger, &nvl, &constants), ncclSuccess);
+    float table[7][3];
+    realisticTable(&table[0][0], 1 << 20);  // the model prefers Ring here
+    int nChannels = 0;
+    ASSERT_EQ(p.tuner->getCollInfo(ctx, ncclFuncAllReduce, 4096, 1, reinterpret_cast<float**>(table), 7, 3, 0,
+                                   &nChannels),
+              ncclSuccess);
+    EXPECT_EQ(ncclPick(&table[0][0]), std::make_pair(0, 0));
+    EXPECT_EQ(nChannels, 2);
+    // Outside the rule's range: untouched.
+    realisticTable(&table[0][0], 1 << 20);
+    nChannels = 0;
+    p.tuner->getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 1, reinterpret_cast<float**>(table), 7, 3, 0, &nChannels);
+    EXPECT_EQ(nChannels, 0);
+    p.tuner->finalize(ctx);
+
+    auto* v2 = static_cast<const ncclTuner_v2_t*>(dlsym(p.lib, "ncclTunerPlugin_v2"));
+    ASSERT_NE(v2, nullptr);
+    void* c2 = nullptr;
+    ASSERT_EQ(v2->init(2, 1, logger, &c2), ncclSuccess);
+    int algo = -1, proto = -1, ch = 0;
+    ASSERT_EQ(v2->getCollInfo(c2, ncclFuncAllReduce, 1024, 0, 0, 1, &algo, &proto, &ch), ncclSuccess);
+    EXPECT_EQ(algo, 0);
+    EXPECT_EQ(proto, 0);
+    EXPECT_EQ(ch, 2);
+    v2->destroy(c2);
+
+    auto* v4 = static_cast<const ncclTuner_v4_t*>(dlsym(p.lib, "ncclTunerPlugin_v4"));
+    ASSERT_NE(v4, nullptr);
+    void* c4 = nullptr;
+    ASSERT_EQ(v4->init(2, 1, logger, &c4), ncclSuccess);
+    realisticTable(&table[0][0], 1 << 20);
+    ASSERT_EQ(v4->getCollInfo(c4, ncclFuncAllReduce, 100, 1, reinterpret_cast<float**>(table), 7, 3, 0, &ch),
+              ncclSuccess);
+    EXPECT_EQ(ncclPick(&table[0][0]), std::make_pair(0, 0));
+    v4->destroy(c4);
+  }
+  unsetenv("ICN_TUNER_RULES");
+  unsetenv("ICN_TUNER");
+  unlink(rules.c_str());
+}
+
+TEST(PluginAbi, BadRulesFileIsReportedNotFatal) {
+  std::string rules = "/tmp/icn-abi-badrules-" + std::to_string(getpid()) + ".csv";
+  {
+    std::ofstream f(rules);
+    f << "allreduce,0,65536,tree,lx,2,-1,-1\n";
+  }
+  setenv("ICN_TUNER_RULES", rules.c_str(), 1);
+  {
+    Plugin p("badrules");
+    ASSERT_NE(p.lib, nullptr) << dlerror();
+    void* ctx = nullptr;
+    ASSERT_EQ(p.tuner->init(&ctx, 0x99, 2, 1, logger, nullptr, nullptr), ncclSuccess);
+    EXPECT_TRUE(logged(rules + ":1: field 5 (proto)"));
+    p.tuner->finalize(ctx);
+  }
+  unsetenv("ICN_TUNER_RULES");
+  unlink(rules.c_str());
+}

@@ -1,0 +1,235 @@
+// Group-level behaviour on synthetic noisy timing models: convergence, rank consistency, drift, distributed mode.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <map>
+#include <atomic>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "nccl_pick.h"
+#include "tuner/group.h"
+
+using namespace icn;
+using namespace icn::tuner;
+
+namespace {
+
+struct Model {
+  double us[2][3];         // Tree/Ring x LL/LL128/Simple at NCCL's channel count
+  int defaultChannels = 8;
+  double perChannel = 0;   // relative gain per channel halving (< 0: fewer channels are faster)
+  double time(int a, int p, int ch) const {
+    double t = us[a][p];
+    if (ch < defaultChannels) t *= 1 + perChannel;
+    if (ch > defaultChannels) t *= 1 - perChannel * 0.5;
+    return t;
+  }
+};
+
+struct Sim {
+  std::shared_ptr<Group> group;
+  std::vector<int> slots;
+  std::mt19937 rng;
+  std::deque<Sample> inflight;
+  int lag;
+  std::vector<std::vector<Decision>> history;  // per slot, per call index
+  Sim(int nRanks, int localSlots, GroupConfig cfg, uint32_t seed, int lag_ = 6, uint64_t commId = 0)
+      : rng(seed), lag(lag_) {
+    group = std::make_shared<Group>(commId ? commId : 0xABC0 + seed, nRanks, 1, cfg, std::vector<CacheEntry>{});
+    for (int i = 0; i < localSlots; ++i) slots.push_back(group->join());
+    history.resize(localSlots);
+  }
+  // One collective call on every local rank; measurements come back `lag` calls later with noise and outliers.
+  void step(const Model& m, uint64_t bytes) {
+    std::normal_distribution<double> noise(1.0, 0.03);
+    for (size_t s = 0; s < slots.size(); ++s) {
+      float t[21];
+      realisticTable(t, static_cast<double>(bytes));
+      CostTable ct(t, 7, 3);
+      Decision d = group->decide(slots[s], coll::kAllReduce, coll::bucketOf(bytes), ct);
+      if (d.valid()) ct.force(d);
+      history[s].push_back(d);
+      auto [a, p] = ncclPick(t);
+      int ch = d.channels > 0 ? std::min<int>(d.channels, 16) : m.defaultChannels;
+      double us = m.time(a, p, ch) * noise(rng) * (rng() % 25 == 0 ? 3.0 : 1.0);
+      inflight.push_back(Sample{a, p, ch, us});
+    }
+    while (inflight.size() > static_cast<size_t>(lag) * slots.size()) {
+      group->addSample(coll::kAllReduce, coll::bucketOf(bytes), inflight.front());
+      inflight.pop_front();
+    }
+  }
+  Decision current(uint64_t bytes) { return group->currentDecision(coll::kAllReduce, coll::bucketOf(bytes)); }
+};
+
+GroupConfig onlineCfg() {
+  GroupConfig c;
+  c.mode = Mode::Online;
+  c.explore.callsPerArm = 4;
+  c.explore.minSamples = 3;
+  return c;
+}
+
+}  // namespace
+
+TEST(Group, ConvergesToFastestOnNoisyModels) {
+  const Model models[] = {
+      {{{13.8, 16.0, 25.0}, {15.5, 17.0, 24.0}}},   // small message: Tree/LL
+      {{{40.0, 30.0, 35.0}, {33.0, 23.8, 29.7}}},   // 2 MiB: Ring/LL128
+      {{{900, 700, 650}, {800, 600, 520}}},          // large: Ring/Simple
+  };
+  const Decision expect[] = {{0, 0, 0}, {1, 1, 0}, {1, 2, 0}};
+  for (int mi = 0; mi < 3; ++mi)
+    for (uint32_t seed = 1; seed <= 5; ++seed) {
+      Sim sim(2, 2, onlineCfg(), seed * 31 + mi);
+      int settledAt = -1;
+      for (int i = 0; i < 120; ++i) {
+        sim.step(models[mi], 1 << 21);
+        if (sim.group->phase(coll::kAllReduce, 21) != BucketExplorer::Phase::Settled) settledAt = -1;
+        else if (settledAt < 0) settledAt = i;
+      }
+      Decision d = sim.current(1 << 21);
+      EXPECT_EQ(d.algo, expect[mi].algo) << "model " << mi << " seed " << seed;
+      EXPECT_EQ(d.proto, expect[mi].proto) << "model " << mi << " seed " << seed;
+      EXPECT_EQ(d.channels, 0) << "no channel gain in this model";
+      // Bounded: both stages (6 + 2 arms x 4 calls) plus the measurement lag fit in a few dozen calls.
+      EXPECT_GT(settledAt, 0);
+      EXPECT_LE(settledAt, 60) << "model " << mi << " seed " << seed;
+      EXPECT_EQ(sim.history[0], sim.history[1]) << "local ranks diverged";
+    }
+}
+
+TEST(Group, ChannelStageFindsFewerChannels) {
+  Model m{{{30, 20, 25}, {28, 15, 18}}};
+  m.perChannel = -0.25;  // halving the channels is 25% faster
+  Sim sim(2, 2, onlineCfg(), 99);
+  for (int i = 0; i < 150; ++i) sim.step(m, 1 << 16);
+  Decision d = sim.current(1 << 16);
+  EXPECT_EQ(d, (Decision{1, 1, 4}));
+  EXPECT_EQ(sim.history[0], sim.history[1]);
+}
+
+TEST(Group, ReexploresOnDrift) {
+  Model before{{{13.8, 16.0, 25.0}, {15.5, 17.0, 24.0}}};
+  Model after{{{60.0, 12.0, 25.0}, {15.5, 17.0, 24.0}}};  // Tree/LL got 4x slower: Tree/LL128 is best now
+  Sim sim(2, 2, onlineCfg(), 5);
+  for (int i = 0; i < 100; ++i) sim.step(before, 64);
+  ASSERT_EQ(sim.current(64), (Decision{0, 0, 0}));
+  for (int i = 0; i < 200; ++i) sim.step(after, 64);
+  Decision d = sim.current(64);
+  EXPECT_EQ(d.algo, 0);
+  EXPECT_EQ(d.proto, 1);
+  EXPECT_EQ(sim.history[0], sim.history[1]);
+}
+
+TEST(Group, NoDriftOnStableNoise) {
+  Model m{{{13.8, 16.0, 25.0}, {15.5, 17.0, 24.0}}};
+  Sim sim(2, 2, onlineCfg(), 11);
+  for (int i = 0; i < 100; ++i) sim.step(m, 64);
+  Decision d = sim.current(64);
+  for (int i = 0; i < 2000; ++i) sim.step(m, 64);
+  EXPECT_EQ(sim.current(64), d);
+  EXPECT_EQ(sim.group->phase(coll::kAllReduce, 6), BucketExplorer::Phase::Settled);
+}
+
+// Ranks in different processes: each process has its own Group with one member. Measurements differ, yet every
+// call index gets the same decision in both, and nothing measured is applied (only learned for the cache).
+TEST(Group, DistributedRanksAgreeWithoutCommitting) {
+  Model m{{{40.0, 30.0, 35.0}, {33.0, 23.8, 29.7}}};
+  Sim a(2, 1, onlineCfg(), 1, 6, 0x77), b(2, 1, onlineCfg(), 2, 3, 0x77);
+  for (int i = 0; i < 120; ++i) {
+    a.step(m, 1 << 21);
+    b.step(m, 1 << 21);
+  }
+  EXPECT_EQ(a.history[0], b.history[0]);
+  EXPECT_FALSE(a.current(1 << 21).valid());
+  auto learned = a.group->learnedEntries();
+  ASSERT_EQ(learned.size(), 1u);
+  EXPECT_EQ(learned[0].decision, (Decision{1, 1, 0}));
+  EXPECT_EQ(learned[0].bucket, 21);
+}
+
+TEST(Group, StaticModeUsesCacheAndNeverExplores) {
+  GroupConfig cfg;
+  cfg.mode = Mode::Static;
+  std::vector<CacheEntry> cache = {{coll::kAllReduce, 2, 1, 21, Decision{1, 1, 0}, 23.8, 12},
+                                   {coll::kAllReduce, 8, 1, 10, Decision{0, 0, 0}, 1.0, 1}};  // other nRanks
+  int demandBefore = measurementDemand().load();
+  Group g(0x5151, 2, 1, cfg, cache);
+  int s0 = g.join(), s1 = g.join();
+  for (int i = 0; i < 50; ++i)
+    for (int s : {s0, s1}) {
+      float t[21];
+      realisticTable(t, 1 << 21);
+      EXPECT_EQ(g.decide(s, coll::kAllReduce, 21, CostTable(t, 7, 3)), (Decision{1, 1, 0}));
+      realisticTable(t, 1 << 10);
+      EXPECT_FALSE(g.decide(s, coll::kAllReduce, 10, CostTable(t, 7, 3)).valid());
+    }
+  EXPECT_EQ(measurementDemand().load(), demandBefore);
+  EXPECT_TRUE(g.learnedEntries().empty());
+}
+
+TEST(Group, ExplorationRaisesMeasurementDemandUntilSettled) {
+  int before = measurementDemand().load();
+  {
+    Sim sim(1, 1, onlineCfg(), 3);
+    Model m{{{13.8, 16.0, 25.0}, {15.5, 17.0, 24.0}}};
+    sim.step(m, 64);
+    EXPECT_EQ(measurementDemand().load(), before + 1);
+    for (int i = 0; i < 100; ++i) sim.step(m, 64);
+    EXPECT_EQ(measurementDemand().load(), before);
+  }
+  EXPECT_EQ(measurementDemand().load(), before);
+}
+
+// Two local ranks decide on their own threads while a "proxy thread" feeds measurements concurrently: every call
+// index must still get the same decision on both ranks (run under ICN_SANITIZE=thread for the data-race check).
+TEST(Group, ConcurrentRanksAndMeasurementsStayConsistent) {
+  GroupConfig cfg = onlineCfg();
+  cfg.explore.callsPerArm = 2;
+  cfg.explore.minSamples = 1;
+  cfg.explore.driftWindow = 4;
+  cfg.explore.driftWindows = 1;
+  Group g(0xC0C0, 2, 1, cfg, {});
+  int slots[2] = {g.join(), g.join()};
+  constexpr int kCalls = 20000;
+  std::vector<Decision> seen[2];
+  std::atomic<bool> stop{false};
+  std::atomic<int> progress{0};
+  std::thread feeder([&] {
+    std::mt19937 rng(3);
+    for (uint64_t n = 0; !stop.load(); ++n) {
+      int a = rng() % 2, p = rng() % 3;
+      // Alternating regimes (Ring/LL128 fast, then slow) make drift fire and re-exploration run while the ranks
+      // keep calling.
+      bool fastRegime = (progress.load() / 5000) % 2 == 0;
+      double us = (a == 1 && p == 1) ? (fastRegime ? 10.0 : 80.0) : 20.0 + p;
+      g.addSample(coll::kAllReduce, 12, Sample{a, p, 8, us});
+    }
+  });
+  std::thread ranks[2];
+  for (int r = 0; r < 2; ++r)
+    ranks[r] = std::thread([&, r] {
+      for (int i = 0; i < kCalls; ++i) {
+        float t[21];
+        realisticTable(t, 4096);
+        seen[r].push_back(g.decide(slots[r], coll::kAllReduce, 12, CostTable(t, 7, 3)));
+        if (r == 0) progress.store(i);
+        if (i % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    });
+  for (auto& t : ranks) t.join();
+  stop = true;
+  feeder.join();
+  ASSERT_EQ(seen[0].size(), seen[1].size());
+  int changes = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_EQ(seen[0][i], seen[1][i]) << "call " << i;
+    if (i && !(seen[0][i] == seen[0][i - 1])) ++changes;
+  }
+  // At least the exploration schedule ran; with luck the regime switch also triggered a re-exploration (timing
+  // dependent, so not asserted).
+  EXPECT_GE(changes, 5);
+}

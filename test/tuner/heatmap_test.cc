@@ -1,0 +1,137 @@
+// Net counter registry and the heatmap snapshot (JSON keys the topo helper consumes).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "core/net_counters.h"
+#include "telemetry/heatmap.h"
+#include "telemetry/json.h"
+
+using namespace icn;
+using namespace icn::telemetry;
+
+TEST(NetCounters, ChannelsAreOrdinalsPerPeerAndDirection) {
+  netstats::resetForTesting();
+  NetCommInfo a{0x10, -1, 1, "hostB:42", 0, true};
+  NetCommInfo b = a, c = a, d = a;
+  auto ca = netstats::registerComm(a);
+  auto cb = netstats::registerComm(b);
+  d.isSend = false;
+  auto cd = netstats::registerComm(d);
+  EXPECT_EQ(a.channel, 0);
+  EXPECT_EQ(b.channel, 1);
+  EXPECT_EQ(d.channel, 0);
+  netstats::unregisterComm(ca);
+  auto cc = netstats::registerComm(c);
+  EXPECT_EQ(c.channel, 0);  // the closed connection's ordinal is free again
+  cb->add(100);
+  cb->add(28);
+  auto snap = netstats::snapshot();
+  ASSERT_EQ(snap.size(), 4u);
+  uint64_t bytes = 0, msgs = 0;
+  for (auto& s : snap)
+    if (s.info.channel == 1) bytes = s.bytes, msgs = s.messages;
+  EXPECT_EQ(bytes, 128u);
+  EXPECT_EQ(msgs, 2u);
+  netstats::resetForTesting();
+}
+
+TEST(NetCounters, LocalRankIsAmbiguousWithTwoLocalRanks) {
+  netstats::resetForTesting();
+  netstats::setLocalRank(0x20, 3);
+  EXPECT_EQ(netstats::localRank(0x20), 3);
+  netstats::setLocalRank(0x20, 3);
+  EXPECT_EQ(netstats::localRank(0x20), 3);
+  netstats::setLocalRank(0x20, 4);  // both ranks of the comm in this process
+  EXPECT_EQ(netstats::localRank(0x20), -1);
+  EXPECT_EQ(netstats::localRank(0x99), -1);
+  netstats::setLocalRank(0x30, 1);
+  NetCommInfo i{0x30, -1, 0, "h:1", 0, true};
+  netstats::registerComm(i);
+  EXPECT_EQ(i.localRank, 1);  // filled from the profiler's knowledge
+  netstats::resetForTesting();
+}
+
+TEST(Heatmap, SnapshotHasDocumentedKeys) {
+  netstats::resetForTesting();
+  heatmap::resetForTesting();
+  auto e = heatmap::registerComm(0x1234, 0, 2);
+  e->colls.add(CollKey{4, 1, 1, 21, 8}, 20.0);
+  e->colls.add(CollKey{4, 1, 1, 21, 8}, 30.0);
+  e->colls.add(CollKey{4, 1, 1, 21, 8}, 25.0);
+  NetCommInfo info{0x1234, 0, 1, "peerhost:77", 0, true};
+  auto ctr = netstats::registerComm(info);
+  ctr->add(4096);
+  NetCommInfo rinfo{0x1234, 0, 1, "peerhost:77", 0, false};
+  netstats::registerComm(rinfo)->add(512);
+
+  json::Value v;
+  std::string why;
+  ASSERT_TRUE(json::parse(heatmap::renderJson(), &v, &why)) << why;
+  EXPECT_EQ(v.numOr("version", 0), 1);
+  EXPECT_EQ(v.numOr("pid", 0), getpid());
+  EXPECT_FALSE(v.strOr("host", "").empty());
+  EXPECT_GT(v.numOr("time_ms", 0), 0);
+  const json::Value* comms = v.get("comms");
+  ASSERT_NE(comms, nullptr);
+  ASSERT_EQ(comms->arr.size(), 1u);
+  const json::Value& c = comms->arr[0];
+  EXPECT_EQ(c.strOr("commId", ""), "0x1234");
+  EXPECT_EQ(c.numOr("rank", -9), 0);
+  EXPECT_EQ(c.numOr("nranks", 0), 2);
+  const json::Value* peers = c.get("peers");
+  ASSERT_NE(peers, nullptr);
+  ASSERT_EQ(peers->arr.size(), 1u);
+  const json::Value& p = peers->arr[0];
+  EXPECT_EQ(p.numOr("peerRank", -9), 1);
+  EXPECT_EQ(p.strOr("peer", ""), "peerhost:77");
+  EXPECT_EQ(p.numOr("channel", -9), 0);
+  EXPECT_EQ(p.numOr("send_bytes", 0), 4096);
+  EXPECT_EQ(p.numOr("send_msgs", 0), 1);
+  EXPECT_EQ(p.numOr("recv_bytes", 0), 512);
+  EXPECT_EQ(p.numOr("recv_msgs", 0), 1);
+  const json::Value* colls = c.get("collectives");
+  ASSERT_NE(colls, nullptr);
+  ASSERT_EQ(colls->arr.size(), 1u);
+  const json::Value& k = colls->arr[0];
+  EXPECT_EQ(k.strOr("coll", ""), "AllReduce");
+  EXPECT_EQ(k.numOr("bucket_log2", 0), 21);
+  EXPECT_EQ(k.strOr("algo", ""), "RING");
+  EXPECT_EQ(k.strOr("proto", ""), "LL128");
+  EXPECT_EQ(k.numOr("channels", 0), 8);
+  EXPECT_EQ(k.numOr("count", 0), 3);
+  EXPECT_DOUBLE_EQ(k.numOr("mean_us", 0), 25.0);
+  EXPECT_DOUBLE_EQ(k.numOr("min_us", 0), 20.0);
+  EXPECT_DOUBLE_EQ(k.numOr("p50_us", 0), 25.0);
+  heatmap::resetForTesting();
+  netstats::resetForTesting();
+}
+
+TEST(Heatmap, WriteIsAtomicAndReadable) {
+  std::string path = "/tmp/icn-heatmap-test-" + std::to_string(getpid()) + ".json";
+  std::string why;
+  ASSERT_TRUE(heatmap::writeSnapshot(path, &why)) << why;
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json::Value v;
+  EXPECT_TRUE(json::parse(ss.str(), &v, &why)) << why;
+  EXPECT_NE(access((path + ".tmp." + std::to_string(getpid())).c_str(), F_OK), 0);
+  unlink(path.c_str());
+  EXPECT_FALSE(heatmap::writeSnapshot("/nonexistent-dir/x.json", &why));
+  EXPECT_NE(why.find("/nonexistent-dir"), std::string::npos);
+}
+
+TEST(Json, RejectsMalformed) {
+  json::Value v;
+  std::string why;
+  EXPECT_FALSE(json::parse("{\"a\":1,}", &v, &why));
+  EXPECT_FALSE(json::parse("[1,2", &v, &why));
+  EXPECT_FALSE(json::parse("{\"a\":1} x", &v, &why));
+  EXPECT_NE(why.find("offset"), std::string::npos);
+  EXPECT_TRUE(json::parse(" {\"a\":[1,-2.5e3,\"x\\\"y\",true,null]} ", &v, &why)) << why;
+  EXPECT_EQ(v.get("a")->arr[1].num, -2500);
+  EXPECT_EQ(v.get("a")->arr[2].str, "x\"y");
+}

@@ -1,0 +1,49 @@
+// One rank of an icn-perf run: a send and a receive comm to the peer, and the measurement loops.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "net_api.h"
+
+namespace icn::perf {
+
+struct Options {
+  std::string plugin;
+  size_t minBytes = 8, maxBytes = 64u << 20;
+  int window = 32;        // requests in flight for bandwidth (NCCL allows 32)
+  int latIters = 1000;    // ping-pongs per size (fewer for large sizes)
+  double bwBytes = 512e6; // bytes moved per bandwidth point
+  bool bw = true, lat = true;
+  std::string json;
+};
+
+struct Point {
+  size_t bytes;
+  double gbps = 0;   // unidirectional bandwidth, GB/s (1e9)
+  double p50us = 0, p99us = 0, minus = 0;
+};
+
+class Session {
+ public:
+  Session(int rank, netapi::Plugin& p, netapi::Pipe& peer, const Options& o) : rank_(rank), p_(p), peer_(peer), o_(o) {}
+  bool connect(std::string* err);
+  bool run(std::vector<Point>* out, std::string* err);
+  void close();
+
+ private:
+  bool bandwidth(size_t bytes, double* gbps, std::string* err);
+  bool latency(size_t bytes, Point* pt, std::string* err);
+  bool send(void* buf, size_t n, void* mh, std::string* err);
+  bool recv(void* buf, size_t n, void* mh, std::string* err);
+
+  int rank_;
+  netapi::Plugin& p_;
+  netapi::Pipe& peer_;
+  const Options& o_;
+  void *listen_ = nullptr, *send_ = nullptr, *recv_ = nullptr;
+  std::vector<uint8_t> sbuf_, rbuf_;
+  void *smh_ = nullptr, *rmh_ = nullptr;
+};
+
+}  // namespace icn::perf
