@@ -107,7 +107,7 @@ copy_at() {  # copy_at SRC DEST_IN_GUEST
 
 libdir=/usr/lib/x86_64-linux-gnu
 for tool in /usr/sbin/ip /usr/bin/rdma /usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong \
-            /usr/bin/ib_write_bw /usr/bin/ib_write_lat /usr/bin/ucx_info; do
+            /usr/bin/ib_write_bw /usr/bin/ib_write_lat /usr/bin/ucx_info /usr/bin/nm; do
   [[ -x $tool ]] && copy_at "$tool" "$tool"
 done
 [[ -x $root/usr/sbin/ip ]] || die "/usr/sbin/ip (iproute2) is required: busybox ip cannot create veth pairs"

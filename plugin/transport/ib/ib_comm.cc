@@ -1,4 +1,4 @@
-// CommBase (QPs, CQ polling, health, memory registration) and the send side of the data path.
+// CommBase: QPs, CQ polling, health, memory registration (the send side is in ib_send.cc).
 #include <arpa/inet.h>
 
 #include <atomic>
@@ -156,6 +156,7 @@ Status CommBase::poll() {
 Status CommBase::testRequest(IbRequest* r, bool* done, int* sizes) {
   *done = false;
   if (!r || !r->inUse) return Status::InvalidUsage;
+  ICN_CHECK(progress());
   ICN_CHECK(poll());
   bool complete = r->kind == IbRequest::Kind::Recv ? r->subsDone == r->n : r->pending == 0;
   if (!complete) return checkHealth(r);
@@ -201,132 +202,24 @@ Status CommBase::regMrImpl(void* data, size_t size, int type, int fd, uint64_t o
   return Status::Ok;
 }
 
+Status CommBase::tempHandle(IbRequest* r, void* data, size_t size, MemHandle** out) {
+  void* mh = nullptr;
+  ICN_CHECK(regMrImpl(data, size, kMemHost, -1, 0, &mh));
+  r->tmp[r->ntmp++] = static_cast<MemHandle*>(mh);
+  *out = static_cast<MemHandle*>(mh);
+  return Status::Ok;
+}
+
+void CommBase::releaseTemps(IbRequest* r) {
+  for (int i = 0; i < r->ntmp; ++i) deregMrImpl(r->tmp[i]);
+  r->ntmp = 0;
+}
+
 Status CommBase::deregMrImpl(void* mh) {
   std::unique_ptr<MemHandle> h(static_cast<MemHandle*>(mh));
   if (!h) return Status::Ok;
   for (int i = 0; i < h->n; ++i) h->hcas[i]->mrCache().release(h->entries[i]);
   return Status::Ok;
-}
-
-// ---------------------------------------------------------------- send side
-
-IbSendComm::~IbSendComm() = default;
-
-Status IbSendComm::init(int nqps, std::string* why) {
-  ICN_CHECK(createQps(nqps, why));
-  fifo_ = allocAligned<CtsSlot>(kFifoSlots);
-  if (!fifo_) {
-    *why = "out of memory for the CTS FIFO";
-    return Status::SystemError;
-  }
-  for (const Port* p : ports_) {
-    MrPtr mr(ibv_reg_mr(p->hca->pd(), fifo_.get(), sizeof(CtsSlot) * kFifoSlots,
-                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
-    if (!mr) {
-      *why = "ibv_reg_mr(CTS FIFO) on " + p->hca->name() + ": " + errnoString(errno);
-      return Status::SystemError;
-    }
-    fifoMrs_.push_back(std::move(mr));
-  }
-  return Status::Ok;
-}
-
-ConnBlob IbSendComm::localBlob() const {
-  ConnBlob b;
-  b.devs = localAddrs();
-  b.qpns = qpNumbers();
-  b.fifoAddr = reinterpret_cast<uint64_t>(fifo_.get());
-  for (size_t i = 0; i < fifoMrs_.size(); ++i) b.fifoRkeys[i] = fifoMrs_[i]->rkey;
-  return b;
-}
-
-static uint32_t loadSeq(const CtsEntry& e) {
-  return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(e.seq)).load(std::memory_order_acquire);
-}
-
-Status IbSendComm::isend(void* data, size_t size, int tag, void* mhandle, Request** request) {
-  *request = nullptr;
-  if (failed_ != Status::Ok) return failed_;
-  const uint32_t slot = uint32_t(seq_ % kFifoSlots);
-  const CtsEntry* e = fifo_.get()[slot].data();
-  const uint32_t want = uint32_t(seq_ + 1);
-  if (loadSeq(e[0]) != want) return checkHealth(nullptr);  // receiver has not posted yet: NCCL retries
-  const int nreqs = int(e[0].nreqs);
-  if (nreqs < 1 || nreqs > kMaxRecvs) return fail(Status::RemoteError, "CTS entry with " + std::to_string(nreqs) + " receives");
-  int idx = -1;
-  for (int i = 0; i < nreqs; ++i) {
-    if (usedMask_ & (1u << i)) continue;
-    if (loadSeq(e[i]) != want) return Status::Ok;  // rest of the slot still landing
-    if (e[i].tag == tag) { idx = i; break; }
-  }
-  if (idx < 0) return Status::Ok;  // no receive with this tag in the current group yet
-  const CtsEntry& cts = e[idx];
-  if (size > cts.size) {
-    return fail(Status::InvalidUsage, "isend of " + std::to_string(size) + " bytes (tag " + std::to_string(tag) +
-                                          ") exceeds the " + std::to_string(cts.size) + " bytes the receiver posted");
-  }
-  auto* mh = static_cast<MemHandle*>(mhandle);
-  if (size > 0 && (!data || !mh || mh->n != members())) {
-    ICN_WARN(subsys::Net, "isend to %s: %zu bytes without a memory handle of this comm", peer().c_str(), size);
-    return Status::InvalidArgument;
-  }
-  IbRequest* r = pool_.acquire();
-  if (!r) return Status::Ok;  // all requests in flight: NCCL retries
-  *r = IbRequest{};
-  r->owner = this;
-  r->kind = IbRequest::Kind::Send;
-  r->inUse = true;
-  r->bytes[0] = size;
-  r->tags[0] = tag;
-
-  uint64_t off[kMaxQps], len[kMaxQps];
-  const int nchunks = splitMessage(size, qpCount(), off, len);
-  const uint32_t imm = htonl(encodeImm({slot, uint32_t(idx), uint32_t(nchunks), uint32_t(seq_ & kImmSeqMask)}));
-  for (int c = 0; c < nchunks; ++c) {
-    const int dev = c % members(), peerDev = c % peerMembers_;
-    ibv_sge sge{};
-    ibv_send_wr wr{};
-    if (len[c] > 0) {
-      sge.addr = reinterpret_cast<uint64_t>(data) + off[c];
-      sge.length = uint32_t(len[c]);
-      sge.lkey = mh->entries[dev]->lkey;
-      wr.sg_list = &sge;
-      wr.num_sge = 1;
-    }
-    wr.wr_id = reinterpret_cast<uint64_t>(r);
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.imm_data = imm;
-    wr.wr.rdma.remote_addr = cts.addr + off[c];
-    wr.wr.rdma.rkey = cts.rkeys[peerDev];
-    ibv_send_wr* bad = nullptr;
-    if (int rc = ibv_post_send(qps_[c].get(), &wr, &bad); rc != 0) {
-      if (c == 0) release(r);  // nothing posted; otherwise the comm is dead anyway
-      return fail(Status::SystemError, "ibv_post_send (write with immediate): " + errnoString(rc));
-    }
-    ++r->pending;
-  }
-  usedMask_ |= 1u << idx;
-  if (std::popcount(usedMask_) == nreqs) {
-    ++seq_;
-    usedMask_ = 0;
-  }
-  if (counters_) counters_->add(size);
-  *request = r;
-  return Status::Ok;
-}
-
-Status IbSendComm::onCompletion(const ibv_wc& wc) {
-  if (wc.wr_id == kCtsWrId || (wc.wr_id & kRecvWrTag)) return Status::Ok;
-  auto* r = reinterpret_cast<IbRequest*>(wc.wr_id);
-  if (!pool_.owns(r) || r->pending <= 0) return fail(Status::InternalError, "completion for an unknown send request");
-  --r->pending;
-  return Status::Ok;
-}
-
-void IbSendComm::release(IbRequest* r) {
-  r->inUse = false;
-  pool_.release(r);
 }
 
 }  // namespace icn::ib

@@ -24,6 +24,14 @@ namespace icn::ib {
 
 class CommBase;
 
+// What regMr hands to NCCL: one cache entry per member device of the comm.
+struct MemHandle {
+  int type = kMemHost;
+  int n = 0;
+  MrEntry* entries[kMaxVDevMembers] = {};
+  Hca* hcas[kMaxVDevMembers] = {};
+};
+
 struct IbRequest final : public Request {
   Status test(bool* done, int* sizes) override;
   enum class Kind : uint8_t { Send, Recv, Flush };
@@ -37,14 +45,10 @@ struct IbRequest final : public Request {
   uint64_t bytes[kMaxRecvs] = {};   // send: [0] = size; recv: bytes received per sub-request
   uint8_t chunks[kMaxRecvs] = {};   // recv: chunks arrived per sub-request
   int tags[kMaxRecvs] = {};
-};
-
-// What regMr hands to NCCL: one cache entry per member device of the comm.
-struct MemHandle {
-  int type = kMemHost;
-  int n = 0;
-  MrEntry* entries[kMaxVDevMembers] = {};
-  Hca* hcas[kMaxVDevMembers] = {};
+  void* data = nullptr;   // send: payload, posted once a matching clear-to-send arrives
+  MemHandle* mh = nullptr;
+  int ntmp = 0;           // temporary registrations (buffers passed without a memory handle)
+  MemHandle* tmp[kMaxRecvs] = {};
 };
 
 class CommBase {
@@ -72,10 +76,15 @@ class CommBase {
   static constexpr int kQueueDepth = kFifoSlots * kMaxRecvs;
 
   Status poll();
+  virtual Status progress() { return Status::Ok; }  // work to do before polling (sender: queued sends)
   virtual Status onCompletion(const ibv_wc& wc) = 0;
   virtual void release(IbRequest* r) = 0;
   Status checkHealth(const IbRequest* r);
   Status fail(Status st, const std::string& why);
+  // A buffer that comes without a memory handle (NCCL always registers; tools may not) is registered through
+  // the cache for the life of the request. Slow path, never taken by NCCL itself.
+  Status tempHandle(IbRequest* r, void* data, size_t size, MemHandle** out);
+  void releaseTemps(IbRequest* r);
   Status postRecvs(int qp, int count);
 
   std::vector<const Port*> ports_;
@@ -104,11 +113,18 @@ class IbSendComm final : public SendComm, public CommBase {
     return regMrImpl(data, size, type, fd, offset, mh);
   }
   Status deregMr(void* mh) override { return deregMrImpl(mh); }
+  // Queues the send and returns its request at once; it is written when the receiver's matching CTS is in
+  // the FIFO (progress() from isend/test). Sends are matched in the order they were queued.
   Status isend(void* data, size_t size, int tag, void* mhandle, Request** request) override;
 
  private:
+  Status progress() override;
+  Status post(IbRequest* r, const CtsEntry& cts, uint32_t slot, int sub);
   Status onCompletion(const ibv_wc& wc) override;
   void release(IbRequest* r) override;
+
+  IbRequest* queue_[kMaxRequests * kMaxRecvs] = {};  // sends waiting for a CTS, oldest first
+  int queued_ = 0;
 
   AlignedPtr<CtsSlot> fifo_;
   std::vector<MrPtr> fifoMrs_;  // one per member device

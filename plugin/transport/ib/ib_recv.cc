@@ -74,12 +74,25 @@ Status IbRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tag
     ICN_WARN(subsys::Net, "irecv from %s: more than %d requests in flight", peer().c_str(), kFifoSlots);
     return Status::InvalidUsage;
   }
+  for (int i = 0; i < n; ++i) {
+    auto* mh = mhandles ? static_cast<MemHandle*>(mhandles[i]) : nullptr;
+    if ((sizes[i] > 0 && !data[i]) || (mh && mh->n != members())) {
+      ICN_WARN(subsys::Net, "irecv from %s: receive %d: null buffer or a memory handle of another device",
+               peer().c_str(), i);
+      return Status::InvalidArgument;
+    }
+  }
+  r = IbRequest{};
+  r.owner = this;
+  r.kind = IbRequest::Kind::Recv;
   CtsEntry* st = stage_.get()[slot].data();
   for (int i = 0; i < n; ++i) {
     auto* mh = mhandles ? static_cast<MemHandle*>(mhandles[i]) : nullptr;
-    if (sizes[i] > 0 && (!data[i] || !mh || mh->n != members())) {
-      ICN_WARN(subsys::Net, "irecv from %s: %zu bytes without a memory handle of this comm", peer().c_str(), sizes[i]);
-      return Status::InvalidArgument;
+    if (sizes[i] > 0 && !mh) {
+      if (Status s = tempHandle(&r, data[i], sizes[i], &mh); s != Status::Ok) {
+        releaseTemps(&r);
+        return s;
+      }
     }
     CtsEntry& e = st[i];
     e = CtsEntry{};
@@ -107,11 +120,9 @@ Status IbRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tag
   wr.wr.rdma.rkey = remoteFifoRkey_;
   ibv_send_wr* bad = nullptr;
   if (int rc = ibv_post_send(qps_[0].get(), &wr, &bad); rc != 0) {
+    releaseTemps(&r);
     return fail(Status::SystemError, "ibv_post_send (CTS): " + errnoString(rc));
   }
-  r = IbRequest{};
-  r.owner = this;
-  r.kind = IbRequest::Kind::Recv;
   r.inUse = true;
   r.n = n;
   r.seq = uint32_t(seq_);
@@ -188,6 +199,7 @@ Status IbRecvComm::iflush(int n, void** data, const int* sizes, void** mhandles,
 }
 
 void IbRecvComm::release(IbRequest* r) {
+  releaseTemps(r);
   r->inUse = false;
   if (r->kind == IbRequest::Kind::Flush) flushPool_.release(r);
 }

@@ -139,8 +139,7 @@ Status IbTransport::listen(int dev, const CommConfig& config, HandleBytes handle
 Status IbTransport::connect(int dev, const CommConfig& config, HandleBytes handle, std::unique_ptr<SendComm>* out) {
   out->reset();
   if (!validDev(dev, "connect")) return Status::InvalidArgument;
-  std::unique_ptr<PendingConnect> pc(loadPending<PendingConnect>(handle));
-  storePending<PendingConnect>(handle, nullptr);
+  std::unique_ptr<PendingConnect> pc(takePending<PendingConnect>(handle));
   std::string why;
   if (!pc) {
     pc = std::make_unique<PendingConnect>();
@@ -173,7 +172,7 @@ Status IbTransport::connect(int dev, const CommConfig& config, HandleBytes handl
     ICN_CHECK(pc->oob->progress(&phase));
   }
   if (phase != Handshake::Phase::Done) {
-    storePending(handle, pc.release());
+    parkPending(handle, pc.release());
     return Status::Ok;
   }
   Handshake& hs = pc->oob->handshake();
