@@ -94,3 +94,42 @@ TEST(IbChoosePorts, ActivePortsThatPassTheFilter) {
   EXPECT_TRUE(none.empty());
   EXPECT_NE(why.find("HCA filter"), std::string::npos) << why;
 }
+
+TEST(IbFusion, VirtualDeviceAddsSpeedsAndIntersectsPointerSupport) {
+  std::vector<icn::DeviceProps> phys(3);
+  phys[0].name = "mlx5_0";
+  phys[0].speedMbps = 200000;
+  phys[0].ptrSupport = icn::kMemHost | icn::kMemCuda | icn::kMemDmabuf;
+  phys[0].pciPath = "/sys/devices/pci0000:00/0000:17:00.0";
+  phys[0].maxComms = 1000;
+  phys[1].name = "mlx5_1";
+  phys[1].speedMbps = 100000;
+  phys[1].ptrSupport = icn::kMemHost | icn::kMemCuda;
+  phys[1].maxComms = 500;
+  phys[2].name = "mlx5_2";
+  icn::DeviceProps v;
+  std::string why;
+  const int two[] = {0, 1};
+  ASSERT_EQ(fuseDevices(phys, two, &v, &why), icn::Status::Ok) << why;
+  EXPECT_EQ(v.name, "mlx5_0+mlx5_1");
+  EXPECT_EQ(v.speedMbps, 300000);
+  EXPECT_EQ(v.ptrSupport, icn::kMemHost | icn::kMemCuda) << "dma-buf only if every member has it";
+  EXPECT_EQ(v.pciPath, phys[0].pciPath);
+  EXPECT_EQ(v.maxComms, 500);
+  EXPECT_EQ(v.members, (std::vector<int>{0, 1}));
+}
+
+TEST(IbFusion, RejectsBadMemberLists) {
+  std::vector<icn::DeviceProps> phys(2);
+  icn::DeviceProps v;
+  std::string why;
+  const int dup[] = {1, 1};
+  EXPECT_EQ(fuseDevices(phys, dup, &v, &why), icn::Status::InvalidArgument);
+  EXPECT_NE(why.find("twice"), std::string::npos);
+  const int out[] = {0, 5};
+  EXPECT_EQ(fuseDevices(phys, out, &v, &why), icn::Status::InvalidArgument);
+  EXPECT_NE(why.find("not a physical device"), std::string::npos);
+  EXPECT_EQ(fuseDevices(phys, std::span<const int>(), &v, &why), icn::Status::InvalidArgument);
+  const int five[] = {0, 1, 0, 1, 0};
+  EXPECT_EQ(fuseDevices(phys, five, &v, &why), icn::Status::InvalidArgument);
+}

@@ -55,3 +55,16 @@ r=$(echo "$ratios" | median)
 result lat_ratio_65536 "$r"
 result lat_ratios_65536 "$(echo $ratios | tr ' ' ',')"
 enforce lat-ratio-65536 "$r" "<=" 1.5
+
+# The same pair through the plugin .so and the lead's icn-perf (NCCL's proxy calls; both ranks spin), once.
+if [ -x /opt/icn/bin/icn-perf ]; then
+  export ICN_PLUGIN_PATH=/opt/icn/lib/libnccl-net-icn.so
+  pair icn-perf-bw 240 "env ICN_TRANSPORT=ib ICN_IB_HCA==rxe0 icn-perf --server --port 18515 --min 64K --max 1M --bw-only --bw-bytes 64M" \
+       "env ICN_TRANSPORT=ib ICN_IB_HCA==rxe1 icn-perf --client 127.0.0.1:18515 --min 64K --max 1M --bw-only --bw-bytes 64M"
+  for size in 65536 1048576; do
+    result "icn_perf_bw_MBps_$size" "$(awk -v s=$size '$1 == s {printf "%.2f", $2 * 1e9 / 1048576}' /tmp/icn-perf-bw.server.log)"
+  done
+  pair icn-perf-lat 240 "env ICN_TRANSPORT=ib ICN_IB_HCA==rxe0 icn-perf --server --port 18516 --min 64K --max 64K --lat-only --lat-iters 100" \
+       "env ICN_TRANSPORT=ib ICN_IB_HCA==rxe1 icn-perf --client 127.0.0.1:18516 --min 64K --max 64K --lat-only --lat-iters 100"
+  result icn_perf_lat_p50_us_65536 "$(awk '$1 == 65536 {print $3}' /tmp/icn-perf-lat.server.log)"
+fi

@@ -1,5 +1,6 @@
 #include "transport/ib/ib_select.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -111,6 +112,43 @@ std::vector<PortChoice> choosePorts(const std::vector<HcaInfo>& hcas, const HcaF
     else *why = "no active port";
   }
   return out;
+}
+
+Status fuseDevices(const std::vector<DeviceProps>& phys, std::span<const int> members, DeviceProps* out,
+                   std::string* why) {
+  if (members.empty() || members.size() > size_t(kMaxVDevMembers)) {
+    *why = std::to_string(members.size()) + " devices (1.." + std::to_string(kMaxVDevMembers) + " allowed)";
+    return Status::InvalidArgument;
+  }
+  DeviceProps v;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const int m = members[i];
+    if (m < 0 || m >= int(phys.size())) {
+      *why = std::to_string(m) + " is not a physical device (0.." + std::to_string(int(phys.size()) - 1) + ")";
+      return Status::InvalidArgument;
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (members[j] == m) {
+        *why = "device " + std::to_string(m) + " listed twice";
+        return Status::InvalidArgument;
+      }
+    }
+    const DeviceProps& p = phys[m];
+    if (i == 0) {
+      v = p;
+      v.speedMbps = 0;
+      v.members.clear();
+    } else {
+      v.name += "+" + p.name;
+      v.ptrSupport &= p.ptrSupport;
+      v.maxComms = std::min(v.maxComms, p.maxComms);
+      v.latencyUs = std::max(v.latencyUs, p.latencyUs);
+    }
+    v.speedMbps += p.speedMbps;
+    v.members.push_back(m);
+  }
+  *out = std::move(v);
+  return Status::Ok;
 }
 
 }  // namespace icn::ib

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "core/transport.h"
 #include "transport/ib/ib_sysfs.h"
 
 namespace icn::ib {
@@ -42,5 +43,11 @@ struct PortChoice {
 };
 // Every active port of every HCA that passes the filter, in (device, port) order. *why explains an empty result.
 std::vector<PortChoice> choosePorts(const std::vector<HcaInfo>& hcas, const HcaFilter& filter, std::string* why);
+
+// makeVDevice: the properties of a virtual device made of physical devices `members` (indices into `phys`):
+// names joined with '+', speeds added, pointer support intersected, the first member's PCI path/GUID. Fails
+// (with *why) on an empty/oversized list, an unknown index, or a duplicate.
+Status fuseDevices(const std::vector<DeviceProps>& phys, std::span<const int> members, DeviceProps* out,
+                   std::string* why);
 
 }  // namespace icn::ib

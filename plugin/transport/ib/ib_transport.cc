@@ -187,36 +187,15 @@ Status IbTransport::connect(int dev, const CommConfig& config, HandleBytes handl
 
 Status IbTransport::makeVDevice(std::span<const int> members, int* newDev) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (members.empty() || members.size() > size_t(kMaxVDevMembers)) {
-    ICN_WARN(subsys::Net, "makeVDevice: %zu devices (1..%d allowed)", members.size(), kMaxVDevMembers);
+  std::vector<DeviceProps> phys;
+  for (const Port& p : ports_) phys.push_back(p.props);
+  VDevice v;
+  std::string why;
+  if (fuseDevices(phys, members, &v.props, &why) != Status::Ok) {
+    ICN_WARN(subsys::Net, "makeVDevice: %s", why.c_str());
     return Status::InvalidArgument;
   }
-  VDevice v;
-  v.props.ptrSupport = kMemHost | kMemCuda | kMemDmabuf;
-  for (int m : members) {
-    if (m < 0 || m >= int(ports_.size())) {
-      ICN_WARN(subsys::Net, "makeVDevice: %d is not a physical device (0..%zu)", m, ports_.size() - 1);
-      return Status::InvalidArgument;
-    }
-    if (std::find(v.members.begin(), v.members.end(), m) != v.members.end()) {
-      ICN_WARN(subsys::Net, "makeVDevice: device %d listed twice", m);
-      return Status::InvalidArgument;
-    }
-    const DeviceProps& p = devs_[m].props;
-    if (v.members.empty()) {
-      v.props = p;
-      v.props.speedMbps = 0;
-      v.props.members.clear();
-    } else {
-      v.props.name += "+" + p.name;
-      v.props.ptrSupport &= p.ptrSupport;
-      v.props.maxComms = std::min(v.props.maxComms, p.maxComms);
-      v.props.latencyUs = std::max(v.props.latencyUs, p.latencyUs);
-    }
-    v.props.speedMbps += p.speedMbps;
-    v.props.members.push_back(m);
-    v.members.push_back(m);
-  }
+  v.members = v.props.members;
   devs_.push_back(std::move(v));
   *newDev = int(devs_.size()) - 1;
   ICN_INFO(subsys::Net | subsys::Init, "ib virtual device %d = %s (%d Mbps)", *newDev, devs_.back().props.name.c_str(),
