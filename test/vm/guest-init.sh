@@ -50,13 +50,13 @@ pair() {
 }
 
 # Full paths for iproute2: busybox sh prefers its own applets (its ip cannot create veth pairs).
-# conformance NAME ENV=VALUE... [gtest args]: the plugin's conformance suite (icn-conformance), with a
+# conformance NAME GTEST_FILTER ENV=VALUE...: the plugin's conformance suite (icn-conformance), with a
 # per-test summary and, on failure, the assertions and the plugin's warnings.
 conformance() {
-  name=$1; shift
+  name=$1; filter=$2; shift 2
   if [ ! -x /opt/icn/bin/icn-conformance ]; then fail "$name (icn-conformance not in this build)"; return; fi
   if ICN_PLUGIN_PATH=/opt/icn/lib/libnccl-net-icn.so UCX_WARN_UNUSED_ENV_VARS=n timeout 400 env "$@" \
-       icn-conformance > "/tmp/$name.log" 2>&1; then rc=0; else rc=$?; fi
+       icn-conformance "--gtest_filter=$filter" > "/tmp/$name.log" 2>&1; then rc=0; else rc=$?; fi
   grep -E '^\[ *(OK|FAILED) ' "/tmp/$name.log" | sed "s|^|$name: |"
   if [ $rc = 0 ]; then pass "$name"; return; fi
   grep -E -A4 'Failure$' "/tmp/$name.log" | head -n 80

@@ -44,7 +44,8 @@ moddir=/lib/modules/$kver
 [[ -d $moddir ]] || die "no modules for kernel $kver in $moddir"
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not installed (package qemu-system-x86)"
 busybox=$(command -v busybox || true)
-[[ -n $busybox ]] && file -L "$busybox" | grep -q 'statically linked' || die "need a static busybox (busybox-static)"
+# Static check without `file`: ldd refuses static executables.
+[[ -n $busybox ]] && ! ldd "$busybox" >/dev/null 2>&1 || die "need a static busybox (package busybox-static)"
 
 rm -rf "$workdir/root"
 root=$workdir/root
@@ -102,7 +103,7 @@ copy_deps() {
 copy_at() {  # copy_at SRC DEST_IN_GUEST
   mkdir -p "$root$(dirname "$2")"
   cp -L "$1" "$root$2"
-  if file -L "$1" | grep -q 'ELF.*dynamic'; then copy_deps "$1"; fi
+  if [[ $(head -c 4 "$1" | od -An -c | tr -d ' ') == 177ELF ]]; then copy_deps "$1"; fi
 }
 
 libdir=/usr/lib/x86_64-linux-gnu

@@ -143,7 +143,7 @@ Status CommBase::poll() {
           char buf[160];
           snprintf(buf, sizeof buf, "completion error: %s (vendor error 0x%x, QP %u)", ibv_wc_status_str(wc.status),
                    wc.vendor_err, wc.qp_num);
-          return fail(Status::RemoteError, buf);
+          return fail(Status::RemoteError, buf + describeWr(wc.wr_id));
         }
         ICN_CHECK(onCompletion(wc));
       }

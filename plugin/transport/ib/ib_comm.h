@@ -46,6 +46,8 @@ struct IbRequest final : public Request {
   uint8_t chunks[kMaxRecvs] = {};   // recv: chunks arrived per sub-request
   int tags[kMaxRecvs] = {};
   void* data = nullptr;   // send: payload, posted once a matching clear-to-send arrives
+  uint64_t remoteAddr = 0;  // send: where it went (for error messages)
+  uint32_t remoteKey = 0;
   MemHandle* mh = nullptr;
   int ntmp = 0;           // temporary registrations (buffers passed without a memory handle)
   MemHandle* tmp[kMaxRecvs] = {};
@@ -78,6 +80,7 @@ class CommBase {
   Status poll();
   virtual Status progress() { return Status::Ok; }  // work to do before polling (sender: queued sends)
   virtual Status onCompletion(const ibv_wc& wc) = 0;
+  virtual std::string describeWr(uint64_t wrId) const { return ""; }
   virtual void release(IbRequest* r) = 0;
   Status checkHealth(const IbRequest* r);
   Status fail(Status st, const std::string& why);
@@ -121,6 +124,7 @@ class IbSendComm final : public SendComm, public CommBase {
   Status progress() override;
   Status post(IbRequest* r, const CtsEntry& cts, uint32_t slot, int sub);
   Status onCompletion(const ibv_wc& wc) override;
+  std::string describeWr(uint64_t wrId) const override;
   void release(IbRequest* r) override;
 
   IbRequest* queue_[kMaxRequests * kMaxRecvs] = {};  // sends waiting for a CTS, oldest first
@@ -154,7 +158,10 @@ class IbRecvComm final : public RecvComm, public CommBase {
   Status onCompletion(const ibv_wc& wc) override;
   void release(IbRequest* r) override;
 
-  IbRequest reqs_[kFifoSlots];
+  // Receive requests are pooled independently of FIFO slots (NCCL may test them in any order); slotReq_ maps a
+  // slot to the request whose data is still arriving there. A slot is reusable once that data is complete.
+  FixedPool<IbRequest, kMaxRequests> pool_;
+  IbRequest* slotReq_[kFifoSlots] = {};
   uint64_t seq_ = 0;
   AlignedPtr<CtsSlot> stage_;   // our CTS entries, source of the RDMA write into the sender's FIFO
   MrPtr stageMr_;

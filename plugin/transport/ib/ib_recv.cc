@@ -33,10 +33,6 @@ Status IbRecvComm::init(const ConnBlob& peer, const QpTuning& t, std::string* wh
     *why = "ibv_reg_mr(CTS staging) on " + p0.hca->name() + ": " + errnoString(errno);
     return Status::SystemError;
   }
-  for (auto& r : reqs_) {
-    r.owner = this;
-    r.kind = IbRequest::Kind::Recv;
-  }
   flushAll_ = gFlushHostForTesting.load();
   const bool gdrFlush = p0.hca->gdr.mode != GdrMode::None && !params::getBool(params::Id::GdrFlushDisable);
   if (gdrFlush || flushAll_) {
@@ -69,11 +65,8 @@ Status IbRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tag
   }
   if (failed_ != Status::Ok) return failed_;
   const uint32_t slot = uint32_t(seq_ % kFifoSlots);
-  IbRequest& r = reqs_[slot];
-  if (r.inUse) {
-    ICN_WARN(subsys::Net, "irecv from %s: more than %d requests in flight", peer().c_str(), kFifoSlots);
-    return Status::InvalidUsage;
-  }
+  // The receive 32 back still has data landing in this slot (possible with several QPs): NCCL retries.
+  if (slotReq_[slot]) return checkHealth(slotReq_[slot]);
   for (int i = 0; i < n; ++i) {
     auto* mh = mhandles ? static_cast<MemHandle*>(mhandles[i]) : nullptr;
     if ((sizes[i] > 0 && !data[i]) || (mh && mh->n != members())) {
@@ -82,6 +75,12 @@ Status IbRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tag
       return Status::InvalidArgument;
     }
   }
+  IbRequest* rp = pool_.acquire();
+  if (!rp) {
+    ICN_WARN(subsys::Net, "irecv from %s: more than %d requests in flight", peer().c_str(), kMaxRequests);
+    return Status::InvalidUsage;
+  }
+  IbRequest& r = *rp;
   r = IbRequest{};
   r.owner = this;
   r.kind = IbRequest::Kind::Recv;
@@ -90,7 +89,7 @@ Status IbRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tag
     auto* mh = mhandles ? static_cast<MemHandle*>(mhandles[i]) : nullptr;
     if (sizes[i] > 0 && !mh) {
       if (Status s = tempHandle(&r, data[i], sizes[i], &mh); s != Status::Ok) {
-        releaseTemps(&r);
+        release(&r);
         return s;
       }
     }
@@ -120,9 +119,10 @@ Status IbRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tag
   wr.wr.rdma.rkey = remoteFifoRkey_;
   ibv_send_wr* bad = nullptr;
   if (int rc = ibv_post_send(qps_[0].get(), &wr, &bad); rc != 0) {
-    releaseTemps(&r);
+    release(&r);
     return fail(Status::SystemError, "ibv_post_send (CTS): " + errnoString(rc));
   }
+  slotReq_[slot] = &r;
   r.inUse = true;
   r.n = n;
   r.seq = uint32_t(seq_);
@@ -138,13 +138,14 @@ Status IbRecvComm::onCompletion(const ibv_wc& wc) {
     const int qp = int(wc.wr_id & ~kRecvWrTag);
     if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) return fail(Status::RemoteError, "unexpected receive without immediate");
     const Imm im = decodeImm(ntohl(wc.imm_data));
-    IbRequest& r = reqs_[im.slot];
-    if (!r.inUse || (r.seq & kImmSeqMask) != im.seq || int(im.sub) >= r.n) {
+    IbRequest* rp = slotReq_[im.slot];
+    if (!rp || (rp->seq & kImmSeqMask) != im.seq || int(im.sub) >= rp->n) {
       return fail(Status::RemoteError, "write-with-immediate for slot " + std::to_string(im.slot) + " seq " +
                                            std::to_string(im.seq) + " that no receive is waiting for");
     }
+    IbRequest& r = *rp;
     r.bytes[im.sub] += wc.byte_len;
-    if (++r.chunks[im.sub] == im.nchunks) ++r.subsDone;
+    if (++r.chunks[im.sub] == im.nchunks && ++r.subsDone == r.n) slotReq_[im.slot] = nullptr;
     if (postRecvs(qp, 1) != Status::Ok) return fail(Status::SystemError, "ibv_post_recv: " + errnoString(errno));
     return Status::Ok;
   }
@@ -202,6 +203,7 @@ void IbRecvComm::release(IbRequest* r) {
   releaseTemps(r);
   r->inUse = false;
   if (r->kind == IbRequest::Kind::Flush) flushPool_.release(r);
+  else pool_.release(r);
 }
 
 }  // namespace icn::ib

@@ -150,7 +150,18 @@ Status IbSendComm::post(IbRequest* r, const CtsEntry& cts, uint32_t slot, int su
       return fail(Status::SystemError, "ibv_post_send (write with immediate): " + errnoString(rc));
     ++r->pending;
   }
+  r->remoteAddr = cts.addr;
+  r->remoteKey = cts.rkeys[0];
   return Status::Ok;
+}
+
+std::string IbSendComm::describeWr(uint64_t wrId) const {
+  auto* r = reinterpret_cast<const IbRequest*>(wrId);
+  if (!pool_.owns(r)) return "";
+  char buf[160];
+  snprintf(buf, sizeof buf, " on a send of %llu bytes (tag %d) to 0x%llx rkey 0x%x", (unsigned long long)r->bytes[0],
+           r->tags[0], (unsigned long long)r->remoteAddr, r->remoteKey);
+  return buf;
 }
 
 Status IbSendComm::onCompletion(const ibv_wc& wc) {
