@@ -1,0 +1,225 @@
+// CommBase: QPs, CQ polling, health, memory registration (the send side is in ib_send.cc).
+#include <arpa/inet.h>
+
+#include <atomic>
+#include <bit>
+#include <cerrno>
+
+#include "core/log.h"
+#include "core/params.h"
+#include "transport/ib/ib_comm.h"
+
+namespace icn::ib {
+namespace {
+// A peer that closed its control socket may still have completions for us in flight: keep polling this long
+// before turning "peer gone" into an error.
+constexpr auto kPeerGoneGrace = std::chrono::milliseconds(300);
+}  // namespace
+
+Status IbRequest::test(bool* done, int* sizes) { return owner->testRequest(this, done, sizes); }
+
+CommBase::CommBase(std::vector<const Port*> ports, bool isSend) : ports_(std::move(ports)), isSend_(isSend) {}
+
+CommBase::~CommBase() {
+  qps_.clear();  // QPs before their CQs
+  cqs_.clear();
+  if (counters_) netstats::unregisterComm(counters_);
+}
+
+std::vector<DevAddr> CommBase::localAddrs() const {
+  std::vector<DevAddr> v;
+  for (const Port* p : ports_) v.push_back(localAddr(*p));
+  return v;
+}
+
+std::vector<uint32_t> CommBase::qpNumbers() const {
+  std::vector<uint32_t> v;
+  for (const auto& q : qps_) v.push_back(q->qp_num);
+  return v;
+}
+
+Status CommBase::createQps(int nqps, std::string* why) {
+  const int m = members();
+  for (int d = 0; d < m; ++d) {
+    int onDev = (nqps - d + m - 1) / m;
+    // Sends: one WR per chunk per sub-request; receives: one per immediate; plus CTS writes and flush reads.
+    int depth = onDev * 2 * kQueueDepth + 2 * kMaxRequests + 16;
+    CqPtr cq(ibv_create_cq(ports_[d]->hca->ctx(), depth, nullptr, nullptr, 0));
+    if (!cq) {
+      *why = "ibv_create_cq(" + std::to_string(depth) + ") on " + ports_[d]->hca->name() + ": " + errnoString(errno);
+      return Status::SystemError;
+    }
+    cqs_.push_back(std::move(cq));
+  }
+  for (int i = 0; i < nqps; ++i) {
+    QpPtr qp;
+    // QP 0 of a receiver carries the CTS writes: inline them when the provider allows (no staging DMA).
+    const int wantInline = (!isSend_ && i == 0) ? int(sizeof(CtsSlot)) : 0;
+    ICN_CHECK(createRcQp(*ports_[i % m], cqs_[i % m].get(), kQueueDepth + kMaxRequests, kQueueDepth, &sink_, &qp, why,
+                         wantInline, i == 0 ? &qp0Inline_ : nullptr));
+    qps_.push_back(std::move(qp));
+    // Receives must be posted before the peer can write with immediate (allowed from INIT).
+    if (!isSend_) {
+      Status st = postRecvs(i, kQueueDepth);
+      if (st != Status::Ok) {
+        *why = "ibv_post_recv: " + errnoString(errno);
+        return st;
+      }
+    }
+  }
+  return Status::Ok;
+}
+
+Status CommBase::postRecvs(int qp, int count) {
+  ibv_recv_wr wrs[16];
+  while (count > 0) {
+    int k = count < 16 ? count : 16;
+    for (int j = 0; j < k; ++j) {
+      wrs[j] = {};
+      wrs[j].wr_id = kRecvWrTag | uint64_t(qp);
+      wrs[j].next = j + 1 < k ? &wrs[j + 1] : nullptr;
+    }
+    ibv_recv_wr* bad = nullptr;
+    if (ibv_post_recv(qps_[qp].get(), wrs, &bad) != 0) return Status::SystemError;
+    count -= k;
+  }
+  return Status::Ok;
+}
+
+Status CommBase::connectQps(const ConnBlob& peer, const QpTuning& t, std::string* why) {
+  if (peer.qpns.size() != qps_.size()) {
+    *why = "peer has " + std::to_string(peer.qpns.size()) + " QPs, we have " + std::to_string(qps_.size());
+    return Status::RemoteError;
+  }
+  for (size_t i = 0; i < qps_.size(); ++i) {
+    const Port& local = *ports_[i % ports_.size()];
+    const DevAddr& remote = peer.devs[i % peer.devs.size()];
+    ICN_CHECK(connectQp(qps_[i].get(), local, remote, peer.qpns[i], t, why));
+  }
+  return Status::Ok;
+}
+
+void CommBase::start(ControlChannel control, NetCommInfo info) {
+  peerName_ = control.peerName();
+  control_ = std::move(control);
+  counters_ = netstats::registerComm(info);
+}
+
+Status CommBase::fail(Status st, const std::string& why) {
+  if (failed_ == Status::Ok) {
+    failed_ = st;
+    ICN_WARN(subsys::Net, "ib %s connection with %s failed: %s", isSend_ ? "send" : "receive", peerName_.c_str(),
+             why.c_str());
+  }
+  return failed_;
+}
+
+Status CommBase::checkHealth(const IbRequest* r) {
+  if (failed_ != Status::Ok) return failed_;
+  std::string why;
+  for (const Port* p : ports_) {
+    if (p->healthy(&why) != Status::Ok) return fail(Status::SystemError, why);
+  }
+  int ev = sink_.event.load(std::memory_order_relaxed);
+  if (ev >= 0) return fail(Status::SystemError, std::string("QP fatal event: ") + ibv_event_type_str(ibv_event_type(ev)));
+  if (control_.checkAlive() == Status::Ok) return Status::Ok;
+  auto now = std::chrono::steady_clock::now();
+  if (peerGoneAt_ == std::chrono::steady_clock::time_point{}) peerGoneAt_ = now;
+  if (now - peerGoneAt_ < kPeerGoneGrace) return Status::Ok;
+  return fail(Status::RemoteError, "peer is gone (control connection closed) with a request (tag " +
+                                       std::to_string(r ? r->tags[0] : 0) + ") pending");
+}
+
+Status CommBase::poll() {
+  if (failed_ != Status::Ok) return failed_;
+  ibv_wc wcs[16];
+  for (auto& cq : cqs_) {
+    for (;;) {
+      int n = ibv_poll_cq(cq.get(), 16, wcs);
+      if (n < 0) return fail(Status::SystemError, "ibv_poll_cq failed");
+      for (int i = 0; i < n; ++i) {
+        const ibv_wc& wc = wcs[i];
+        if (wc.status != IBV_WC_SUCCESS) {
+          char buf[160];
+          snprintf(buf, sizeof buf, "completion error: %s (vendor error 0x%x, QP %u)", ibv_wc_status_str(wc.status),
+                   wc.vendor_err, wc.qp_num);
+          return fail(Status::RemoteError, buf + describeWr(wc.wr_id));
+        }
+        ICN_CHECK(onCompletion(wc));
+      }
+      if (n < 16) break;
+    }
+  }
+  return Status::Ok;
+}
+
+Status CommBase::testRequest(IbRequest* r, bool* done, int* sizes) {
+  *done = false;
+  if (!r || !r->inUse) return Status::InvalidUsage;
+  ICN_CHECK(progress());
+  ICN_CHECK(poll());
+  bool complete = r->kind == IbRequest::Kind::Recv ? r->subsDone == r->n : r->pending == 0;
+  if (!complete) return checkHealth(r);
+  if (sizes) {
+    for (int i = 0; i < r->n; ++i) sizes[i] = int(r->bytes[i]);
+  }
+  if (r->kind == IbRequest::Kind::Recv && counters_) {
+    uint64_t total = 0;
+    for (int i = 0; i < r->n; ++i) total += r->bytes[i];
+    counters_->add(total);
+  }
+  *done = true;
+  release(r);
+  return Status::Ok;
+}
+
+Status CommBase::regMrImpl(void* data, size_t size, int type, int fd, uint64_t offset, void** mh) {
+  if (!mh) return Status::InvalidArgument;
+  *mh = nullptr;
+  auto h = std::make_unique<MemHandle>();  // registration is per buffer, not per message
+  h->type = type;
+  for (const Port* p : ports_) {
+    Hca& hca = *p->hca;
+    if (type == kMemCuda && hca.gdr.mode == GdrMode::None) {
+      ICN_WARN(subsys::Net, "regMr: GPU memory on %s but GPUDirect RDMA is unavailable (%s)", hca.name().c_str(),
+               hca.gdr.why.c_str());
+      deregMrImpl(h.release());
+      return Status::InvalidUsage;
+    }
+    std::string why;
+    MrEntry* e = nullptr;
+    Status st = hca.mrCache().acquire(data, size, type, fd, offset, &e, &why);
+    if (st != Status::Ok) {
+      ICN_WARN(subsys::Net, "regMr: %s", why.c_str());
+      deregMrImpl(h.release());
+      return st;
+    }
+    h->entries[h->n] = e;
+    h->hcas[h->n] = &hca;
+    ++h->n;
+  }
+  *mh = h.release();
+  return Status::Ok;
+}
+
+Status CommBase::tempHandle(IbRequest* r, void* data, size_t size, MemHandle** out) {
+  void* mh = nullptr;
+  ICN_CHECK(regMrImpl(data, size, kMemHost, -1, 0, &mh));
+  r->tmp[r->ntmp++] = static_cast<MemHandle*>(mh);
+  *out = static_cast<MemHandle*>(mh);
+  return Status::Ok;
+}
+
+void CommBase::releaseTemps(IbRequest* r) {
+  for (int i = 0; i < r->ntmp; ++i) deregMrImpl(r->tmp[i]);
+  r->ntmp = 0;
+}
+
+Status CommBase::deregMrImpl(void* mh) {
+  std::unique_ptr<MemHandle> h(static_cast<MemHandle*>(mh));
+  if (!h) return Status::Ok;
+  for (int i = 0; i < h->n; ++i) h->hcas[i]->mrCache().release(h->entries[i]);
+  return Status::Ok;
+}
+
+}  // namespace icn::ib

@@ -1,0 +1,182 @@
+// ib send/receive comms: the receiver-driven data path.
+//
+//   receiver irecv:  writes CTS entries {addr, rkeys, size, tag, seq} into the sender's FIFO slot (RDMA write)
+//   sender isend:    finds the CTS entry with its tag, RDMA-writes the payload with write-with-immediate, split
+//                    across the connection's QPs; the immediate names slot/sub-request/chunk count
+//   receiver test(): counts the immediates per sub-request; done when every chunk of every sub-request is in
+//
+// Requests come from fixed pools (no allocation per message); progress happens in test().
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/fixed_pool.h"
+#include "core/handshake.h"
+#include "core/net_counters.h"
+#include "core/transport.h"
+#include "transport/ib/ib_device.h"
+#include "transport/ib/ib_qp.h"
+#include "transport/ib/ib_wire.h"
+
+namespace icn::ib {
+
+class CommBase;
+
+// What regMr hands to NCCL: one cache entry per member device of the comm.
+struct MemHandle {
+  int type = kMemHost;
+  int n = 0;
+  MrEntry* entries[kMaxVDevMembers] = {};
+  Hca* hcas[kMaxVDevMembers] = {};
+};
+
+struct IbRequest final : public Request {
+  Status test(bool* done, int* sizes) override;
+  enum class Kind : uint8_t { Send, Recv, Flush };
+  CommBase* owner = nullptr;
+  Kind kind = Kind::Send;
+  bool inUse = false;
+  int n = 1;
+  int pending = 0;        // send/flush: signalled work requests not yet completed
+  int subsDone = 0;       // recv: sub-requests with every chunk in
+  uint32_t seq = 0;       // recv: request sequence number (slot = seq % kFifoSlots)
+  uint64_t bytes[kMaxRecvs] = {};   // send: [0] = size; recv: bytes received per sub-request
+  uint8_t chunks[kMaxRecvs] = {};   // recv: chunks arrived per sub-request
+  int tags[kMaxRecvs] = {};
+  void* data = nullptr;   // send: payload, posted once a matching clear-to-send arrives
+  uint64_t remoteAddr = 0;  // send: where it went (for error messages)
+  uint32_t remoteKey = 0;
+  MemHandle* mh = nullptr;
+  int ntmp = 0;           // temporary registrations (buffers passed without a memory handle)
+  MemHandle* tmp[kMaxRecvs] = {};
+};
+
+class CommBase {
+ public:
+  CommBase(std::vector<const Port*> ports, bool isSend);
+  virtual ~CommBase();
+  Status regMrImpl(void* data, size_t size, int type, int fd, uint64_t offset, void** mh);
+  Status deregMrImpl(void* mh);
+  Status testRequest(IbRequest* r, bool* done, int* sizes);
+  // Creates the CQs and `nqps` QPs (QP i on member i % members); receivers pre-post receives.
+  Status createQps(int nqps, std::string* why);
+  Status connectQps(const ConnBlob& peer, const QpTuning& t, std::string* why);
+  // Handshake finished: liveness channel and telemetry.
+  void start(ControlChannel control, NetCommInfo info);
+  const std::string& peer() const { return peerName_; }
+  int qpCount() const { return int(qps_.size()); }
+  const Port& port(int i) const { return *ports_[i]; }
+  int members() const { return int(ports_.size()); }
+  std::vector<DevAddr> localAddrs() const;
+  std::vector<uint32_t> qpNumbers() const;
+
+ protected:
+  static constexpr uint64_t kRecvWrTag = 1ull << 63;  // receive WRs: tag | QP index
+  static constexpr uint64_t kCtsWrId = 1;             // CTS writes: nothing to account
+  static constexpr int kQueueDepth = kFifoSlots * kMaxRecvs;
+
+  Status poll();
+  virtual Status progress() { return Status::Ok; }  // work to do before polling (sender: queued sends)
+  virtual Status onCompletion(const ibv_wc& wc) = 0;
+  virtual std::string describeWr(uint64_t wrId) const { return ""; }
+  virtual void release(IbRequest* r) = 0;
+  Status checkHealth(const IbRequest* r);
+  Status fail(Status st, const std::string& why);
+  // A buffer that comes without a memory handle (NCCL always registers; tools may not) is registered through
+  // the cache for the life of the request. Slow path, never taken by NCCL itself.
+  Status tempHandle(IbRequest* r, void* data, size_t size, MemHandle** out);
+  void releaseTemps(IbRequest* r);
+  Status postRecvs(int qp, int count);
+
+  std::vector<const Port*> ports_;
+  bool isSend_;
+  std::vector<CqPtr> cqs_;   // one per member device; destroyed after the QPs (declared first)
+  std::vector<QpPtr> qps_;
+  int qp0Inline_ = 0;  // inline bytes granted on QP 0 (carries the CTS writes)
+  QpFaultSink sink_;
+  ControlChannel control_;
+  std::string peerName_ = "(connecting)";
+  std::shared_ptr<NetCounters> counters_;
+  Status failed_ = Status::Ok;
+  std::chrono::steady_clock::time_point peerGoneAt_{};
+};
+
+class IbSendComm final : public SendComm, public CommBase {
+ public:
+  explicit IbSendComm(std::vector<const Port*> ports) : CommBase(std::move(ports), true) {}
+  ~IbSendComm() override;
+  Status init(int nqps, std::string* why);  // QPs + the CTS FIFO
+  ConnBlob localBlob() const;
+  void setPeerMembers(int n) { peerMembers_ = n; }
+
+  Status regMr(void* data, size_t size, int type, void** mh) override { return regMrImpl(data, size, type, -1, 0, mh); }
+  Status regMrDmaBuf(void* data, size_t size, int type, uint64_t offset, int fd, void** mh) override {
+    return regMrImpl(data, size, type, fd, offset, mh);
+  }
+  Status deregMr(void* mh) override { return deregMrImpl(mh); }
+  // Queues the send and returns its request at once; it is written when the receiver's matching CTS is in
+  // the FIFO (progress() from isend/test). Sends are matched in the order they were queued.
+  Status isend(void* data, size_t size, int tag, void* mhandle, Request** request) override;
+
+ private:
+  Status progress() override;
+  Status post(IbRequest* r, const CtsEntry& cts, uint32_t slot, int sub);
+  Status onCompletion(const ibv_wc& wc) override;
+  std::string describeWr(uint64_t wrId) const override;
+  void release(IbRequest* r) override;
+
+  IbRequest* queue_[kMaxRequests * kMaxRecvs] = {};  // sends waiting for a CTS, oldest first
+  int queued_ = 0;
+
+  AlignedPtr<CtsSlot> fifo_;
+  std::vector<MrPtr> fifoMrs_;  // one per member device
+  uint64_t seq_ = 0;            // FIFO slot sequence being consumed
+  uint32_t usedMask_ = 0;       // sub-requests of the current slot already sent
+  int peerMembers_ = 1;
+  FixedPool<IbRequest, kMaxRequests * kMaxRecvs> pool_;
+};
+
+class IbRecvComm final : public RecvComm, public CommBase {
+ public:
+  explicit IbRecvComm(std::vector<const Port*> ports) : CommBase(std::move(ports), false) {}
+  ~IbRecvComm() override;
+  // Sets up everything from the sender's blob: QPs (its count), connection, staging, flush QP.
+  Status init(const ConnBlob& peer, const QpTuning& t, std::string* why);
+  ConnBlob localBlob() const;
+
+  Status regMr(void* data, size_t size, int type, void** mh) override { return regMrImpl(data, size, type, -1, 0, mh); }
+  Status regMrDmaBuf(void* data, size_t size, int type, uint64_t offset, int fd, void** mh) override {
+    return regMrImpl(data, size, type, fd, offset, mh);
+  }
+  Status deregMr(void* mh) override { return deregMrImpl(mh); }
+  Status irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles, Request** request) override;
+  Status iflush(int n, void** data, const int* sizes, void** mhandles, Request** request) override;
+
+ private:
+  Status onCompletion(const ibv_wc& wc) override;
+  void release(IbRequest* r) override;
+
+  // Receive requests are pooled independently of FIFO slots (NCCL may test them in any order); slotReq_ maps a
+  // slot to the request whose data is still arriving there. A slot is reusable once that data is complete.
+  FixedPool<IbRequest, kMaxRequests> pool_;
+  IbRequest* slotReq_[kFifoSlots] = {};
+  uint64_t seq_ = 0;
+  AlignedPtr<CtsSlot> stage_;   // our CTS entries, source of the RDMA write into the sender's FIFO
+  MrPtr stageMr_;
+  uint64_t remoteFifo_ = 0;
+  uint32_t remoteFifoRkey_ = 0;
+  // GPU flush: a QP connected to itself; a 1-byte RDMA read from the received buffer into flushBuf_.
+  QpPtr flushQp_;
+  AlignedPtr<uint8_t> flushBuf_;
+  MrPtr flushMr_;
+  bool flushAll_ = false;  // testing: flush host memory too
+  FixedPool<IbRequest, kMaxRequests> flushPool_;
+};
+
+// Test hook for the VM suite: make iflush issue the loopback RDMA read for host memory as well, so the flush
+// path runs on rxe (no GPU there).
+void setFlushHostMemoryForTesting(bool on);
+
+}  // namespace icn::ib

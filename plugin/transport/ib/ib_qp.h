@@ -1,0 +1,30 @@
+// RC queue pairs: creation and the INIT -> RTR -> RTS walk with the configured timeout/retry/SL/TC.
+#pragma once
+#include <string>
+
+#include "transport/ib/ib_device.h"
+#include "transport/ib/ib_wire.h"
+
+namespace icn::ib {
+
+struct QpTuning {
+  int timeout = 18;    // ACK timeout exponent: 4.096 us x 2^timeout
+  int retryCnt = 7;
+  int sl = 0;
+  int tc = 0;
+};
+// From ICN_IB_TIMEOUT / ICN_IB_RETRY_CNT / ICN_IB_SL / ICN_IB_TC, the TC falling back to NCCL's per-comm one.
+QpTuning qpTuningFromParams(int commTrafficClass);
+
+// Creates an RC QP on port's HCA; qp_context = sink (fault reporting). Leaves it in INIT.
+// maxInline > 0 asks for inline sends of that many bytes; *gotInline reports what the provider granted (0 when
+// it refused: the QP is then created without inline data).
+Status createRcQp(const Port& port, ibv_cq* cq, int maxSend, int maxRecv, QpFaultSink* sink, QpPtr* out,
+                  std::string* why, int maxInline = 0, int* gotInline = nullptr);
+// Connects a QP in INIT to the remote one: RTR (path MTU = min of both ends) then RTS.
+Status connectQp(ibv_qp* qp, const Port& local, const DevAddr& remote, uint32_t remoteQpn, const QpTuning& t,
+                 std::string* why);
+// Our own address as the peer needs it.
+DevAddr localAddr(const Port& port);
+
+}  // namespace icn::ib

@@ -1,0 +1,103 @@
+#!/bin/sh
+# /init of the Soft-RoCE guest (busybox sh). Sets up the rxe pair, runs /tests.sh with the helpers below and
+# reports on the serial console; the host (run-vm.sh) parses the ICN-VM-* lines.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /dev/shm
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /run
+. /etc/icn-env
+hostname -F /etc/hostname
+echo; echo "ICN-VM-BOOTED $(uname -r) cpus=$(nproc)"
+
+finish() {
+  echo "ICN-VM-DONE"
+  sync
+  reboot -f  # qemu runs with -no-reboot: this ends the VM
+  sleep 5
+  echo b > /proc/sysrq-trigger
+}
+
+pass() { echo "ICN-VM-CHECK PASS $*"; }
+fail() { echo "ICN-VM-CHECK FAIL $*"; }
+result() { echo "ICN-VM-RESULT $1=$2"; }
+
+# check NAME TIMEOUT CMD...: one command, output kept in /tmp/NAME.log and shown on failure.
+check() {
+  name=$1; t=$2; shift 2
+  if timeout "$t" "$@" > "/tmp/$name.log" 2>&1; then pass "$name"
+  else rc=$?; tail -n 40 "/tmp/$name.log"; fail "$name rc=$rc"; fi
+}
+
+# pair NAME TIMEOUT "SERVER CMD" "CLIENT CMD": two processes, server first; both must exit 0.
+pair() {
+  name=$1; t=$2
+  sh -c "exec timeout $t $3" > "/tmp/$name.server.log" 2>&1 &
+  spid=$!
+  sleep 1
+  crc=0; timeout "$t" sh -c "$4" > "/tmp/$name.client.log" 2>&1 || crc=$?
+  src=0; wait "$spid" || src=$?
+  if [ "$crc" = 0 ] && [ "$src" = 0 ]; then pass "$name"
+  else
+    echo "--- $name server (rc=$src)"; tail -n 40 "/tmp/$name.server.log"
+    echo "--- $name client (rc=$crc)"; tail -n 40 "/tmp/$name.client.log"
+    fail "$name server=$src client=$crc"
+  fi
+}
+
+# Full paths for iproute2: busybox sh prefers its own applets (its ip cannot create veth pairs).
+# conformance NAME GTEST_FILTER ENV=VALUE...: the plugin's conformance suite (icn-conformance), with a
+# per-test summary and, on failure, the assertions and the plugin's warnings.
+conformance() {
+  name=$1; filter=$2; shift 2
+  if [ ! -x /opt/icn/bin/icn-conformance ]; then fail "$name (icn-conformance not in this build)"; return; fi
+  if ICN_PLUGIN_PATH=/opt/icn/lib/libnccl-net-icn.so UCX_WARN_UNUSED_ENV_VARS=n timeout 400 env "$@" \
+       icn-conformance "--gtest_filter=$filter" > "/tmp/$name.log" 2>&1; then rc=0; else rc=$?; fi
+  grep -E '^\[ *(OK|FAILED) ' "/tmp/$name.log" | sed "s|^|$name: |"
+  if [ $rc = 0 ]; then pass "$name"; return; fi
+  grep -E -A4 'Failure$' "/tmp/$name.log" | head -n 80
+  grep -E 'WARN' "/tmp/$name.log" | sort | uniq -c | sort -rn | head -n 20
+  fail "$name rc=$rc"
+}
+
+setup_rxe() {
+  for m in $(cat /modules/order); do
+    insmod "/modules/$m" || { echo "setup: insmod $m failed"; return 1; }
+  done
+  /usr/sbin/ip link set lo up
+  # No duplicate address detection: link-local GIDs must be usable at once.
+  sysctl -qw net.ipv6.conf.all.accept_dad=0
+  sysctl -qw net.ipv6.conf.default.accept_dad=0
+  # MTU 9000: rxe sends 4 KiB path-MTU packets; a 1500 MTU drops them (ACK timeouts).
+  /usr/sbin/ip link add veth0 mtu 9000 type veth peer name veth1 mtu 9000 || { echo "setup: veth failed"; return 1; }
+  /usr/sbin/ip link set veth0 up && /usr/sbin/ip link set veth1 up || return 1
+  rdma link add rxe0 type rxe netdev veth0 || { echo "setup: rdma link add rxe0 failed"; return 1; }
+  rdma link add rxe1 type rxe netdev veth1 || { echo "setup: rdma link add rxe1 failed"; return 1; }
+  # Wait for both ports to turn ACTIVE with a link-local GID at index 0.
+  i=0
+  while [ $i -lt 100 ]; do
+    ok=1
+    for d in rxe0 rxe1; do
+      grep -q ACTIVE /sys/class/infiniband/$d/ports/1/state 2>/dev/null || ok=0
+      grep -q '^fe80' /sys/class/infiniband/$d/ports/1/gids/0 2>/dev/null || ok=0
+    done
+    [ $ok = 1 ] && return 0
+    sleep 0.1; i=$((i + 1))
+  done
+  echo "setup: rxe ports not ACTIVE with a link-local GID after 10 s"
+  return 1
+}
+
+if setup_rxe; then
+  pass "rxe-setup $(cat /sys/class/infiniband/rxe0/ports/1/gids/0) $(cat /sys/class/infiniband/rxe1/ports/1/gids/0)"
+  . /tests.sh
+else
+  fail "rxe-setup"
+  dmesg | tail -n 30
+  rdma link 2>&1
+fi
+finish

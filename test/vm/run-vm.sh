@@ -1,0 +1,175 @@
+#!/bin/bash
+# Soft-RoCE VM harness: builds an initramfs (busybox + our binaries + their shared libraries + the rdma_rxe
+# module stack), boots Debian's kernel in qemu (TCG, no KVM needed), lets the guest create a veth pair with two
+# rxe devices and run a guest test script, and turns the serial console's markers into an exit status.
+#
+#   run-vm.sh --workdir DIR --script GUEST_SCRIPT [--bin FILE]... [--lib FILE]... [--file SRC=DEST]...
+#             [--timeout SEC] [--kernel VMLINUZ] [--results FILE] [--env NAME=VALUE]...
+#
+# Guest-side protocol (lines on ttyS0):  ICN-VM-BOOTED, ICN-VM-CHECK PASS|FAIL <name> [details],
+# ICN-VM-RESULT <key>=<value>, ICN-VM-DONE. The run fails (non-zero) if the guest does not boot, does not reach
+# DONE before the timeout, reports no check at all, or reports any FAIL.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+workdir="" script="" timeout=420 kernel="" results=""
+bins=() libs=() files=() envs=()
+
+die() { echo "run-vm: $*" >&2; exit 2; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --workdir) workdir=$2; shift 2 ;;
+    --script) script=$2; shift 2 ;;
+    --timeout) timeout=$2; shift 2 ;;
+    --kernel) kernel=$2; shift 2 ;;
+    --results) results=$2; shift 2 ;;
+    --bin) bins+=("$2"); shift 2 ;;
+    --lib) libs+=("$2"); shift 2 ;;
+    --file) files+=("$2"); shift 2 ;;
+    --env) envs+=("$2"); shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) die "unknown argument: $1" ;;
+  esac
+done
+[[ -n $workdir && -n $script ]] || die "--workdir and --script are required (see --help)"
+[[ -f $script ]] || die "guest script not found: $script"
+
+# --- kernel and modules ---------------------------------------------------------------------------------------
+if [[ -z $kernel ]]; then
+  kernel=$(ls -1 /boot/vmlinuz-* 2>/dev/null | sort -V | tail -n1 || true)
+fi
+[[ -r $kernel ]] || die "no readable kernel image (install linux-image-amd64 or pass --kernel)"
+kver=${kernel##*/vmlinuz-}
+moddir=/lib/modules/$kver
+[[ -d $moddir ]] || die "no modules for kernel $kver in $moddir"
+command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not installed (package qemu-system-x86)"
+busybox=$(command -v busybox || true)
+# Static check without `file`: ldd refuses static executables.
+[[ -n $busybox ]] && ! ldd "$busybox" >/dev/null 2>&1 || die "need a static busybox (package busybox-static)"
+
+rm -rf "$workdir/root"
+root=$workdir/root
+mkdir -p "$root"/{bin,sbin,dev,proc,sys,tmp,run,etc,modules,opt/icn/bin,opt/icn/lib,usr/lib,lib64,var}
+cp "$busybox" "$root/bin/busybox"
+for applet in $("$busybox" --list); do
+  [[ $applet == busybox ]] || ln -sf busybox "$root/bin/$applet"
+done
+
+# Module dependency closure from the .ko files themselves (modinfo), so no modules.dep is needed: the Debian
+# kernel package does not ship one. crc32 is a crypto soft dependency of rdma_rxe (not in "depends").
+declare -A modpath=() loaded=()
+while IFS= read -r f; do
+  b=${f##*/}; b=${b%%.ko*}; modpath[${b//-/_}]=$f
+done < <(find "$moddir/kernel" -name '*.ko*')
+order=()
+addmod() {
+  local m=${1//-/_} dep
+  [[ -n ${loaded[$m]:-} ]] && return 0
+  local f=${modpath[$m]:-}
+  if [[ -z $f ]]; then
+    # Built into the kernel: nothing to load.
+    grep -q "/${m}.ko" "$moddir/modules.builtin" 2>/dev/null && { loaded[$m]=1; return 0; }
+    grep -q "/${1}.ko" "$moddir/modules.builtin" 2>/dev/null && { loaded[$m]=1; return 0; }
+    die "kernel module $1 not found under $moddir"
+  fi
+  loaded[$m]=1
+  for dep in $(modinfo -F depends "$f" | tr ',' ' '); do addmod "$dep"; done
+  order+=("$f")
+}
+for m in crc32_generic crc32c_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe veth; do addmod "$m"; done
+: > "$root/modules/order"
+for f in "${order[@]}"; do
+  b=${f##*/}
+  case $b in
+    *.ko.xz) xz -dc "$f" > "$root/modules/${b%.xz}"; b=${b%.xz} ;;
+    *.ko.zst) zstd -qdc "$f" > "$root/modules/${b%.zst}"; b=${b%.zst} ;;
+    *) cp "$f" "$root/modules/$b" ;;
+  esac
+  echo "$b" >> "$root/modules/order"
+done
+
+# --- user space -------------------------------------------------------------------------------------------------
+# Copies an ELF and, transitively via ldd, every shared library it needs, at the same absolute paths.
+declare -A copied=()
+copy_deps() {
+  local lib
+  while IFS= read -r lib; do
+    [[ -z $lib || -n ${copied[$lib]:-} ]] && continue
+    copied[$lib]=1
+    mkdir -p "$root$(dirname "$lib")"
+    cp -L "$lib" "$root$lib"
+  done < <(ldd "$1" 2>/dev/null | awk '/=> \//{print $3} /^\t\/.*ld-linux/{print $1}')
+}
+copy_at() {  # copy_at SRC DEST_IN_GUEST
+  mkdir -p "$root$(dirname "$2")"
+  cp -L "$1" "$root$2"
+  if [[ $(head -c 4 "$1" | od -An -c | tr -d ' ') == 177ELF ]]; then copy_deps "$1"; fi
+}
+
+libdir=/usr/lib/x86_64-linux-gnu
+for tool in /usr/sbin/ip /usr/bin/rdma /usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong \
+            /usr/bin/ib_write_bw /usr/bin/ib_write_lat /usr/bin/ucx_info /usr/bin/nm; do
+  [[ -x $tool ]] && copy_at "$tool" "$tool"
+done
+[[ -x $root/usr/sbin/ip ]] || die "/usr/sbin/ip (iproute2) is required: busybox ip cannot create veth pairs"
+[[ -x $root/usr/bin/rdma ]] || die "/usr/bin/rdma (iproute2) is required to create rxe devices"
+# libibverbs finds providers through /etc/libibverbs.d/*.driver and dlopens them: only rxe is needed.
+copy_at "$libdir/libibverbs/librxe-rdmav34.so" "$libdir/libibverbs/librxe-rdmav34.so"
+mkdir -p "$root/etc/libibverbs.d"
+cp /etc/libibverbs.d/rxe.driver "$root/etc/libibverbs.d/"
+# UCX loads its transports as modules from $libdir/ucx.
+if [[ -d $libdir/ucx ]]; then
+  for m in "$libdir"/ucx/*.so.0; do copy_at "$m" "$m"; done
+  [[ -d /etc/ucx ]] && cp -r /etc/ucx "$root/etc/"
+fi
+# libgcc_s is dlopened by glibc for pthread_cancel/unwinding and not visible to ldd.
+for g in /lib/x86_64-linux-gnu/libgcc_s.so.1; do [[ -f $g ]] && copy_at "$g" "$g"; done
+
+for b in "${bins[@]}"; do [[ -f $b ]] || die "missing --bin $b"; copy_at "$b" "/opt/icn/bin/${b##*/}"; done
+for l in "${libs[@]}"; do [[ -f $l ]] || die "missing --lib $l"; copy_at "$l" "/opt/icn/lib/${l##*/}"; done
+for spec in "${files[@]}"; do copy_at "${spec%%=*}" "${spec#*=}"; done
+
+cp "$here/guest-init.sh" "$root/init"
+cp "$script" "$root/tests.sh"
+chmod +x "$root/init"
+{
+  echo "export PATH=/opt/icn/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+  echo "export LD_LIBRARY_PATH=/opt/icn/lib"
+  for e in "${envs[@]}"; do printf 'export %q\n' "$e"; done
+} > "$root/etc/icn-env"
+echo "root:x:0:0:root:/:/bin/sh" > "$root/etc/passwd"
+echo "127.0.0.1 localhost" > "$root/etc/hosts"
+echo icnvm > "$root/etc/hostname"
+
+initrd=$workdir/initramfs.cpio.gz
+(cd "$root" && find . -print0 | cpio --null -o -H newc --quiet | gzip -1) > "$initrd"
+
+# --- boot -----------------------------------------------------------------------------------------------------
+log=$workdir/console.log
+echo "run-vm: kernel $kver, initramfs $(du -h "$initrd" | cut -f1), timeout ${timeout}s, log $log"
+set +e
+timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 2G \
+  -nographic -no-reboot -nic none -kernel "$kernel" -initrd "$initrd" \
+  -append "console=ttyS0 panic=-1 oops=panic loglevel=3 rdinit=/init" </dev/null 2>&1 | tee "$log"
+qrc=${PIPESTATUS[0]}
+set -e
+
+# --- verdict --------------------------------------------------------------------------------------------------
+tr -d '\r' < "$log" > "$log.clean"
+pass=$(grep -c '^ICN-VM-CHECK PASS ' "$log.clean" || true)
+fail=$(grep -c '^ICN-VM-CHECK FAIL ' "$log.clean" || true)
+if [[ -n $results ]]; then grep '^ICN-VM-RESULT ' "$log.clean" | sed 's/^ICN-VM-RESULT //' > "$results" || true; fi
+echo "run-vm: ---- summary ----"
+grep -E '^ICN-VM-(CHECK|RESULT) ' "$log.clean" || true
+if ! grep -q 'ICN-VM-BOOTED' "$log.clean"; then
+  echo "run-vm: FAIL: guest never reached /init (qemu rc $qrc)"; exit 1
+fi
+if ! grep -q '^ICN-VM-DONE' "$log.clean"; then
+  if [[ $qrc -eq 124 || $qrc -eq 137 ]]; then echo "run-vm: FAIL: timed out after ${timeout}s"
+  else echo "run-vm: FAIL: guest stopped before finishing (qemu rc $qrc)"; fi
+  exit 1
+fi
+if [[ $fail -gt 0 || $pass -eq 0 ]]; then
+  echo "run-vm: FAIL: $pass passed, $fail failed"; exit 1
+fi
+echo "run-vm: PASS: $pass checks passed"
