@@ -196,6 +196,16 @@ Status ControlChannel::checkAlive() {
   return Status::RemoteError;
 }
 
+NetCommInfo netCommInfo(const Hello& peer, uint64_t commId, bool isSend) {
+  NetCommInfo info;
+  info.commId = commId;
+  info.localRank = netstats::localRank(commId);
+  info.peerRank = peer.rank;
+  info.peer = peer.host + ":" + std::to_string(peer.pid);
+  info.isSend = isSend;
+  return info;
+}
+
 Hello makeLocalHello(uint8_t transport, uint64_t commId, std::vector<uint8_t> blob) {
   Hello h;
   h.transport = transport;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/net_counters.h"
 #include "core/socket.h"
 #include "core/status.h"
 
@@ -99,6 +100,9 @@ class ControlChannel {
   bool dead_ = false;
   std::chrono::steady_clock::time_point lastPoll_{};
 };
+
+// Telemetry identity of a connection to the peer that sent this HELLO (both transports use it).
+NetCommInfo netCommInfo(const Hello& peer, uint64_t commId, bool isSend);
 
 // Local identity for HELLO: host name, pid, our rank for commId if known, a fresh nonce.
 Hello makeLocalHello(uint8_t transport, uint64_t commId, std::vector<uint8_t> blob);

@@ -19,16 +19,6 @@ struct VDevice {
   DeviceProps props;
 };
 
-NetCommInfo commInfo(const Hello& peer, uint64_t commId, bool isSend) {
-  NetCommInfo info;
-  info.commId = commId;
-  info.localRank = netstats::localRank(commId);
-  info.peerRank = peer.rank;
-  info.peer = peer.host + ":" + std::to_string(peer.pid);
-  info.isSend = isSend;
-  return info;
-}
-
 int qpsPerConnection(int members) {
   int q = std::clamp<int>(int(params::getInt(params::Id::IbQpsPerConnection)), 1, kMaxQps);
   q = std::max(q, members);
@@ -119,7 +109,7 @@ Status IbListenComm::accept(std::unique_ptr<RecvComm>* out) {
   if (phase != Handshake::Phase::Done) return Status::Ok;
   const Hello peer = hs_->peer();
   std::string name = hs_->peerName();
-  comm_->start(ControlChannel(hs_->takeFd(), name), commInfo(peer, listener_->commId(), false));
+  comm_->start(ControlChannel(hs_->takeFd(), name), netCommInfo(peer, listener_->commId(), false));
   if (params::getInt(params::Id::LogDetail) >= 1)
     ICN_INFO(subsys::Net, "ib receive connection from %s (rank %d) on %s: %d QP(s)", name.c_str(), peer.rank,
              t_.props(dev_).name.c_str(), comm_->qpCount());
@@ -177,7 +167,7 @@ Status IbTransport::connect(int dev, const CommConfig& config, HandleBytes handl
   }
   Handshake& hs = pc->oob->handshake();
   std::string name = hs.peerName();
-  pc->comm->start(ControlChannel(hs.takeFd(), name), commInfo(hs.peer(), pc->config.commId, true));
+  pc->comm->start(ControlChannel(hs.takeFd(), name), netCommInfo(hs.peer(), pc->config.commId, true));
   if (params::getInt(params::Id::LogDetail) >= 1)
     ICN_INFO(subsys::Net, "ib send connection to %s (rank %d) on %s: %d QP(s)", name.c_str(), hs.peer().rank,
              devs_[dev].props.name.c_str(), pc->comm->qpCount());

@@ -130,16 +130,6 @@ class UcxTransport final : public Transport {
   DeviceProps props_;
 };
 
-NetCommInfo commInfo(const Hello& peer, uint64_t commId, bool isSend, const std::string& peerName) {
-  NetCommInfo info;
-  info.commId = commId;
-  info.localRank = netstats::localRank(commId);
-  info.peerRank = peer.rank;
-  info.peer = peer.host + ":" + std::to_string(peer.pid);
-  info.isSend = isSend;
-  return info;
-}
-
 Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
   out->reset();
   std::unique_ptr<Handshake> hs;
@@ -168,7 +158,7 @@ Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
     if (phase != Handshake::Phase::Done || !wired) continue;
     const Hello peer = s.hs->peer();
     std::string name = s.hs->peerName();
-    NetCommInfo info = commInfo(peer, listener_->commId(), false, name);
+    NetCommInfo info = netCommInfo(peer, listener_->commId(), false);
     auto comm = std::make_unique<UcxRecvComm>(std::move(s.pending->worker), std::move(s.pending->ep),
                                               ControlChannel(s.hs->takeFd(), name), info, t_.ptrSupport(), s.fast);
     if (params::getInt(params::Id::LogDetail) >= 1)
@@ -229,7 +219,7 @@ Status UcxTransport::connect(int dev, const CommConfig& config, HandleBytes hand
   }
   Handshake& hs = pc->oob->handshake();
   std::string name = hs.peerName();
-  NetCommInfo info = commInfo(hs.peer(), pc->config.commId, true, name);
+  NetCommInfo info = netCommInfo(hs.peer(), pc->config.commId, true);
   bool fast = pc->peerBlob.extra == 1;
   auto comm = std::make_unique<UcxSendComm>(std::move(pc->worker), std::move(pc->ep), ControlChannel(hs.takeFd(), name),
                                             info, ptrSupport(), fast);
