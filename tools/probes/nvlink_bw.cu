@@ -264,7 +264,7 @@ int main(int argc, char** argv) {
     }
     g.name = p.name;
     g.busId = bus;
-    g.nvl = icnprobe::queryNvlink(g.busId);
+    g.nvl = icnprobe::queryNvlink(g.busId, p.major, p.minor);
     gpus.push_back(g);
   }
 
@@ -277,6 +277,7 @@ int main(int argc, char** argv) {
     else
       printf("GPU %d %s %s: no active NVLink%s%s\n", g.dev, g.name.c_str(), g.busId.c_str(),
              g.nvl.error.empty() ? "" : " - ", g.nvl.error.c_str());
+    if (!g.nvl.note.empty()) printf("GPU %d: %s\n", g.dev, g.nvl.note.c_str());
   }
 
   Buffers b;
@@ -373,10 +374,12 @@ int main(int argc, char** argv) {
     char buf[1024];
     snprintf(buf, sizeof(buf),
              "%s{\"dev\":%d,\"name\":\"%s\",\"pci\":\"%s\",\"nvml\":%s,\"nvlink_active\":%d,\"nvlink_version\":%d,"
-             "\"link_MBps\":%.1f,\"error\":\"%s\"}",
+             "\"nvml_nvlink_version_enum\":%d,\"link_MBps\":%.1f,\"link_rate_source\":\"%s\",\"error\":\"%s\","
+             "\"note\":\"%s\"}",
              gpusJson.empty() ? "" : ",", g.dev, icnprobe::jsonEscape(g.name).c_str(), g.busId.c_str(),
-             g.nvl.nvmlAvailable ? "true" : "false", g.nvl.activeLinks, g.nvl.version, g.nvl.linkMBps,
-             icnprobe::jsonEscape(g.nvl.error).c_str());
+             g.nvl.nvmlAvailable ? "true" : "false", g.nvl.activeLinks, g.nvl.version, g.nvl.nvmlVersion,
+             g.nvl.linkMBps, g.nvl.linkRateSource == 1 ? "nvml" : g.nvl.linkRateSource == 2 ? "generation" : "none",
+             icnprobe::jsonEscape(g.nvl.error).c_str(), icnprobe::jsonEscape(g.nvl.note).c_str());
     gpusJson += buf;
   }
   std::string json = "{\"tool\":\"icn-nvlink-bw\",\"size\":" + std::to_string(size) + ",\"iters\":" + std::to_string(iters) +

@@ -74,6 +74,28 @@ Nvml& nvml() {
 
 }  // namespace
 
+int nvlinkGenerationFromNvml(unsigned nvmlVersion) {
+  switch (nvmlVersion) {
+    case 1: return 1;
+    case 2: case 3: return 2;
+    case 4: case 5: return 3;
+    case 6: return 4;
+    case 7: return 5;
+    default: return 0;
+  }
+}
+
+int nvlinkGenerationFromComputeCapability(int major, int minor) {
+  switch (major) {
+    case 6: return minor == 0 ? 1 : 0;  // only GP100 has NVLink
+    case 7: return 2;                   // V100 (7.0); Turing (7.5) boards carry NVLink 2 bridges
+    case 8: return 3;                   // A100 (8.0) and Ampere boards with bridges
+    case 9: return 4;                   // H100/H200/GH200
+    case 10: return 5;                  // B200/GB200
+    default: return 0;
+  }
+}
+
 double nvlinkGenerationGBps(int version) {
   // Per link and direction: NVLink 1 20 GB/s; 2, 3 and 4 25 GB/s; 5 50 GB/s.
   switch (version) {
@@ -84,7 +106,7 @@ double nvlinkGenerationGBps(int version) {
   }
 }
 
-NvlinkInfo queryNvlink(const std::string& pciBusId) {
+NvlinkInfo queryNvlink(const std::string& pciBusId, int ccMajor, int ccMinor) {
   NvlinkInfo info;
   Nvml& n = nvml();
   if (!n.ok) {
@@ -104,7 +126,17 @@ NvlinkInfo queryNvlink(const std::string& pciBusId) {
     if (active != 1) continue;
     info.activeLinks++;
     unsigned v = 0;
-    if (info.version == 0 && n.linkVersion && n.linkVersion(dev, link, &v) == kNvmlSuccess) info.version = static_cast<int>(v);
+    if (info.nvmlVersion == 0 && n.linkVersion && n.linkVersion(dev, link, &v) == kNvmlSuccess)
+      info.nvmlVersion = static_cast<int>(v);
+  }
+  // Some drivers report NVLink 5.0 for H100s: the architecture wins when the two disagree.
+  info.version = nvlinkGenerationFromNvml(static_cast<unsigned>(info.nvmlVersion));
+  int fromCc = nvlinkGenerationFromComputeCapability(ccMajor, ccMinor);
+  if (info.activeLinks > 0 && fromCc > 0 && fromCc != info.version) {
+    info.note = "NVML reports NVLink version enum " + std::to_string(info.nvmlVersion) + " (generation " +
+                std::to_string(info.version) + "); compute capability " + std::to_string(ccMajor) + "." +
+                std::to_string(ccMinor) + " has generation " + std::to_string(fromCc) + ", used instead";
+    info.version = fromCc;
   }
   if (n.fieldValues) {
     NvmlFieldValue fv;
