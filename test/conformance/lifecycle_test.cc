@@ -83,19 +83,19 @@ TEST_P(CloseOrder, ClosesCleanly) {
         void *s = nullptr, *rc = nullptr, *l = nullptr;
         r.connectPair(&s, &rc, &l);
         EXPECT_EQ(recvOne(r, rc), 42u);
-        if (order == 2) EXPECT_EQ(r.plugin.net->closeListen(l), ncclSuccess);
-        if (order == 0) ASSERT_TRUE(r.peer.barrier());  // wait until the sender closed
+        if (order == 2) { EXPECT_EQ(r.plugin.net->closeListen(l), ncclSuccess); }
+        if (order == 0) { ASSERT_TRUE(r.peer.barrier()); }  // wait until the sender closed
         EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
-        if (order == 1) ASSERT_TRUE(r.peer.barrier());
-        if (order != 2) EXPECT_EQ(r.plugin.net->closeListen(l), ncclSuccess);
+        if (order == 1) { ASSERT_TRUE(r.peer.barrier()); }
+        if (order != 2) { EXPECT_EQ(r.plugin.net->closeListen(l), ncclSuccess); }
       },
       [order](Rank& r) {
         void *s = nullptr, *rc = nullptr;
         r.connectPair(&s, &rc);
         sendOne(r, s, 42);
-        if (order == 1) ASSERT_TRUE(r.peer.barrier());  // wait until the receiver closed
+        if (order == 1) { ASSERT_TRUE(r.peer.barrier()); }  // wait until the receiver closed
         EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
-        if (order == 0) ASSERT_TRUE(r.peer.barrier());
+        if (order == 0) { ASSERT_TRUE(r.peer.barrier()); }
       });
 }
 INSTANTIATE_TEST_SUITE_P(Orders, CloseOrder, ::testing::Values(0, 1, 2, 3));
@@ -108,10 +108,10 @@ TEST(Lifecycle, RepeatedConnectCloseDoesNotLeak) {
       void *s = nullptr, *rc = nullptr;
       r.connectPair(&s, &rc);
       if (r.rank == 1) sendOne(r, s, static_cast<uint32_t>(c));
-      else EXPECT_EQ(recvOne(r, rc), static_cast<uint32_t>(c));
+      else { EXPECT_EQ(recvOne(r, rc), static_cast<uint32_t>(c)); }
       ASSERT_TRUE(r.peer.barrier());
-      if (s) ASSERT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
-      if (rc) ASSERT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
+      if (s) { ASSERT_EQ(r.plugin.net->closeSend(s), ncclSuccess); }
+      if (rc) { ASSERT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess); }
       if (c == 10) baseline = openFds();  // after UCX's lazily-created resources exist
     }
     int end = openFds();

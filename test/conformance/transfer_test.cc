@@ -17,8 +17,8 @@ using netapi::fillPattern;
 
 void closePair(Rank& r, void* sendComm, void* recvComm) {
   ASSERT_TRUE(r.peer.barrier());  // both sides finished their requests
-  if (sendComm) EXPECT_EQ(r.plugin.net->closeSend(sendComm), ncclSuccess);
-  if (recvComm) EXPECT_EQ(r.plugin.net->closeRecv(recvComm), ncclSuccess);
+  if (sendComm) { EXPECT_EQ(r.plugin.net->closeSend(sendComm), ncclSuccess); }
+  if (recvComm) { EXPECT_EQ(r.plugin.net->closeRecv(recvComm), ncclSuccess); }
 }
 
 void* reg(Rank& r, void* comm, void* buf, size_t len) {
@@ -49,7 +49,7 @@ TEST(Transfer, EverySizeByteExact) {
           ASSERT_EQ(netapi::waitRequest(r.plugin, req, sizes, kWait), ncclSuccess) << "size " << kSizes[i];
           EXPECT_EQ(static_cast<size_t>(sizes[0]), kSizes[i]);
           EXPECT_EQ(checkPattern(buf.data(), kSizes[i], i + 1), SIZE_MAX) << "corrupt data at size " << kSizes[i];
-          if (kSizes[i] < buf.size()) EXPECT_EQ(buf[kSizes[i]], 0xEE) << "bytes written past the message";
+          if (kSizes[i] < buf.size()) { EXPECT_EQ(buf[kSizes[i]], 0xEE) << "bytes written past the message"; }
         }
         EXPECT_EQ(r.plugin.net->deregMr(rc, mh), ncclSuccess);
         closePair(r, nullptr, rc);
@@ -217,8 +217,8 @@ TEST(Transfer, BidirectionalConcurrent) {
     ncclNetDeviceHandle_v11_t* dh = nullptr;
     auto deadline = netapi::Clock::now() + kWait;
     while (!s || !rc) {  // interleave like NCCL's proxy: neither side may block the other
-      if (!s) ASSERT_EQ(r.plugin.net->connect(r.plugin.ctx, 0, theirs, &s, &dh), ncclSuccess);
-      if (!rc) ASSERT_EQ(r.plugin.net->accept(l, &rc, &dh), ncclSuccess);
+      if (!s) { ASSERT_EQ(r.plugin.net->connect(r.plugin.ctx, 0, theirs, &s, &dh), ncclSuccess); }
+      if (!rc) { ASSERT_EQ(r.plugin.net->accept(l, &rc, &dh), ncclSuccess); }
       ASSERT_LT(netapi::Clock::now(), deadline);
     }
     std::vector<uint8_t> out(kLen), in(kLen);
@@ -233,8 +233,8 @@ TEST(Transfer, BidirectionalConcurrent) {
       int doneS = 0, doneR = 0;
       auto dl = netapi::Clock::now() + kWait;
       while (!doneS || !doneR) {
-        if (!doneS) ASSERT_EQ(r.plugin.net->test(sr, &doneS, nullptr), ncclSuccess);
-        if (!doneR) ASSERT_EQ(r.plugin.net->test(rr, &doneR, nullptr), ncclSuccess);
+        if (!doneS) { ASSERT_EQ(r.plugin.net->test(sr, &doneS, nullptr), ncclSuccess); }
+        if (!doneR) { ASSERT_EQ(r.plugin.net->test(rr, &doneR, nullptr), ncclSuccess); }
         ASSERT_LT(netapi::Clock::now(), dl);
       }
       ASSERT_EQ(checkPattern(in.data(), kLen, (1 - r.rank) * 1000 + i), SIZE_MAX);

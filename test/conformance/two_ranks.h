@@ -1,23 +1,17 @@
-// Runs two ranks as two fresh processes (forked before either loads the plugin, so no plugin state is
-// inherited), joined by a socketpair for handles and barriers. Each rank body uses gtest assertions;
-// the rank's process exits non-zero when any failed, and the parent test fails with its output.
+// The conformance suite's two ranks: the shared harness (test/pair) plus per-rank environment from
+// ICN_CONF_RANK<n>_ENV and expectations about ranks that kill themselves on purpose.
 #pragma once
 #include <chrono>
 #include <functional>
 #include <string>
 
-#include "net_api.h"
+#include "pair_runner.h"
 
 namespace icn::conformance {
 
-struct Rank {
-  int rank;
-  netapi::Plugin plugin;
-  netapi::Pipe peer;
-  // Standard set-up: rank 0 listens and sends its handle; rank 1 connects. Returns the comm in
-  // *sendComm (rank 1) or *recvComm (rank 0).
-  void connectPair(void** sendComm, void** recvComm, void** listenComm = nullptr);
-};
+using testpair::kWait;
+using testpair::pluginPath;
+using testpair::Rank;
 
 struct RunOptions {
   std::chrono::seconds timeout{120};
@@ -28,8 +22,5 @@ struct RunOptions {
 // Returns after both ranks exited (killing them at the timeout); records gtest failures.
 void runTwoRanks(const std::function<void(Rank&)>& rank0, const std::function<void(Rank&)>& rank1,
                  RunOptions opts = {});
-
-std::string pluginPath();
-constexpr std::chrono::milliseconds kWait{60000};
 
 }  // namespace icn::conformance

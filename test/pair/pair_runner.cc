@@ -1,4 +1,4 @@
-#include "ranks.h"
+#include "pair_runner.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-namespace icn::rel {
+namespace icn::testpair {
 
 std::string pluginPath() {
   const char* env = getenv("ICN_PLUGIN_PATH");
@@ -175,4 +175,4 @@ int openFds() {
   return n;
 }
 
-}  // namespace icn::rel
+}  // namespace icn::testpair
