@@ -31,6 +31,7 @@ void onRecvDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* i
     s->senderTag = info->sender_tag;
   }
   s->done = true;
+  if (status == UCS_OK && (s->senderTag & kDescBit) && s->arrivals) s->arrivals->push(s);
 }
 
 ucs_memory_type_t memType(void* mh) {
@@ -246,16 +247,15 @@ UcxRecvComm::~UcxRecvComm() { cancelAll(pool_); }
 // pipeline slots of a channel copying at once instead of one after the other.
 Status UcxRecvComm::startArrivedPulls() {
   Status result = Status::Ok;
-  pool_.forEach([&](UcxRequest& r) {
-    if (!r.active) return;
-    for (int i = 0; i < r.n && result == Status::Ok; i++) {
-      SubRequest& s = r.sub[i];
-      if (s.done && !s.pulling && s.status == UCS_OK && (s.senderTag & kDescBit)) {
-        bool finished;
-        result = advanceFast(&r, i, &finished);
-      }
-    }
-  });
+  while (SubRequest* s = arrivals_.pop()) {
+    UcxRequest* r = s->parent;
+    // A stale entry (request completed or cancelled since) fails these checks and is skipped.
+    if (result != Status::Ok || !r || !r->active || !s->done || s->pulling || s->status != UCS_OK ||
+        !(s->senderTag & kDescBit))
+      continue;
+    bool finished;
+    result = advanceFast(r, s->index, &finished);
+  }
   if (result != Status::Ok) failed_ = true;
   return result;
 }
@@ -289,6 +289,9 @@ Status UcxRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
                      UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     p.cb.recv = onRecvDone;
     p.user_data = &s;
+    s.arrivals = fastPath_ ? &arrivals_ : nullptr;
+    s.parent = r;
+    s.index = i;
     p.memory_type = memType(mhandles ? mhandles[i] : nullptr);
     // Mask out kDescBit: a fast-path descriptor for this tag matches the same receive, in order.
     ucs_status_ptr_t st = ucp_tag_recv_nbx(worker_->get(), data[i], sizes[i], wireTag(tags[i]), ~kDescBit, &p);

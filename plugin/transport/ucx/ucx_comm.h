@@ -21,6 +21,9 @@ namespace icn::ucx {
 
 class CommBase;
 
+class ArrivalQueue;
+class UcxRequest;
+
 struct SubRequest {
   volatile bool done = false;  // UCX finished (callback)
   ucs_status_t status = UCS_OK;
@@ -31,6 +34,11 @@ struct SubRequest {
   bool pulling = false;
   FastDescriptor desc{};
   CopyCompletion copy;
+  // Receive side with the fast path: where the completion callback reports an arrived descriptor,
+  // and which request slot this is (so test() visits only what arrived, not every slot).
+  ArrivalQueue* arrivals = nullptr;
+  UcxRequest* parent = nullptr;
+  int index = 0;
   void reset() {
     done = false;
     status = UCS_OK;
@@ -39,6 +47,28 @@ struct SubRequest {
     ucxReq = nullptr;
     pulling = false;
   }
+};
+
+// Sub-requests whose fast-path descriptor arrived since the last test(): filled by UCX's completion
+// callback (inside worker progress, on the thread that calls test()), drained right after it. Each
+// posted receive completes once, so the ring never holds more than every slot of a comm.
+class ArrivalQueue {
+ public:
+  void push(SubRequest* s) {
+    if (count_ < kCapacity) ring_[(head_ + count_++) % kCapacity] = s;
+  }
+  SubRequest* pop() {
+    if (count_ == 0) return nullptr;
+    SubRequest* s = ring_[head_];
+    head_ = (head_ + 1) % kCapacity;
+    count_--;
+    return s;
+  }
+
+ private:
+  static constexpr size_t kCapacity = kMaxRequests * kMaxRecvs;
+  SubRequest* ring_[kCapacity] = {};
+  size_t head_ = 0, count_ = 0;
 };
 
 class UcxRequest final : public Request {
@@ -127,6 +157,7 @@ class UcxRecvComm final : public RecvComm, public CommBase {
  private:
   void releaseRequest(UcxRequest* r) override { pool_.release(r); }
   FixedPool<UcxRequest, kMaxRequests> pool_;
+  ArrivalQueue arrivals_;
 };
 
 }  // namespace icn::ucx
