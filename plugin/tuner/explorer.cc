@@ -62,6 +62,7 @@ void BucketExplorer::startRound(uint64_t start) {
   confirms_ = 0;
   for (int i = 0; i < nBins_; ++i) {
     bins_[i].planned = 0;
+    bins_[i].unmeasured = 0;
     bins_[i].confirms = 0;
   }
   phase_ = Phase::Exploring;
@@ -140,6 +141,11 @@ void BucketExplorer::extendPlan(uint64_t upTo) {
   }
 }
 
+void BucketExplorer::noteUnmeasured(uint64_t index) {
+  if (phase_ != Phase::Exploring || index < start_ || index - start_ >= static_cast<uint64_t>(planLen_)) return;
+  bins_[plan_[index - start_]].unmeasured++;
+}
+
 Decision BucketExplorer::decisionFor(uint64_t index) const {
   if (phase_ == Phase::Unseen) return Decision{};
   if (phase_ == Phase::Settled && index >= currentFrom_) return current_;
@@ -182,8 +188,10 @@ bool BucketExplorer::addSample(const Sample& s) {
 bool BucketExplorer::roundDone(uint64_t issued) const {
   if (phase_ != Phase::Exploring || !planFinal_ || issued < planEnd()) return false;
   bool all = true;
-  for (int i = 0; i < nBins_; ++i)
-    if (bins_[i].n < static_cast<uint32_t>(bins_[i].planned) * static_cast<uint32_t>(spc_)) all = false;
+  for (int i = 0; i < nBins_; ++i) {
+    int calls = std::max(0, static_cast<int>(bins_[i].planned) - static_cast<int>(bins_[i].unmeasured));
+    if (bins_[i].n < static_cast<uint32_t>(calls) * static_cast<uint32_t>(spc_)) all = false;
+  }
   return all || issued >= planEnd() + static_cast<uint64_t>(std::max(0, p_.graceCalls));
 }
 

@@ -75,6 +75,9 @@ class BucketExplorer {
   // every index a local rank may evaluate next.
   void extendPlan(uint64_t upTo);
   Decision decisionFor(uint64_t index) const;
+  // The call at `index` switched measuring on: NCCL read the profiler's event mask when it was enqueued, before
+  // it asked the tuner, so none of its samples will come. The round does not wait for them.
+  void noteUnmeasured(uint64_t index);
   // True when the sample matched an arm of the running round (or the settled decision, for drift).
   bool addSample(const Sample& s);
   // Should the round end now? `issued` = calls issued so far by the most advanced local rank.
@@ -111,6 +114,7 @@ class BucketExplorer {
     int chRel = 0;  // stage 2: -1 fewer channels than base, 0 same, +1 more
     uint32_t n = 0;
     uint16_t planned = 0;  // calls the plan gave this bin
+    uint16_t unmeasured = 0;  // of those, calls made while the profiler was off (no samples will come)
     uint16_t confirms = 0;  // confirm calls the plan gave this bin
     std::array<float, kRecent> recent{};
     int chSeen = -1;  // channels seen most recently for this bin

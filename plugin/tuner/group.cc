@@ -184,6 +184,10 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
       bool adaptive = complete();
       b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), 0, cfg_.explore, adaptive,
                        std::max(1, members_.load()));
+      if (measurementDemand().load() == 0) {
+        b.ex.extendPlan(index + 1);
+        b.ex.noteUnmeasured(index);
+      }
       startExploring(b);
       char first[48];
       ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: exploring %d candidates from %s, at most %d calls (%s)",
@@ -195,13 +199,15 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
       b.ex.settle(Decision{}, 0, 0);
     }
   }
-  if (b.ex.phase() == BucketExplorer::Phase::Exploring) {
-    b.lastTick = tunerTick();
-    setExploring(b, true);  // back from parking
-  }
   // The plan must cover every index a local rank can ask for before the next time the lock is taken.
   uint64_t ahead = static_cast<uint64_t>(std::max(1, members_.load())) + 1;
   b.ex.extendPlan(maxNext(c, bkt) + ahead);
+  if (b.ex.phase() == BucketExplorer::Phase::Exploring) {
+    // Fresh or back from parking: if nothing was measuring, this call switches the profiler on too late for itself.
+    if (!b.counted && measurementDemand().load() == 0) b.ex.noteUnmeasured(index);
+    b.lastTick = tunerTick();
+    setExploring(b, true);
+  }
   maybeTransition(c, bkt);
   b.ex.extendPlan(maxNext(c, bkt) + ahead);
   Decision d = b.ex.decisionFor(index);

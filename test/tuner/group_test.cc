@@ -45,6 +45,8 @@ struct Sim {
   // One collective call on every local rank; measurements come back `lag` calls later with noise and outliers.
   void step(const Model& m, uint64_t bytes) {
     std::normal_distribution<double> noise(1.0, 0.03);
+    // Like NCCL: the event mask is read when the collectives are enqueued, before the tuner is asked.
+    bool measured = measurementDemand().load() > 0;
     for (size_t s = 0; s < slots.size(); ++s) {
       float t[21];
       realisticTable(t, static_cast<double>(bytes));
@@ -55,7 +57,7 @@ struct Sim {
       auto [a, p] = ncclPick(t);
       int ch = d.channels > 0 ? std::min<int>(d.channels, 16) : m.defaultChannels;
       double us = m.time(a, p, ch) * noise(rng) * (rng() % 25 == 0 ? 3.0 : 1.0) + (s == 0 ? m.skewUs : 0.0);
-      inflight.push_back(Sample{a, p, ch, us});
+      if (measured) inflight.push_back(Sample{a, p, ch, us});
     }
     while (inflight.size() > static_cast<size_t>(lag) * slots.size()) {
       group->addSample(coll::kAllReduce, coll::bucketOf(bytes), inflight.front());
@@ -107,16 +109,18 @@ TEST(Group, ConvergesToFastestOnNoisyModels) {
       // launch skew twice the kernel time, which ~20 calls cannot always resolve: there, within 1.05x.
       EXPECT_LE(got, best * (mi == 3 ? 1.05 : 1.03)) << "model " << mi << " seed " << seed;
       // The learning cost: calls that did not run the final choice. Screening (6 x 2), confirming (~4) and the
-      // channel variants (2 x 2) stay within ~20 calls.
+      // channel variants (2 x 2): ~20 calls.
       int off = 0;
       for (size_t i = 0; i < sim.history[0].size(); ++i)
         if (const Decision& h = sim.history[0][i];
             h.algo != d.algo || h.proto != d.proto || (h.channels > 0 && h.channels != d.channels))
           ++off;
-      EXPECT_LE(off, 24) << "model " << mi << " seed " << seed;
-      // Settled (both stages committed, the profiler released) within the budget plus the measurement lag (6).
+      // With the measurement lag of this model (6 calls), an arm screened last may still be the winner: the
+      // confirm calls and the tail went to the leader of the moment (model 0 from a 2 MiB cost table).
+      EXPECT_LE(off, 26) << "model " << mi << " seed " << seed;
+      // Settled (both stages committed, the profiler released) within the budget plus the measurement lag.
       EXPECT_GT(settledAt, 0);
-      EXPECT_LE(settledAt, 36) << "model " << mi << " seed " << seed;
+      EXPECT_LE(settledAt, 40) << "model " << mi << " seed " << seed;
       EXPECT_EQ(sim.history[0], sim.history[1]) << "local ranks diverged";
       if (getenv("ICN_TEST_VERBOSE"))
         fprintf(stderr, "model %d seed %u off %d settled %d pick %d/%d/%d\n", mi, seed, off, settledAt, d.algo,
@@ -142,7 +146,11 @@ TEST(Group, ReexploresOnDrift) {
   Sim sim(2, 2, onlineCfg(), 5);
   for (int i = 0; i < 100; ++i) sim.step(before, 64);
   ASSERT_EQ(sim.current(64), (Decision{0, 0, 0}));
+  // Settled: the profiler is off, so drift is only seen through a sampling window (the context opens one now
+  // and then); keep one open here.
+  demandChanged(1);
   for (int i = 0; i < 200; ++i) sim.step(after, 64);
+  demandChanged(-1);
   Decision d = sim.current(64);
   EXPECT_EQ(d.algo, 0);
   EXPECT_EQ(d.proto, 1);
@@ -157,7 +165,9 @@ TEST(Group, NoDriftOnStableNoise) {
     for (int i = 0; i < 100; ++i) sim.step(m, 64);
     Decision d = sim.current(64);
     int demand = measurementDemand().load();
+    demandChanged(1);  // a sampling window held open all along: every call is measured and checked for drift
     for (int i = 0; i < 2000; ++i) sim.step(m, 64);
+    demandChanged(-1);
     for (size_t i = 100; i < sim.history[0].size(); ++i)
       ASSERT_EQ(sim.history[0][i], d) << "re-explored at call " << i << " seed " << seed;
     EXPECT_EQ(sim.group->phase(coll::kAllReduce, 6), BucketExplorer::Phase::Settled);
