@@ -69,7 +69,7 @@ void BucketExplorer::startRound(uint64_t start) {
 }
 
 void BucketExplorer::beginStage1(std::span<const Decision> candidates, uint64_t start, const ExploreParams& p,
-                                 bool adaptive, int samplesPerCall) {
+                                 bool adaptive, int samplesPerCall, int ncclPick) {
   p_ = p;
   adaptive_ = adaptive;
   spc_ = std::max(1, samplesPerCall);
@@ -79,6 +79,7 @@ void BucketExplorer::beginStage1(std::span<const Decision> candidates, uint64_t 
     if (nBins_ == kMaxArms) break;
     bins_[nBins_++] = Bin{d};
   }
+  ncclPick_ = ncclPick >= 0 && ncclPick < nBins_ ? ncclPick : -1;
   stage_ = 1;
   startRound(start);
 }
@@ -209,6 +210,11 @@ int BucketExplorer::leader() const {
   if (stage_ == 2 && win > 0 && bins_[win].chRel != 0 && bins_[0].n > 0 &&
       winUs > kChannelWinRatio * binEstimate(bins_[0]))
     win = 0;  // a different channel count must win clearly, not by noise
+  // Leaving NCCL's own choice must pay: GPU time misses some host-side and inter-kernel costs, and a few samples
+  // cannot resolve a difference of a few percent anyway.
+  if (stage_ == 1 && ncclPick_ >= 0 && win >= 0 && win != ncclPick_ && bins_[ncclPick_].n > 0 &&
+      winUs > (1.0 - p_.ncclMargin) * binEstimate(bins_[ncclPick_]))
+    win = ncclPick_;
   return win;
 }
 

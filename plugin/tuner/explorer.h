@@ -35,6 +35,7 @@ struct ExploreParams {
   int confirmCalls = 2;        // extra calls for each finalist
   int finalists = 2;           // confirm budget: confirmCalls x finalists calls
   double keepRatio = 1.15;     // arms within this factor of the leader may take confirm calls
+  double ncclMargin = 0.03;    // stage 1: another arm must be this much faster than NCCL's own choice
   int graceCalls = 8;          // after the plan: calls to wait for lagging samples before deciding anyway
   int channelCalls = 2;        // stage 2: calls per channel variant
   bool channelStage = true;
@@ -69,8 +70,10 @@ class BucketExplorer {
   void settle(const Decision& d, uint64_t from, double refUs);
   // Starts a stage-1 round at `start` with the given candidates (<= kMaxArms, no duplicates). `adaptive`: all
   // ranks share this explorer, so the plan may follow measurements. `samplesPerCall`: local ranks reporting.
+  // `ncclPick`: index of NCCL's own choice among the candidates (-1: unknown); another arm must beat it by
+  // `ncclMargin` to win, since a few GPU-timed samples cannot resolve smaller differences reliably.
   void beginStage1(std::span<const Decision> candidates, uint64_t start, const ExploreParams& p, bool adaptive,
-                   int samplesPerCall);
+                   int samplesPerCall, int ncclPick = -1);
   // Fixes the plan for every index below `upTo`. Must run (under the same lock as decisionFor) with `upTo` above
   // every index a local rank may evaluate next.
   void extendPlan(uint64_t upTo);
@@ -132,6 +135,7 @@ class BucketExplorer {
   int spc_ = 1;
   std::array<Bin, kMaxArms> bins_{};
   int nBins_ = 0;
+  int ncclPick_ = -1;  // stage 1: NCCL's own choice
   // plan
   std::array<int8_t, kMaxPlan> plan_{};
   int planLen_ = 0;

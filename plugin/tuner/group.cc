@@ -183,7 +183,7 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
       // Index 0 for everyone: ranks in other processes compute the very same (fixed) plan.
       bool adaptive = complete();
       b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), 0, cfg_.explore, adaptive,
-                       std::max(1, members_.load()));
+                       std::max(1, members_.load()), b.ncclPick);
       if (measurementDemand().load() == 0) {
         b.ex.extendPlan(index + 1);
         b.ex.noteUnmeasured(index);
@@ -236,6 +236,10 @@ void Group::collectCandidates(int c, int bkt, const CostTable& table) {
         break;
       }
   }
+  Decision pick = table.ncclChoice();
+  b.ncclPick = -1;
+  for (int i = 0; i < b.nCands; ++i)
+    if (b.cands[i].algo == pick.algo && b.cands[i].proto == pick.proto) b.ncclPick = i;
 }
 
 void Group::maybeTransition(int c, int bkt) {
@@ -257,7 +261,7 @@ void Group::maybeTransition(int c, int bkt) {
       if (b.pendingReexplore) {
         b.ex.noteReexplore();
         b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), start, cfg_.explore, complete(),
-                         std::max(1, members_.load()));
+                         std::max(1, members_.load()), b.ncclPick);
         startExploring(b);
       } else if (b.ex.beginStage2(start)) {
         startExploring(b);

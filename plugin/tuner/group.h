@@ -67,6 +67,7 @@ class Group {
     BucketExplorer ex;
     std::array<Decision, BucketExplorer::kMaxArms> cands{};
     int nCands = 0;
+    int ncclPick = -1;  // index of NCCL's own choice in cands
     bool pendingStage2 = false, pendingReexplore = false, counted = false;
     uint64_t lastTick = 0;  // process-wide call tick of this bucket's latest exploring call
   };

@@ -230,3 +230,17 @@ TEST(Explorer, DriftIsBounded) {
   }
   EXPECT_EQ(detections, 2);
 }
+
+// Leaving NCCL's own choice must pay at least ncclMargin (3%): smaller measured gains are within what a few
+// GPU-timed samples can resolve.
+TEST(Explorer, NcclChoiceKeepsSmallMeasuredDifferences) {
+  auto c = sixCandidates();
+  for (double other : {9.8, 9.0}) {
+    BucketExplorer ex;
+    ex.beginStage1(c, 0, params(1, 0), true, 1, /*ncclPick=*/3);
+    ex.extendPlan(100);
+    for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, k == 3 ? 10.0 : k == 5 ? other : 20.0);
+    Decision want = other > 9.7 ? c[3] : c[5];
+    EXPECT_EQ(ex.finishRound(6, true).after, want) << other;
+  }
+}
