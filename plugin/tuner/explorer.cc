@@ -34,10 +34,11 @@ double BucketExplorer::binEstimate(const Bin& b) const {
 }
 
 int BucketExplorer::stage1MaxCalls(int nCands, const ExploreParams& p, bool adaptive) {
+  int warm = std::max(0, p.warmCalls);
   int screen = std::max(1, p.callsPerArm);
   int confirm = std::max(0, p.confirmCalls);
-  if (!adaptive) return nCands * (screen + confirm);
-  return nCands * screen + confirm * std::clamp(p.finalists, 0, nCands);
+  if (!adaptive) return warm + nCands * (screen + confirm);
+  return warm + nCands * screen + confirm * std::clamp(p.finalists, 0, nCands) + confirm;
 }
 
 void BucketExplorer::settle(const Decision& d, uint64_t from, double refUs) {
@@ -90,8 +91,10 @@ int BucketExplorer::nextArm() {
     int k = planLen_ / per;
     return k + 1 < nBins_ ? k + 1 : -1;
   }
+  int warm = std::max(0, p_.warmCalls);
+  if (planLen_ < warm) return kWarm;
   int screen = std::max(1, p_.callsPerArm) + (adaptive_ ? 0 : std::max(0, p_.confirmCalls));
-  if (planLen_ < nBins_ * screen) return planLen_ / screen;
+  if (planLen_ - warm < nBins_ * screen) return (planLen_ - warm) / screen;
   if (!adaptive_) return -1;
   // Confirm calls are handed out one at a time, each to the best measured arm that still may take one: estimates
   // are read now, so an arm whose screening samples were still in flight a call ago can still make it.
@@ -129,6 +132,10 @@ void BucketExplorer::extendPlan(uint64_t upTo) {
   if (phase_ != Phase::Exploring) return;
   while (!planFinal_ && planEnd() < upTo) {
     int arm = planLen_ < kMaxPlan ? nextArm() : -1;
+    if (arm == kWarm) {
+      plan_[planLen_++] = -1;
+      continue;
+    }
     if (arm < 0) {
       planFinal_ = true;
       int lead = (stage_ == 1 && adaptive_) ? leader() : -1;
@@ -144,7 +151,7 @@ void BucketExplorer::extendPlan(uint64_t upTo) {
 
 void BucketExplorer::noteUnmeasured(uint64_t index) {
   if (phase_ != Phase::Exploring || index < start_ || index - start_ >= static_cast<uint64_t>(planLen_)) return;
-  bins_[plan_[index - start_]].unmeasured++;
+  if (plan_[index - start_] >= 0) bins_[plan_[index - start_]].unmeasured++;
 }
 
 Decision BucketExplorer::decisionFor(uint64_t index) const {
@@ -152,7 +159,7 @@ Decision BucketExplorer::decisionFor(uint64_t index) const {
   if (phase_ == Phase::Settled && index >= currentFrom_) return current_;
   if (index < start_) return base_;
   uint64_t o = index - start_;
-  if (o < static_cast<uint64_t>(planLen_)) return bins_[plan_[o]].d;
+  if (o < static_cast<uint64_t>(planLen_)) return plan_[o] >= 0 ? bins_[plan_[o]].d : base_;
   return planFinal_ ? tail_ : base_;
 }
 

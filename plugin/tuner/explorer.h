@@ -7,7 +7,9 @@
 // with an index beyond every local rank's next call), and never rewritten. A measured decision only takes effect
 // from an index no local rank has reached yet (`effectiveFrom`).
 //
-// Stage 1 ("screen, then confirm"), budget ~16 calls for 6 candidates:
+// Stage 1 ("screen, then confirm"), budget ~18 calls for 6 candidates:
+//   - warm: `warmCalls` calls of the base (NCCL's choice): if the profiler was off, the first call is not timed
+//     and the second has no timed predecessor to measure its cost from;
 //   - screen: every algorithm/protocol pair NCCL marks supported, in NCCL's own cost order (cheapest first, a
 //     neighbouring bucket's winner ahead of it), `callsPerArm` calls each;
 //   - confirm (adaptive plans only): up to `confirmCalls` more calls for the leader and arms measured within
@@ -31,6 +33,7 @@
 namespace icn::tuner {
 
 struct ExploreParams {
+  int warmCalls = 2;           // stage 1 starts with this many calls of the base (they may run unmeasured)
   int callsPerArm = 2;         // ICN_TUNER_EXPLORE_CALLS: screening calls per candidate
   int confirmCalls = 2;        // extra calls for each finalist
   int finalists = 2;           // confirm budget: confirmCalls x finalists calls
@@ -125,7 +128,8 @@ class BucketExplorer {
   int findBin(const Sample& s) const;
   double binEstimate(const Bin& b) const;
   int leader() const;  // best bin by estimate (stage 2: a channel variant must win clearly); -1 if none measured
-  int nextArm();       // next plan entry's bin, -1 when the plan is complete
+  int nextArm();       // next plan entry's bin, kWarm for a base call, -1 when the plan is complete
+  static constexpr int kWarm = -2;
   void startRound(uint64_t start);
 
   ExploreParams p_;

@@ -184,11 +184,7 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
       bool adaptive = complete();
       b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), 0, cfg_.explore, adaptive,
                        std::max(1, members_.load()), b.ncclPick);
-      if (measurementDemand().load() == 0) {
-        b.ex.extendPlan(index + 1);
-        b.ex.noteUnmeasured(index);
-      }
-      startExploring(b);
+      startExploring(b);  // the plan's warm calls absorb the calls that cannot be measured yet
       char first[48];
       ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: exploring %d candidates from %s, at most %d calls (%s)",
                static_cast<unsigned long long>(commId_), coll::collName(c), bkt, b.nCands,
@@ -203,8 +199,12 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
   uint64_t ahead = static_cast<uint64_t>(std::max(1, members_.load())) + 1;
   b.ex.extendPlan(maxNext(c, bkt) + ahead);
   if (b.ex.phase() == BucketExplorer::Phase::Exploring) {
-    // Fresh or back from parking: if nothing was measuring, this call switches the profiler on too late for itself.
-    if (!b.counted && measurementDemand().load() == 0) b.ex.noteUnmeasured(index);
+    // Back from parking with nothing measuring: this call switches the profiler on too late for itself, and the
+    // next one has no timed predecessor to measure its cost from.
+    if (!b.counted && measurementDemand().load() == 0) {
+      b.ex.noteUnmeasured(index);
+      b.ex.noteUnmeasured(index + 1);
+    }
     b.lastTick = tunerTick();
     setExploring(b, true);
   }

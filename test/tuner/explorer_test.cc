@@ -16,6 +16,7 @@ std::vector<Decision> sixCandidates() {
 
 ExploreParams params(int screen, int confirm) {
   ExploreParams p;
+  p.warmCalls = 0;  // most tests look at the arms only; WarmCallsRunTheBase covers them
   p.callsPerArm = screen;
   p.confirmCalls = confirm;
   return p;
@@ -80,7 +81,7 @@ TEST(Explorer, ScreenThenConfirmOnlyTheClosest) {
     ASSERT_LT(next, 40u);
   }
   EXPECT_LE(ex.planEnd(), 16u);
-  EXPECT_EQ(ex.planEnd(), static_cast<uint64_t>(BucketExplorer::stage1MaxCalls(6, p, true)));
+  EXPECT_LE(ex.planEnd(), static_cast<uint64_t>(BucketExplorer::stage1MaxCalls(6, p, true)));
   int confirms[6] = {};
   for (size_t i = 12; i < issued.size(); ++i) confirms[issued[i].first]++;
   // The first confirm call is handed out before RING/LL128's screening samples are in (lag): it goes to the leader
@@ -243,4 +244,39 @@ TEST(Explorer, NcclChoiceKeepsSmallMeasuredDifferences) {
     Decision want = other > 9.7 ? c[3] : c[5];
     EXPECT_EQ(ex.finishRound(6, true).after, want) << other;
   }
+}
+
+// Stage 1 starts with calls of the base: when the profiler was off, the first call is not timed and the second
+// has no timed predecessor. They belong to no arm, so the round does not wait for their samples.
+TEST(Explorer, WarmCallsRunTheBase) {
+  BucketExplorer ex;
+  auto c = sixCandidates();
+  ExploreParams p = params(1, 0);
+  p.warmCalls = 2;
+  ex.beginStage1(c, 0, p, true, 1);
+  ex.extendPlan(100);
+  EXPECT_EQ(ex.planEnd(), 8u);
+  EXPECT_FALSE(ex.decisionFor(0).valid());
+  EXPECT_FALSE(ex.decisionFor(1).valid());
+  for (uint64_t i = 2; i < 8; ++i) EXPECT_EQ(ex.decisionFor(i), c[i - 2]);
+  ex.noteUnmeasured(1);  // harmless on a warm call
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, k == 1 ? 5.0 : 9.0);
+  EXPECT_TRUE(ex.roundDone(8));
+  EXPECT_EQ(ex.finishRound(8, true).after, c[1]);
+}
+
+// A call made while nothing measured gives no samples: the round does not wait the grace period for it.
+TEST(Explorer, UnmeasuredCallsAreNotAwaited) {
+  BucketExplorer ex;
+  auto c = sixCandidates();
+  ExploreParams p = params(2, 0);
+  p.graceCalls = 50;
+  ex.beginStage1(c, 0, p, true, 1);
+  ex.extendPlan(100);
+  ex.noteUnmeasured(4);
+  ex.noteUnmeasured(5);  // both calls of arm 2
+  for (int k = 0; k < 6; ++k)
+    if (k != 2) feed(ex, c[k], 2, 10.0 + k);
+  EXPECT_TRUE(ex.roundDone(12));
+  EXPECT_EQ(ex.finishRound(12, true).after, c[0]);
 }

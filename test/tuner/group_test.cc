@@ -35,6 +35,7 @@ struct Sim {
   std::mt19937 rng;
   std::deque<Sample> inflight;
   int lag;
+  bool prevMeasured = false;
   std::vector<std::vector<Decision>> history;  // per slot, per call index
   Sim(int nRanks, int localSlots, GroupConfig cfg, uint32_t seed, int lag_ = 6, uint64_t commId = 0)
       : rng(seed), lag(lag_) {
@@ -45,8 +46,12 @@ struct Sim {
   // One collective call on every local rank; measurements come back `lag` calls later with noise and outliers.
   void step(const Model& m, uint64_t bytes) {
     std::normal_distribution<double> noise(1.0, 0.03);
-    // Like NCCL: the event mask is read when the collectives are enqueued, before the tuner is asked.
+    // Like NCCL: the event mask is read when the collectives are enqueued, before the tuner is asked; and like
+    // the profiler adapter: a call's cost is measured from the end of the previous timed call, so the first timed
+    // call after an untimed one gives no sample.
     bool measured = measurementDemand().load() > 0;
+    bool sampled = measured && prevMeasured;
+    prevMeasured = measured;
     for (size_t s = 0; s < slots.size(); ++s) {
       float t[21];
       realisticTable(t, static_cast<double>(bytes));
@@ -57,7 +62,7 @@ struct Sim {
       auto [a, p] = ncclPick(t);
       int ch = d.channels > 0 ? std::min<int>(d.channels, 16) : m.defaultChannels;
       double us = m.time(a, p, ch) * noise(rng) * (rng() % 25 == 0 ? 3.0 : 1.0) + (s == 0 ? m.skewUs : 0.0);
-      if (measured) inflight.push_back(Sample{a, p, ch, us});
+      if (sampled) inflight.push_back(Sample{a, p, ch, us});
     }
     while (inflight.size() > static_cast<size_t>(lag) * slots.size()) {
       group->addSample(coll::kAllReduce, coll::bucketOf(bytes), inflight.front());
