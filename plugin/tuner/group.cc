@@ -250,9 +250,13 @@ void Group::maybeTransition(int c, int bkt) {
     int stage = b.ex.stage();
     bool commit = online && complete();
     CommitInfo ci = b.ex.finishRound(maxNext(c, bkt), commit);
-    setExploring(b, false);
     logCommit(c, bkt, ci, commit);
-    if (commit && stage == 1 && cfg_.explore.channelStage) b.pendingStage2 = true;
+    if (commit && stage == 1 && cfg_.explore.channelStage) {
+      // Keep measuring into stage 2: switching the profiler off and on again would cost its first call's sample.
+      b.pendingStage2 = true;
+    } else {
+      setExploring(b, false);
+    }
   }
   if (b.ex.phase() == BucketExplorer::Phase::Settled && (b.pendingStage2 || b.pendingReexplore)) {
     b.word.store(0);
@@ -265,6 +269,8 @@ void Group::maybeTransition(int c, int bkt) {
         startExploring(b);
       } else if (b.ex.beginStage2(start)) {
         startExploring(b);
+      } else {
+        setExploring(b, false);
       }
       b.pendingStage2 = b.pendingReexplore = false;
     }
