@@ -23,13 +23,17 @@ struct CollTiming {
   uint64_t bytes = 0;      // the tuner's nBytes for this collective
   int algo = -1, proto = -1;
   int channels = 0;        // channels the collective really ran on
-  uint64_t gpuNs = 0;
+  uint64_t gpuNs = 0;      // last channel stop - first channel start
+  uint64_t stopNs = 0;     // GPU timestamp of the last channel stop
+  uint64_t seq = 0;        // order of the collective's Coll event among this timer's collectives
+  uint32_t epoch = 0;      // CollStartInfo::epoch
 };
 
 struct CollStartInfo {
   std::string_view func, datatype, algo, proto;
   uint64_t count = 0;
   int nChannels = 0;
+  uint32_t epoch = 0;  // caller's tag, handed back in CollTiming (the adapter counts profiler on-phases with it)
 };
 
 struct KernelTimerStats {

@@ -5,25 +5,48 @@
 
 namespace icn::tuner {
 
-// A different channel count must beat NCCL's by this much: channel effects are small and medians of a handful of
-// samples are noisy, so smaller "wins" are mostly noise.
+// A different channel count must beat NCCL's by this much: channel effects are small and estimates from a handful
+// of samples are noisy, so smaller "wins" are mostly noise.
 constexpr double kChannelWinRatio = 0.92;
 
-double BucketExplorer::Bin::median() const {
-  size_t n = std::min<size_t>(this->n, kRecent);
-  if (n == 0) return 0;
-  std::array<float, kRecent> tmp = recent;
-  std::nth_element(tmp.begin(), tmp.begin() + n / 2, tmp.begin() + n);
-  double hi = tmp[n / 2];
-  if (n % 2) return hi;
-  double lo = *std::max_element(tmp.begin(), tmp.begin() + n / 2);
-  return (lo + hi) / 2;
+double BucketExplorer::estimate(const float* v, int n, int drop) {
+  if (n <= 0) return 0;
+  int d = std::clamp(drop, 0, std::max(0, n - 2));  // keep at least two samples
+  std::array<float, kRecent> tmp{};
+  int m = std::min(n - d, kRecent);
+  std::copy(v + d, v + d + m, tmp.begin());
+  int k = (m - 1) / 4;  // lower quartile: launch skew and interference only ever add time
+  std::nth_element(tmp.begin(), tmp.begin() + k, tmp.begin() + m);
+  return tmp[k];
+}
+
+double BucketExplorer::binEstimate(const Bin& b) const {
+  if (b.n == 0) return 0;
+  // The first call's samples (one per local rank) are dropped once at least two more calls were measured; with
+  // less, every sample counts (the low quantile already ignores one slow outlier).
+  if (b.n <= static_cast<uint32_t>(kRecent))
+    return estimate(b.recent.data(), static_cast<int>(b.n), b.n >= 3u * spc_ ? spc_ : 0);
+  // The ring wrapped: the first samples are gone already; pass it oldest first.
+  std::array<float, kRecent> ordered{};
+  size_t head = b.n % kRecent;
+  for (size_t i = 0; i < kRecent; ++i) ordered[i] = b.recent[(head + i) % kRecent];
+  return estimate(ordered.data(), kRecent, 0);
+}
+
+int BucketExplorer::stage1MaxCalls(int nCands, const ExploreParams& p, bool adaptive) {
+  int warm = std::max(0, p.warmCalls);
+  int screen = std::max(1, p.callsPerArm);
+  int confirm = std::max(0, p.confirmCalls);
+  if (!adaptive) return warm + nCands * (screen + confirm);
+  return warm + nCands * screen + confirm * std::clamp(p.finalists, 0, nCands) + confirm;
 }
 
 void BucketExplorer::settle(const Decision& d, uint64_t from, double refUs) {
   base_ = phase_ == Phase::Settled ? current_ : base_;
-  nScheduled_ = 0;
   nBins_ = 0;
+  planLen_ = 0;
+  planFinal_ = true;
+  tail_ = d;
   current_ = d;
   currentFrom_ = from;
   currentUs_ = refUs;
@@ -32,28 +55,112 @@ void BucketExplorer::settle(const Decision& d, uint64_t from, double refUs) {
   driftN_ = driftHits_ = 0;
 }
 
-void BucketExplorer::beginStage1(std::span<const Decision> candidates, uint64_t start, int callsPerArm) {
+void BucketExplorer::startRound(uint64_t start) {
+  start_ = start;
+  planLen_ = 0;
+  planFinal_ = false;
+  tail_ = base_;
+  confirms_ = 0;
+  for (int i = 0; i < nBins_; ++i) {
+    bins_[i].planned = 0;
+    bins_[i].unmeasured = 0;
+    bins_[i].confirms = 0;
+  }
+  phase_ = Phase::Exploring;
+}
+
+void BucketExplorer::beginStage1(std::span<const Decision> candidates, uint64_t start, const ExploreParams& p,
+                                 bool adaptive, int samplesPerCall, int ncclPick) {
+  p_ = p;
+  adaptive_ = adaptive;
+  spc_ = std::max(1, samplesPerCall);
   base_ = phase_ == Phase::Settled ? current_ : Decision{};
   nBins_ = 0;
   for (const Decision& d : candidates) {
     if (nBins_ == kMaxArms) break;
     bins_[nBins_++] = Bin{d};
   }
-  firstScheduled_ = 0;
-  nScheduled_ = nBins_;
-  start_ = start;
-  perArm_ = std::max(1, callsPerArm);
-  phase_ = Phase::Exploring;
+  ncclPick_ = ncclPick >= 0 && ncclPick < nBins_ ? ncclPick : -1;
   stage_ = 1;
+  startRound(start);
+}
+
+int BucketExplorer::nextArm() {
+  if (stage_ == 2) {
+    int per = std::max(1, p_.channelCalls);
+    int k = planLen_ / per;
+    return k + 1 < nBins_ ? k + 1 : -1;
+  }
+  int warm = std::max(0, p_.warmCalls);
+  if (planLen_ < warm) return kWarm;
+  int screen = std::max(1, p_.callsPerArm) + (adaptive_ ? 0 : std::max(0, p_.confirmCalls));
+  if (planLen_ - warm < nBins_ * screen) return (planLen_ - warm) / screen;
+  if (!adaptive_) return -1;
+  // Confirm calls are handed out one at a time, each to the best measured arm that still may take one: estimates
+  // are read now, so an arm whose screening samples were still in flight a call ago can still make it.
+  int perArm = std::max(0, p_.confirmCalls);
+  int lead = leader();
+  if (lead < 0 || perArm == 0) return -1;
+  // The budget is perArm x finalists; a leader that has not been confirmed yet (its screening samples came late)
+  // may still take its share on top: the winner should never rest on its screening samples alone.
+  bool leaderShort = bins_[lead].confirms < perArm;
+  if (confirms_ >= perArm * std::max(0, p_.finalists) && !leaderShort) return -1;
+  if (confirms_ >= perArm * std::max(0, p_.finalists)) {
+    bins_[lead].confirms++;
+    ++confirms_;
+    return lead;
+  }
+  double leadUs = binEstimate(bins_[lead]);
+  int pick = -1;
+  double pickUs = 0;
+  for (int i = 0; i < nBins_; ++i) {
+    const Bin& b = bins_[i];
+    if (b.confirms >= perArm || b.n == 0) continue;
+    double us = binEstimate(b);
+    if (pick < 0 || us < pickUs) {
+      pick = i;
+      pickUs = us;
+    }
+  }
+  if (pick < 0 || (pick != lead && pickUs > leadUs * p_.keepRatio)) return -1;  // the rest is clearly slower
+  bins_[pick].confirms++;
+  ++confirms_;
+  return pick;
+}
+
+void BucketExplorer::extendPlan(uint64_t upTo) {
+  if (phase_ != Phase::Exploring) return;
+  while (!planFinal_ && planEnd() < upTo) {
+    int arm = planLen_ < kMaxPlan ? nextArm() : -1;
+    if (arm == kWarm) {
+      plan_[planLen_++] = -1;
+      continue;
+    }
+    if (arm < 0) {
+      planFinal_ = true;
+      int lead = (stage_ == 1 && adaptive_) ? leader() : -1;
+      // Until the round ends, the leader so far runs (adaptive) or the base does (fixed plans: what every
+      // process computes without measurements).
+      tail_ = lead >= 0 ? bins_[lead].d : base_;
+      break;
+    }
+    plan_[planLen_++] = static_cast<int8_t>(arm);
+    bins_[arm].planned++;
+  }
+}
+
+void BucketExplorer::noteUnmeasured(uint64_t index) {
+  if (phase_ != Phase::Exploring || index < start_ || index - start_ >= static_cast<uint64_t>(planLen_)) return;
+  if (plan_[index - start_] >= 0) bins_[plan_[index - start_]].unmeasured++;
 }
 
 Decision BucketExplorer::decisionFor(uint64_t index) const {
   if (phase_ == Phase::Unseen) return Decision{};
   if (phase_ == Phase::Settled && index >= currentFrom_) return current_;
-  if (index < start_ || nScheduled_ == 0) return base_;
-  uint64_t k = (index - start_) / static_cast<uint64_t>(perArm_);
-  if (k < static_cast<uint64_t>(nScheduled_)) return bins_[firstScheduled_ + k].d;
-  return base_;
+  if (index < start_) return base_;
+  uint64_t o = index - start_;
+  if (o < static_cast<uint64_t>(planLen_)) return plan_[o] >= 0 ? bins_[plan_[o]].d : base_;
+  return planFinal_ ? tail_ : base_;
 }
 
 int BucketExplorer::findBin(const Sample& s) const {
@@ -86,20 +193,44 @@ bool BucketExplorer::addSample(const Sample& s) {
   return true;
 }
 
-bool BucketExplorer::roundDone(uint64_t issued, const ExploreParams& p) const {
-  if (phase_ != Phase::Exploring) return false;
+bool BucketExplorer::roundDone(uint64_t issued) const {
+  if (phase_ != Phase::Exploring || !planFinal_ || issued < planEnd()) return false;
   bool all = true;
-  for (int i = 0; i < nBins_; ++i)
-    if (bins_[i].n < static_cast<uint32_t>(std::max(1, p.minSamples))) all = false;
-  return all || issued >= scheduleEnd() + static_cast<uint64_t>(std::max(0, p.timeoutCalls));
+  for (int i = 0; i < nBins_; ++i) {
+    int calls = std::max(0, static_cast<int>(bins_[i].planned) - static_cast<int>(bins_[i].unmeasured));
+    if (bins_[i].n < static_cast<uint32_t>(calls) * static_cast<uint32_t>(spc_)) all = false;
+  }
+  return all || issued >= planEnd() + static_cast<uint64_t>(std::max(0, p_.graceCalls));
+}
+
+int BucketExplorer::leader() const {
+  int win = -1;
+  double winUs = 0;
+  for (int i = 0; i < nBins_; ++i) {
+    if (bins_[i].n == 0) continue;
+    double us = binEstimate(bins_[i]);
+    if (win < 0 || us < winUs) {
+      win = i;
+      winUs = us;
+    }
+  }
+  if (stage_ == 2 && win > 0 && bins_[win].chRel != 0 && bins_[0].n > 0 &&
+      winUs > kChannelWinRatio * binEstimate(bins_[0]))
+    win = 0;  // a different channel count must win clearly, not by noise
+  // Leaving NCCL's own choice must pay: GPU time misses some host-side and inter-kernel costs, and a few samples
+  // cannot resolve a difference of a few percent anyway.
+  if (stage_ == 1 && ncclPick_ >= 0 && win >= 0 && win != ncclPick_ && bins_[ncclPick_].n > 0 &&
+      winUs > (1.0 - p_.ncclMargin) * binEstimate(bins_[ncclPick_]))
+    win = ncclPick_;
+  return win;
 }
 
 CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
+  effectiveFrom = std::max(effectiveFrom, planEnd());
   CommitInfo info;
   info.stage = stage_;
   info.before = base_;
-  int win = -1;
-  double winUs = 0;
+  info.calls = planLen_;
   char buf[96], name[48];
   for (int i = 0; i < nBins_; ++i) {
     const Bin& b = bins_[i];
@@ -109,20 +240,12 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
       snprintf(buf, sizeof buf, "%s%s -", info.detail.empty() ? "" : " ", describe(shown, name, sizeof name));
     } else {
       snprintf(buf, sizeof buf, "%s%s %.2fus(%u)", info.detail.empty() ? "" : " ", describe(shown, name, sizeof name),
-               b.median(), b.n);
+               binEstimate(b), b.n);
     }
     info.detail += buf;
-    if (b.n == 0) continue;
-    double m = b.median();
-    if (win < 0 || m < winUs) {
-      win = i;
-      winUs = m;
-    }
   }
-  if (stage_ == 2 && win >= 0 && bins_[win].chRel != 0 && bins_[0].n > 0 && winUs > kChannelWinRatio * bins_[0].median()) {
-    win = 0;  // a different channel count must win clearly, not by noise
-    winUs = bins_[0].median();
-  }
+  int win = leader();
+  double winUs = win >= 0 ? binEstimate(bins_[win]) : 0;
   Decision winner = win >= 0 ? bins_[win].d : base_;
   if (win >= 0) {
     learned_ = winner;
@@ -132,7 +255,7 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
   }
   Decision applied = (mayCommit && win >= 0) ? winner : base_;
   info.after = applied;
-  info.afterUs = win >= 0 ? winUs : 0;
+  info.afterUs = winUs;
   current_ = applied;
   currentFrom_ = effectiveFrom;
   currentUs_ = (mayCommit && win >= 0) ? winUs : 0;  // no drift watching without a measured reference
@@ -141,7 +264,7 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
   return info;
 }
 
-bool BucketExplorer::beginStage2(uint64_t start, int callsPerArm) {
+bool BucketExplorer::beginStage2(uint64_t start) {
   if (phase_ != Phase::Settled || stage_ != 1 || current_.algo < 0 || baseChannels_ <= 0) return false;
   int win = -1;
   for (int i = 0; i < nBins_; ++i)
@@ -166,29 +289,24 @@ bool BucketExplorer::beginStage2(uint64_t start, int callsPerArm) {
   }
   if (nBins_ == 1) return false;
   base_ = current_;
-  firstScheduled_ = 1;
-  nScheduled_ = nBins_ - 1;
-  start_ = start;
-  perArm_ = std::max(1, callsPerArm);
-  phase_ = Phase::Exploring;
   stage_ = 2;
+  startRound(start);
   return true;
 }
 
-bool BucketExplorer::driftDetected(const ExploreParams& p) {
+bool BucketExplorer::driftDetected() {
   if (phase_ != Phase::Settled || currentUs_ <= 0) return false;
-  int w = std::clamp(p.driftWindow, 2, static_cast<int>(driftBuf_.size()));
+  int w = std::clamp(p_.driftWindow, 2, kRecent);
   if (driftN_ < w) return false;
-  std::array<float, 64> tmp = driftBuf_;
-  std::nth_element(tmp.begin(), tmp.begin() + w / 2, tmp.begin() + w);
-  double med = tmp[w / 2];
+  // Same estimator as the reference, so launch skew in half the samples is not mistaken for drift.
+  double est = estimate(driftBuf_.data(), w, 0);
   driftN_ = 0;
-  if (med > currentUs_ * p.driftRatio && med - currentUs_ > p.driftMinUs) {
+  if (est > currentUs_ * p_.driftRatio && est - currentUs_ > p_.driftMinUs) {
     driftHits_++;
   } else {
     driftHits_ = 0;
   }
-  if (driftHits_ >= std::max(1, p.driftWindows) && reexplores_ < p.maxReexplores) {
+  if (driftHits_ >= std::max(1, p_.driftWindows) && reexplores_ < p_.maxReexplores) {
     driftHits_ = 0;
     return true;
   }

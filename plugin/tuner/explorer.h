@@ -1,15 +1,27 @@
-// Online search for one (collective, size bucket): a deterministic, bounded exploration schedule followed by a
-// commit to the fastest measured candidate, then drift watching.
+// Online search for one (collective, size bucket): a short exploration plan followed by a commit to the fastest
+// measured candidate, then drift watching.
 //
 // Determinism matters more than cleverness here: every rank of a communicator must pick the same algorithm and
-// protocol for the same call, or the collective hangs. So the candidate for a call is a pure function of the call's
-// index within the bucket (index -> arm, `callsPerArm` consecutive calls per arm), and a measured decision only
-// takes effect from an index no local rank has reached yet (`effectiveFrom`). Measurements (which differ per rank)
-// only ever choose *which* decision is committed, never what a given index means retroactively.
+// protocol for the same call, or the collective hangs. The plan maps a call's index within the bucket to an arm;
+// an entry is written once, before any rank can reach its index (extendPlan() is called under the group's lock
+// with an index beyond every local rank's next call), and never rewritten. A measured decision only takes effect
+// from an index no local rank has reached yet (`effectiveFrom`).
 //
-// Stage 1 tries every algorithm/protocol pair NCCL marks supported, with NCCL's channel count. Stage 2 (when
-// committing is allowed) tries half and double the channel count the winner ran on. Samples are attributed by what
-// the profiler saw (algorithm, protocol, channels), not by index, so lagging or sampled measurements stay correct.
+// Stage 1 ("screen, then confirm"), budget ~18 calls for 6 candidates:
+//   - warm: `warmCalls` calls of the base (NCCL's choice): if the profiler was off, the first call is not timed
+//     and the second has no timed predecessor to measure its cost from;
+//   - screen: every algorithm/protocol pair NCCL marks supported, in NCCL's own cost order (cheapest first, a
+//     neighbouring bucket's winner ahead of it), `callsPerArm` calls each;
+//   - confirm (adaptive plans only): up to `confirmCalls` more calls for the leader and arms measured within
+//     `keepRatio` of it, `confirmCalls x finalists` in all; clearly slower arms get nothing more.
+// Adaptive plans need all ranks to share this state (all ranks in one process). Otherwise the plan is a pure
+// function of the index (every arm `callsPerArm + confirmCalls` calls) so separate processes walk the same plan.
+// Stage 2 (committed winners only): half and double the channel count the winner ran on, `channelCalls` each.
+//
+// Estimates are a low quantile of the samples after dropping each arm's first sample per local rank: with two
+// ranks launched from one thread the first rank's kernel waits for the second one's launch, so half the samples
+// carry launch skew; the first call of an arm may carry switching costs. Samples are attributed by what the
+// profiler saw (algorithm, protocol, channels), not by index, so lagging or missing measurements stay correct.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -21,11 +33,16 @@
 namespace icn::tuner {
 
 struct ExploreParams {
-  int callsPerArm = 4;         // ICN_TUNER_EXPLORE_CALLS
-  int minSamples = 3;          // per arm before a round may commit
-  int timeoutCalls = 256;      // calls after the schedule ended: commit with what we have
+  int warmCalls = 2;           // stage 1 starts with this many calls of the base (they may run unmeasured)
+  int callsPerArm = 2;         // ICN_TUNER_EXPLORE_CALLS: screening calls per candidate
+  int confirmCalls = 2;        // extra calls for each finalist
+  int finalists = 2;           // confirm budget: confirmCalls x finalists calls
+  double keepRatio = 1.15;     // arms within this factor of the leader may take confirm calls
+  double ncclMargin = 0.03;    // stage 1: another arm must be this much faster than NCCL's own choice
+  int graceCalls = 8;          // after the plan: calls to wait for lagging samples before deciding anyway
+  int channelCalls = 2;        // stage 2: calls per channel variant
   bool channelStage = true;
-  double driftRatio = 1.3;     // window median above reference x ratio ...
+  double driftRatio = 1.3;     // window estimate above reference x ratio ...
   double driftMinUs = 2.0;     // ... and by at least this much ...
   int driftWindow = 16;        // ... over this many samples ...
   int driftWindows = 2;        // ... this many windows in a row
@@ -42,30 +59,42 @@ struct CommitInfo {
   double afterUs = 0;
   std::string detail;  // "TREE/LL 13.8us(4) RING/LL 15.2us(4) ..."
   int stage = 1;
+  int calls = 0;       // calls the round's plan used
 };
 
 class BucketExplorer {
  public:
   static constexpr int kMaxArms = 24;
+  static constexpr int kMaxPlan = 96;
   static constexpr int kRecent = 16;
   enum class Phase : uint8_t { Unseen, Exploring, Settled };
 
   // Settle directly (rules/cache/default) without exploring: `d` applies from index `from`.
   void settle(const Decision& d, uint64_t from, double refUs);
-  // Starts a stage-1 round at `start` with the given algorithm/protocol candidates (<= kMaxArms, no duplicates).
-  void beginStage1(std::span<const Decision> candidates, uint64_t start, int callsPerArm);
+  // Starts a stage-1 round at `start` with the given candidates (<= kMaxArms, no duplicates). `adaptive`: all
+  // ranks share this explorer, so the plan may follow measurements. `samplesPerCall`: local ranks reporting.
+  // `ncclPick`: index of NCCL's own choice among the candidates (-1: unknown); another arm must beat it by
+  // `ncclMargin` to win, since a few GPU-timed samples cannot resolve smaller differences reliably.
+  void beginStage1(std::span<const Decision> candidates, uint64_t start, const ExploreParams& p, bool adaptive,
+                   int samplesPerCall, int ncclPick = -1);
+  // Fixes the plan for every index below `upTo`. Must run (under the same lock as decisionFor) with `upTo` above
+  // every index a local rank may evaluate next.
+  void extendPlan(uint64_t upTo);
   Decision decisionFor(uint64_t index) const;
+  // The call at `index` switched measuring on: NCCL read the profiler's event mask when it was enqueued, before
+  // it asked the tuner, so none of its samples will come. The round does not wait for them.
+  void noteUnmeasured(uint64_t index);
   // True when the sample matched an arm of the running round (or the settled decision, for drift).
   bool addSample(const Sample& s);
   // Should the round end now? `issued` = calls issued so far by the most advanced local rank.
-  bool roundDone(uint64_t issued, const ExploreParams& p) const;
-  // Ends the round: winner applies from `effectiveFrom`. With `mayCommit` false (ranks in other processes) the
-  // winner is only remembered (learned()) and NCCL's default stays in force. Returns what changed, for the log.
+  bool roundDone(uint64_t issued) const;
+  // Ends the round: winner applies from max(effectiveFrom, plan end). With `mayCommit` false (ranks in other
+  // processes) the winner is only remembered (learned()) and the base stays in force. Returns what changed.
   CommitInfo finishRound(uint64_t effectiveFrom, bool mayCommit);
   // Starts stage 2 (channels) after a committed stage 1; false when there is nothing to try.
-  bool beginStage2(uint64_t start, int callsPerArm);
+  bool beginStage2(uint64_t start);
   // After settling: true when measured times drifted and a new stage-1 round is due.
-  bool driftDetected(const ExploreParams& p);
+  bool driftDetected();
   void noteReexplore() { ++reexplores_; }
 
   Phase phase() const { return phase_; }
@@ -77,28 +106,49 @@ class BucketExplorer {
   const Decision& learned() const { return learned_; }
   double learnedUs() const { return learnedUs_; }
   uint64_t learnedSamples() const { return learnedSamples_; }
-  uint64_t scheduleEnd() const { return start_ + static_cast<uint64_t>(nScheduled_) * perArm_; }
+  bool planFinal() const { return planFinal_; }
+  uint64_t planEnd() const { return start_ + static_cast<uint64_t>(planLen_); }
+  // Most calls one stage-1 round plans (for the log and tests).
+  static int stage1MaxCalls(int nCands, const ExploreParams& p, bool adaptive);
+
+  // Low quantile of `n` samples (chronological order), dropping the first `drop` when enough remain.
+  static double estimate(const float* v, int n, int drop);
 
  private:
   struct Bin {
     Decision d;
     int chRel = 0;  // stage 2: -1 fewer channels than base, 0 same, +1 more
     uint32_t n = 0;
+    uint16_t planned = 0;  // calls the plan gave this bin
+    uint16_t unmeasured = 0;  // of those, calls made while the profiler was off (no samples will come)
+    uint16_t confirms = 0;  // confirm calls the plan gave this bin
     std::array<float, kRecent> recent{};
     int chSeen = -1;  // channels seen most recently for this bin
-    double median() const;
   };
   int findBin(const Sample& s) const;
+  double binEstimate(const Bin& b) const;
+  int leader() const;  // best bin by estimate (stage 2: a channel variant must win clearly); -1 if none measured
+  int nextArm();       // next plan entry's bin, kWarm for a base call, -1 when the plan is complete
+  static constexpr int kWarm = -2;
+  void startRound(uint64_t start);
 
+  ExploreParams p_;
   Phase phase_ = Phase::Unseen;
   int stage_ = 0;
+  bool adaptive_ = false;
+  int spc_ = 1;
   std::array<Bin, kMaxArms> bins_{};
   int nBins_ = 0;
-  int firstScheduled_ = 0, nScheduled_ = 0;  // bins [first, first+n) are walked by the schedule
+  int ncclPick_ = -1;  // stage 1: NCCL's own choice
+  // plan
+  std::array<int8_t, kMaxPlan> plan_{};
+  int planLen_ = 0;
+  bool planFinal_ = false;
+  Decision tail_;      // after the plan, until the round ends
+  int confirms_ = 0;
   uint64_t start_ = 0;
-  int perArm_ = 1;
   int baseChannels_ = 0;  // stage 2: channels the stage-1 winner ran on
-  Decision base_;         // outside the schedule (before start / after its end) until a commit
+  Decision base_;         // before the round's start
   Decision current_;
   uint64_t currentFrom_ = 0;
   double currentUs_ = 0;

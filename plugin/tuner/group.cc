@@ -20,6 +20,7 @@ Decision unpack(uint64_t w) {
 }
 
 std::atomic<void (*)(bool)> g_hook{nullptr};
+std::atomic<uint64_t> g_tick{0};
 
 struct Registry {
   std::mutex mu;
@@ -38,6 +39,19 @@ std::atomic<int>& measurementDemand() {
   return demand;
 }
 void setDemandHook(void (*hook)(bool)) { g_hook.store(hook); }
+uint64_t tunerTick() { return g_tick.load(std::memory_order_relaxed); }
+
+namespace {
+// Every few decisions while something is measured: let idle exploring buckets of every group give the profiler
+// back. try_lock only, so a decision never waits here.
+void parkIdleEverywhere(uint64_t tick) {
+  Registry& r = registry();
+  std::unique_lock<std::mutex> lock(r.mu, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  for (auto& [id, weak] : r.groups)
+    if (auto g = weak.lock()) g->parkIdle(tick);
+}
+}  // namespace
 void demandChanged(int delta) {
   int prev = measurementDemand().fetch_add(delta);
   auto hook = g_hook.load();
@@ -117,7 +131,27 @@ uint64_t Group::minDecided(int c, int b) const {
 void Group::setExploring(Bucket& b, bool on) {
   if (on == b.counted) return;
   b.counted = on;
+  held_.fetch_add(on ? 1 : -1);
   demandChanged(on ? 1 : -1);
+}
+
+void Group::startExploring(Bucket& b) {
+  b.lastTick = tunerTick();
+  setExploring(b, true);
+}
+
+void Group::parkIdle(uint64_t tick) {
+  if (held_.load() == 0) return;
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  for (int c = 0; c < coll::kNumColls; ++c)
+    for (int bkt = 0; bkt < coll::kNumBuckets; ++bkt) {
+      Bucket& b = buckets_[c][bkt];
+      if (!b.counted || tick <= b.lastTick + kParkAfterCalls) continue;
+      setExploring(b, false);
+      ICN_TRACE(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: idle while exploring; profiler released",
+                static_cast<unsigned long long>(commId_), coll::collName(c), bkt);
+    }
 }
 
 void Group::publish(Bucket& b) {
@@ -128,10 +162,15 @@ void Group::publish(Bucket& b) {
 Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
   if (slot < 0 || slot >= kMaxLocal || c < 0 || c >= coll::kNumColls || bkt < 0 || bkt >= coll::kNumBuckets)
     return Decision{};
+  uint64_t tick = g_tick.fetch_add(1, std::memory_order_relaxed) + 1;
   uint64_t index = next_[slot][c][bkt].fetch_add(1);
   uint64_t w = buckets_[c][bkt].word.load();
   Decision d = ((w & 1) && index >= (w >> 16)) ? unpack(w) : slowPath(slot, c, bkt, index, table);
   decided_[slot][c][bkt].store(index + 1);
+  if ((tick & 31) == 0 && measurementDemand().load(std::memory_order_relaxed) > 0) {
+    parkIdle(tick);  // this group, registered or not (tests, private v2-v4 groups) ...
+    parkIdleEverywhere(tick);  // ... and the others, whose buckets may never be called again
+  }
   return d;
 }
 
@@ -139,39 +178,85 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
   std::lock_guard<std::mutex> lock(mu_);
   Bucket& b = buckets_[c][bkt];
   if (b.ex.phase() == BucketExplorer::Phase::Unseen) {
-    if (cfg_.mode == Mode::Online) {
-      for (int a = 0; a < table.algos(); ++a)
-        for (int p = 0; p < table.protos(); ++p)
-          if (table.supported(a, p) && b.nCands < BucketExplorer::kMaxArms)
-            b.cands[b.nCands++] = Decision{static_cast<int8_t>(a), static_cast<int8_t>(p), 0};
-    }
+    if (cfg_.mode == Mode::Online) collectCandidates(c, bkt, table);
     if (b.nCands >= 2) {
-      // Index 0 for everyone: ranks in other processes compute the very same schedule.
-      b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), 0, cfg_.explore.callsPerArm);
-      setExploring(b, true);
-      ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: exploring %d candidates, %d calls each",
-               static_cast<unsigned long long>(commId_), coll::collName(c), bkt, b.nCands, cfg_.explore.callsPerArm);
+      // Index 0 for everyone: ranks in other processes compute the very same (fixed) plan.
+      bool adaptive = complete();
+      b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), 0, cfg_.explore, adaptive,
+                       std::max(1, members_.load()), b.ncclPick);
+      startExploring(b);  // the plan's warm calls absorb the calls that cannot be measured yet
+      char first[48];
+      ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: exploring %d candidates from %s, at most %d calls (%s)",
+               static_cast<unsigned long long>(commId_), coll::collName(c), bkt, b.nCands,
+               describe(b.cands[0], first, sizeof first),
+               BucketExplorer::stage1MaxCalls(b.nCands, cfg_.explore, adaptive),
+               adaptive ? "screen + confirm" : "fixed plan, ranks in other processes");
     } else {
       b.ex.settle(Decision{}, 0, 0);
     }
   }
+  // The plan must cover every index a local rank can ask for before the next time the lock is taken.
+  uint64_t ahead = static_cast<uint64_t>(std::max(1, members_.load())) + 1;
+  b.ex.extendPlan(maxNext(c, bkt) + ahead);
+  if (b.ex.phase() == BucketExplorer::Phase::Exploring) {
+    // Back from parking with nothing measuring: this call switches the profiler on too late for itself, and the
+    // next one has no timed predecessor to measure its cost from.
+    if (!b.counted && measurementDemand().load() == 0) {
+      b.ex.noteUnmeasured(index);
+      b.ex.noteUnmeasured(index + 1);
+    }
+    b.lastTick = tunerTick();
+    setExploring(b, true);
+  }
   maybeTransition(c, bkt);
+  b.ex.extendPlan(maxNext(c, bkt) + ahead);
   Decision d = b.ex.decisionFor(index);
   publish(b);
   return d;
 }
 
+void Group::collectCandidates(int c, int bkt, const CostTable& table) {
+  Bucket& b = buckets_[c][bkt];
+  for (int a = 0; a < table.algos(); ++a)
+    for (int p = 0; p < table.protos(); ++p)
+      if (table.supported(a, p) && b.nCands < BucketExplorer::kMaxArms)
+        b.cands[b.nCands++] = Decision{static_cast<int8_t>(a), static_cast<int8_t>(p), 0};
+  // NCCL's own cost ranking first (its choice leads), then a neighbouring bucket's measured winner moves to the
+  // front: good arms are screened early, so their estimates are in when the confirm calls are handed out.
+  std::stable_sort(b.cands.begin(), b.cands.begin() + b.nCands, [&](const Decision& x, const Decision& y) {
+    return table.at(x.algo, x.proto) < table.at(y.algo, y.proto);
+  });
+  for (int nb : {bkt - 1, bkt + 1}) {
+    if (nb < 0 || nb >= coll::kNumBuckets) continue;
+    const BucketExplorer& ex = buckets_[c][nb].ex;
+    if (ex.learnedSamples() == 0) continue;
+    for (int i = 1; i < b.nCands; ++i)
+      if (b.cands[i].algo == ex.learned().algo && b.cands[i].proto == ex.learned().proto) {
+        std::rotate(b.cands.begin(), b.cands.begin() + i, b.cands.begin() + i + 1);
+        break;
+      }
+  }
+  Decision pick = table.ncclChoice();
+  b.ncclPick = -1;
+  for (int i = 0; i < b.nCands; ++i)
+    if (b.cands[i].algo == pick.algo && b.cands[i].proto == pick.proto) b.ncclPick = i;
+}
+
 void Group::maybeTransition(int c, int bkt) {
   Bucket& b = buckets_[c][bkt];
   bool online = cfg_.mode == Mode::Online;
-  if (b.ex.phase() == BucketExplorer::Phase::Exploring && b.ex.roundDone(maxNext(c, bkt), cfg_.explore)) {
+  if (b.ex.phase() == BucketExplorer::Phase::Exploring && b.ex.roundDone(maxNext(c, bkt))) {
     b.word.store(0);
     int stage = b.ex.stage();
     bool commit = online && complete();
     CommitInfo ci = b.ex.finishRound(maxNext(c, bkt), commit);
-    setExploring(b, false);
     logCommit(c, bkt, ci, commit);
-    if (commit && stage == 1 && cfg_.explore.channelStage) b.pendingStage2 = true;
+    if (commit && stage == 1 && cfg_.explore.channelStage) {
+      // Keep measuring into stage 2: switching the profiler off and on again would cost its first call's sample.
+      b.pendingStage2 = true;
+    } else {
+      setExploring(b, false);
+    }
   }
   if (b.ex.phase() == BucketExplorer::Phase::Settled && (b.pendingStage2 || b.pendingReexplore)) {
     b.word.store(0);
@@ -179,10 +264,13 @@ void Group::maybeTransition(int c, int bkt) {
       uint64_t start = maxNext(c, bkt);
       if (b.pendingReexplore) {
         b.ex.noteReexplore();
-        b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), start, cfg_.explore.callsPerArm);
-        setExploring(b, true);
-      } else if (b.ex.beginStage2(start, cfg_.explore.callsPerArm)) {
-        setExploring(b, true);
+        b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), start, cfg_.explore, complete(),
+                         std::max(1, members_.load()), b.ncclPick);
+        startExploring(b);
+      } else if (b.ex.beginStage2(start)) {
+        startExploring(b);
+      } else {
+        setExploring(b, false);
       }
       b.pendingStage2 = b.pendingReexplore = false;
     }
@@ -196,7 +284,7 @@ void Group::addSample(int c, int bkt, const Sample& s) {
   Bucket& b = buckets_[c][bkt];
   if (!b.ex.addSample(s)) return;
   if (b.ex.phase() == BucketExplorer::Phase::Settled && cfg_.mode == Mode::Online && complete() && b.nCands >= 2 &&
-      b.ex.driftDetected(cfg_.explore)) {
+      b.ex.driftDetected()) {
     char cur[48];
     ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: measured times drifted from %.2fus for %s; re-exploring",
              static_cast<unsigned long long>(commId_), coll::collName(c), bkt, b.ex.currentUs(),
@@ -210,11 +298,13 @@ void Group::addSample(int c, int bkt, const Sample& s) {
 void Group::logCommit(int c, int bkt, const CommitInfo& ci, bool committed) {
   char before[48], after[48];
   if (committed) {
-    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B stage %d: %s %s %s (%.2fus) from call %llu; measured: %s",
+    ICN_INFO(subsys::Tuning,
+             "tuner: comm 0x%llx %s 2^%d B stage %d: %s %s %s (%.2fus) from call %llu after %d planned calls; "
+             "measured: %s",
              static_cast<unsigned long long>(commId_), coll::collName(c), bkt, ci.stage,
              describe(ci.before, before, sizeof before), ci.before == ci.after ? "stays" : "->",
              describe(ci.after, after, sizeof after), ci.afterUs,
-             static_cast<unsigned long long>(buckets_[c][bkt].ex.currentFrom()), ci.detail.c_str());
+             static_cast<unsigned long long>(buckets_[c][bkt].ex.currentFrom()), ci.calls, ci.detail.c_str());
   } else {
     ICN_INFO(subsys::Tuning,
              "tuner: comm 0x%llx %s 2^%d B: learned %s (%.2fus) but keeps %s: %s; measured: %s",

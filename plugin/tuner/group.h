@@ -48,6 +48,10 @@ class Group {
   // A measured collective (from the profiler of any local rank).
   void addSample(int coll, int bucket, const Sample& s);
 
+  // Releases the profiler demand of exploring buckets that got no call for a while (their calls may never come
+  // back: nccl-tests' warm-up touches every power of two once). They take it again on their next call.
+  // Non-blocking: does nothing when the group is busy.
+  void parkIdle(uint64_t tick);
   uint64_t commId() const { return commId_; }
   int nRanks() const { return nRanks_; }
   int nNodes() const { return nNodes_; }
@@ -63,12 +67,16 @@ class Group {
     BucketExplorer ex;
     std::array<Decision, BucketExplorer::kMaxArms> cands{};
     int nCands = 0;
+    int ncclPick = -1;  // index of NCCL's own choice in cands
     bool pendingStage2 = false, pendingReexplore = false, counted = false;
+    uint64_t lastTick = 0;  // process-wide call tick of this bucket's latest exploring call
   };
   Decision slowPath(int slot, int coll, int bucket, uint64_t index, const CostTable& table);
+  void collectCandidates(int coll, int bucket, const CostTable& table);  // mutex held
   void maybeTransition(int coll, int bucket);  // mutex held
   void publish(Bucket& b);                     // mutex held
   void setExploring(Bucket& b, bool on);
+  void startExploring(Bucket& b);  // demand on, counted as called now
   uint64_t maxNext(int coll, int bucket) const;
   uint64_t minDecided(int coll, int bucket) const;
   void logCommit(int coll, int bucket, const CommitInfo& ci, bool committed);
@@ -84,6 +92,7 @@ class Group {
   std::array<std::array<std::array<std::atomic<uint64_t>, coll::kNumBuckets>, coll::kNumColls>, kMaxLocal> decided_{};
   std::array<std::atomic<bool>, kMaxLocal> active_{};
   std::atomic<int> members_{0};
+  std::atomic<int> held_{0};  // buckets holding measurement demand
   std::atomic<bool> hasRank0_{false}, rankKnown_{false};
 };
 
@@ -99,5 +108,9 @@ std::atomic<int>& measurementDemand();
 // Called when measurementDemand() crosses 0 <-> 1 (the profiler adapter installs it to flip NCCL's event mask).
 void setDemandHook(void (*hook)(bool wanted));
 void demandChanged(int delta);
+// Process-wide count of tuner decisions (all groups): the clock for parking idle exploring buckets.
+uint64_t tunerTick();
+// Exploring buckets that saw no call for this many process-wide decisions release the profiler.
+constexpr uint64_t kParkAfterCalls = 64;
 
 }  // namespace icn::tuner

@@ -3,15 +3,21 @@
 #
 #   test/device/tuner_proof.sh <dir with libnccl-net-icn.so> <nccl-tests build dir>
 #
-# For the NVLink path and the net path (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1), three interleaved repetitions of:
+# For the NVLink path and the net path (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1), five interleaved repetitions of:
 #   default (NCCL's own choice), the six fixed NCCL_ALGO x NCCL_PROTO choices (Tree/Ring x LL/LL128/Simple),
 #   ICN online (fresh table, learns while running) and ICN static (the table the online run persisted, no
 #   exploration). Every run loads our .so as the net plugin (ICN_TUNER=off for default/fixed) so all configurations
 #   use the same transport; NCCL_NVLS_ENABLE=0 always.
-# The online run uses nccl-tests' -N 2 (two sweeps after the warm-up) and reports the second sweep: the first one is
-# its learning phase. Results (raw logs, decision logs, caches, table, plot) go to $OUT.
+# The online run learns in-process: nccl-tests' warm-up (-w calls at every power of two) and first sweep are its
+# learning phase (~20 calls per size bucket), the second sweep is slack, the third (-N 3) is what the table
+# reports (the summary keeps the last sweep of every log). Fixed, default and static runs use one sweep.
+# Once per path a diagnostic online run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING (not in the table: NCCL
+# logs a line per collective there) records every ICN decision and how many collectives the profiler timed
+# (diag-<path>-online.txt, decisions.log).
+# Results (raw logs, decision logs, caches, table, plot) go to $OUT. Expected device time: ~5 min for both paths.
 # Knobs: ICN_PROOF_ITERS (20) ICN_PROOF_WARMUP (20) ICN_PROOF_MAX_NVL (4G) ICN_PROOF_MAX_NET (64M)
-#        ICN_PROOF_REPS (3) ICN_PROOF_BUDGET_S (450: no new run starts after this) ICN_PROOF_PATHS ("nvl net").
+#        ICN_PROOF_REPS (5) ICN_PROOF_BUDGET_S (420: no new run starts after this) ICN_PROOF_PATHS ("nvl net")
+#        ICN_PROOF_ONLINE_SWEEPS (3) ICN_PROOF_CONFIGS ("default fixed online static diag").
 set -u
 SO_DIR=${1:?usage: tuner_proof.sh <dir with libnccl-net-icn.so> <nccl-tests build dir>}
 NT_DIR=${2:?usage: tuner_proof.sh <dir with libnccl-net-icn.so> <nccl-tests build dir>}
@@ -23,10 +29,11 @@ ITERS=${ICN_PROOF_ITERS:-20}
 WARMUP=${ICN_PROOF_WARMUP:-20}
 MAX_NVL=${ICN_PROOF_MAX_NVL:-4G}
 MAX_NET=${ICN_PROOF_MAX_NET:-64M}
-REPS=${ICN_PROOF_REPS:-3}
-BUDGET=${ICN_PROOF_BUDGET_S:-450}
+REPS=${ICN_PROOF_REPS:-5}
+BUDGET=${ICN_PROOF_BUDGET_S:-420}
+ONLINE_SWEEPS=${ICN_PROOF_ONLINE_SWEEPS:-3}
 PATHS=${ICN_PROOF_PATHS:-"nvl net"}
-CONFIGS=${ICN_PROOF_CONFIGS:-"default fixed online static"}  # subset to re-run some configurations only
+CONFIGS=${ICN_PROOF_CONFIGS:-"default fixed online static diag"}  # subset to re-run some configurations only
 want() { [[ " $CONFIGS " == *" $1 "* ]]; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 
@@ -64,18 +71,18 @@ echo "$DISCOVERY" > "$OUT/discovery.txt"
 
 # 2) The sweep.
 FIXED="Tree,LL Tree,LL128 Tree,Simple Ring,LL Ring,LL128 Ring,Simple"
-run() {  # path config rep maxbytes -- env...
+run() {  # path config rep maxbytes -- env...   (config "diag": log file outside the table)
   local path=$1 cfg=$2 rep=$3 max=$4; shift 4
   local elapsed=$(( $(date +%s) - START ))
   if [ "$elapsed" -gt "$BUDGET" ]; then
     log "budget ${BUDGET}s used up: skipping $path/$cfg/r$rep"
     return
   fi
-  local cycles=1
-  [ "$cfg" = online ] && cycles=2
+  local cycles=1 file="$OUT/raw/$path-$cfg-r$rep.txt"
+  [ "$cfg" = online ] && cycles=$ONLINE_SWEEPS
+  [ "$cfg" = diag ] && { cycles=$ONLINE_SWEEPS; file="$OUT/raw/diag-$path-online.txt"; }
   local t0=$(date +%s%N)
-  env "$@" timeout 240 "$ARP" -b 8 -e "$max" -f 4 -g 2 -n "$ITERS" -w "$WARMUP" -c 0 -N "$cycles" \
-    > "$OUT/raw/$path-$cfg-r$rep.txt" 2>&1
+  env "$@" timeout 240 "$ARP" -b 8 -e "$max" -f 4 -g 2 -n "$ITERS" -w "$WARMUP" -c 0 -N "$cycles" > "$file" 2>&1
   local rc=$?
   log "$path $cfg r$rep rc=$rc $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 }
@@ -101,9 +108,17 @@ for rep in $(seq 1 "$REPS"); do
       [ -n "$latest" ] && cp "$latest" "$OUT/heatmap-$path-r$rep.json"
     fi
     want static && run "$path" static "$rep" "$MAX" "${PENV[@]}" "${EXTRA_ENV[@]}" ICN_TUNER=static ICN_TUNER_CACHE="$CACHE"
+    if [ "$rep" = 1 ] && want diag; then
+      run "$path" diag "$rep" "$MAX" "${PENV[@]}" "${EXTRA_ENV[@]}" ICN_TUNER=online \
+        ICN_TUNER_CACHE="$OUT/cache-$path-diag.csv" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING
+    fi
   done
 done
-grep -h "ICN tuner:" "$OUT"/raw/*-online-r*.txt > "$OUT/decisions.log" 2>/dev/null || true
+for f in "$OUT"/raw/diag-*-online.txt; do
+  [ -f "$f" ] || continue
+  echo "== $(basename "$f")"
+  grep -h "ICN tuner:\|ICN profiler:" "$f"
+done > "$OUT/decisions.log" 2>/dev/null || true
 
 # 3) Summary table + plot.
 python3 "$HERE/tuner_proof_summary.py" "$OUT" "$DISCOVERY" 2>&1 | tee -a "$OUT/proof.log"

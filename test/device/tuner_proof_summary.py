@@ -52,7 +52,9 @@ def main():
     report = {"discovery": discovery, "target_ratio": TARGET, "paths": {}}
     md = [f"# ICN tuner proof\n\nTuner discovery: {discovery}\n"]
     for path in ["nvl", "net"]:
-        sizes = sorted(runs.get((path, "default"), {}).keys())
+        # Partial results (a subset of configurations, a run cut by the budget) still give a table: every
+        # comparison is made only where both sides were measured.
+        sizes = sorted({s for (p, cfg), v in runs.items() if p == path for s in v})
         if not sizes:
             continue
         med = {cfg: {s: statistics.median(v) for s, v in runs[(path, cfg)].items() if v}
@@ -60,31 +62,41 @@ def main():
         rows = []
         for s in sizes:
             fixed = {c: med[c][s] for c in FIXED if c in med and s in med[c]}
-            if not fixed or s not in med.get("default", {}):
-                continue
-            best_cfg = min(fixed, key=fixed.get)
-            row = {"size": s, "default": med["default"][s], "best_fixed": fixed[best_cfg], "best_cfg": best_cfg,
-                   "fixed": fixed, "reps": len(runs[(path, "default")][s])}
-            for c in ["online", "static"]:
+            row = {"size": s, "fixed": fixed,
+                   "reps": max((len(runs[(path, c)].get(s, [])) for c in med), default=0)}
+            if fixed:
+                best_cfg = min(fixed, key=fixed.get)
+                row["best_fixed"], row["best_cfg"] = fixed[best_cfg], best_cfg
+            for c in ["default", "online", "static"]:
                 if c in med and s in med[c]:
                     row[c] = med[c][s]
-                    row[c + "_vs_best"] = med[c][s] / fixed[best_cfg]
-            row["default_vs_best"] = med["default"][s] / fixed[best_cfg]
+                    if "best_fixed" in row:
+                        row[c + "_vs_best"] = med[c][s] / row["best_fixed"]
             rows.append(row)
         summary = {}
         for c in ["online", "static"]:
             ok = [r for r in rows if c in r]
-            if ok:
-                summary[c] = {
-                    "geomean_speedup_over_default": math.exp(sum(math.log(r["default"] / r[c]) for r in ok) / len(ok)),
-                    "sizes_within_target": sum(1 for r in ok if r[c + "_vs_best"] <= TARGET),
-                    "sizes": len(ok),
-                    "worst_vs_best": max(r[c + "_vs_best"] for r in ok),
-                }
-        summary["default"] = {"geomean_vs_best": math.exp(sum(math.log(r["default_vs_best"]) for r in rows) / len(rows))}
+            if not ok:
+                continue
+            summary[c] = {"sizes": len(ok)}
+            vs_default = [r for r in ok if "default" in r]
+            if vs_default:
+                summary[c]["geomean_speedup_over_default"] = math.exp(
+                    sum(math.log(r["default"] / r[c]) for r in vs_default) / len(vs_default))
+            vs_best = [r for r in ok if c + "_vs_best" in r]
+            if vs_best:
+                summary[c]["sizes_within_target"] = sum(1 for r in vs_best if r[c + "_vs_best"] <= TARGET)
+                summary[c]["sizes_compared"] = len(vs_best)
+                summary[c]["worst_vs_best"] = max(r[c + "_vs_best"] for r in vs_best)
+        with_best = [r for r in rows if "default_vs_best" in r]
+        if with_best:
+            summary["default"] = {"geomean_vs_best": math.exp(
+                sum(math.log(r["default_vs_best"]) for r in with_best) / len(with_best))}
         report["paths"][path] = {"rows": rows, "summary": summary}
         title = "NVLink path" if path == "nvl" else "Net path (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1)"
-        md.append(f"\n## {title}\n\nall_reduce_perf -g 2, out-of-place time in us, median of {rows[0]['reps'] if rows else 0} runs\n")
+        reps = max((r["reps"] for r in rows), default=0)
+        md.append(f"\n## {title}\n\nall_reduce_perf -g 2, out-of-place time in us, median of {reps} runs "
+                  f"(ICN online: last of its sweeps)\n")
         md.append("| size | default | best fixed | ICN online | ICN static | default/best | online/best | static/best |")
         md.append("|---:|---:|---|---:|---:|---:|---:|---:|")
         for r in rows:
@@ -94,17 +106,22 @@ def main():
                 k = c + "_vs_best"
                 if k not in r:
                     return "-"
-                mark = "" if r[k] <= TARGET else " !"
+                mark = "" if r[k] <= TARGET or c == "default" else " !"
                 return f"{r[k]:.3f}{mark}"
-            md.append(f"| {human(r['size'])} | {r['default']:.1f} | {r['best_fixed']:.1f} ({r['best_cfg']}) | "
-                      f"{cell('online')} | {cell('static')} | {r['default_vs_best']:.3f} | {ratio('online')} | "
+            best = f"{r['best_fixed']:.1f} ({r['best_cfg']})" if "best_fixed" in r else "-"
+            md.append(f"| {human(r['size'])} | {cell('default')} | {best} | "
+                      f"{cell('online')} | {cell('static')} | {ratio('default')} | {ratio('online')} | "
                       f"{ratio('static')} |")
         for c in ["online", "static"]:
             if c in summary:
                 s = summary[c]
-                md.append(f"\nICN {c}: geomean speed-up over NCCL default {s['geomean_speedup_over_default']:.3f}x; "
-                          f"{s['sizes_within_target']}/{s['sizes']} sizes within {TARGET}x of the best fixed choice "
-                          f"(worst {s['worst_vs_best']:.3f}x).")
+                parts = []
+                if "geomean_speedup_over_default" in s:
+                    parts.append(f"geomean speed-up over NCCL default {s['geomean_speedup_over_default']:.3f}x")
+                if "sizes_within_target" in s:
+                    parts.append(f"{s['sizes_within_target']}/{s['sizes_compared']} sizes within {TARGET}x of the "
+                                 f"best fixed choice (worst {s['worst_vs_best']:.3f}x)")
+                md.append(f"\nICN {c}: " + ("; ".join(parts) if parts else "no comparison possible") + ".")
         plot(out_dir, path, title, rows)
     with open(os.path.join(out_dir, "tuner_proof.json"), "w") as f:
         json.dump(report, f, indent=1)
@@ -127,9 +144,12 @@ def plot(out_dir, path, title, rows):
     xs = [r["size"] for r in rows]
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 8), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     for c in FIXED:
-        ys = [r["fixed"].get(c) for r in rows]
-        ax1.plot(xs, ys, lw=0.8, alpha=0.5, label=c)
-    ax1.plot(xs, [r["default"] for r in rows], "k--", lw=1.5, label="NCCL default")
+        ys = [r["fixed"].get(c, float("nan")) for r in rows]
+        if any(c in r["fixed"] for r in rows):
+            ax1.plot(xs, ys, lw=0.8, alpha=0.5, label=c)
+    pts = [(r["size"], r["default"]) for r in rows if "default" in r]
+    if pts:
+        ax1.plot(*zip(*pts), "k--", lw=1.5, label="NCCL default")
     for c, style in [("online", "r-o"), ("static", "b-s")]:
         pts = [(r["size"], r[c]) for r in rows if c in r]
         if pts:
@@ -141,11 +161,10 @@ def plot(out_dir, path, title, rows):
     ax1.legend(fontsize=7, ncol=2)
     ax2.axhline(1.0, color="gray", lw=0.8)
     ax2.axhline(TARGET, color="gray", lw=0.8, ls=":")
-    ax2.plot(xs, [r["default_vs_best"] for r in rows], "k--", label="NCCL default")
-    for c, style in [("online", "r-o"), ("static", "b-s")]:
-        pts = [(r["size"], r[c + "_vs_best"]) for r in rows if c in r]
+    for c, style in [("default", "k--"), ("online", "r-o"), ("static", "b-s")]:
+        pts = [(r["size"], r[c + "_vs_best"]) for r in rows if c + "_vs_best" in r]
         if pts:
-            ax2.plot(*zip(*pts), style, ms=3, label=f"ICN {c}")
+            ax2.plot(*zip(*pts), style, ms=3, label="NCCL default" if c == "default" else f"ICN {c}")
     ax2.set_ylabel("time / best fixed")
     ax2.set_xlabel("message size (bytes)")
     ax2.legend(fontsize=7)

@@ -171,7 +171,7 @@ TEST(PluginAbi, OnlineConvergesThenStaticReplaysTheCache) {
   setenv("ICN_TUNER_CACHE", env.cache.c_str(), 1);
   unsetenv("ICN_HEATMAP_FILE");
   setenv("ICN_HEATMAP_INTERVAL_MS", "20", 1);
-  setenv("ICN_TUNER_EXPLORE_CALLS", "4", 1);
+  setenv("ICN_TUNER_EXPLORE_CALLS", "2", 1);
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
   const uint64_t commId = 0x5eed1234abcdULL;

@@ -91,7 +91,8 @@ TEST(Cache, GroupPersistsAtDestructionAndReloads) {
   cfg.mode = Mode::Online;
   cfg.cachePath = path;
   cfg.explore.callsPerArm = 1;
-  cfg.explore.minSamples = 1;
+  cfg.explore.confirmCalls = 0;  // three calls: one per candidate, then the round can end
+  cfg.explore.warmCalls = 0;
   {
     auto g = acquireGroup(0xCAC4E, 1, 1, cfg);
     int s = g->join();

@@ -96,8 +96,8 @@ TEST(CostTable, OnlineContextNeverSelectsUnsupported) {
   ContextConfig cfg;
   cfg.group.mode = Mode::Online;
   cfg.group.explore.callsPerArm = 1;
-  cfg.group.explore.minSamples = 1;
-  cfg.group.explore.timeoutCalls = 2;
+  cfg.group.explore.confirmCalls = 1;
+  cfg.group.explore.graceCalls = 2;
   Context ctx(cfg, /*commId=*/0xC0575, /*nRanks=*/1, /*nNodes=*/1);
   std::mt19937 rng(7);
   for (int i = 0; i < 3000; ++i) {

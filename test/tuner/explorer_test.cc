@@ -13,61 +13,130 @@ std::vector<Decision> sixCandidates() {
     for (int8_t p = 0; p < 3; ++p) v.push_back(Decision{a, p, 0});
   return v;
 }
+
+ExploreParams params(int screen, int confirm) {
+  ExploreParams p;
+  p.warmCalls = 0;  // most tests look at the arms only; WarmCallsRunTheBase covers them
+  p.callsPerArm = screen;
+  p.confirmCalls = confirm;
+  return p;
+}
+
+// Feeds `n` samples of candidate `d` at `us` (plus `spread` x i).
+void feed(BucketExplorer& ex, const Decision& d, int n, double us, double spread = 0, int ch = 8) {
+  for (int i = 0; i < n; ++i) ex.addSample(Sample{d.algo, d.proto, ch, us + spread * i});
+}
 }  // namespace
 
-TEST(Explorer, ScheduleIsAPureFunctionOfTheIndex) {
+TEST(Explorer, EstimateIsALowQuantileWithoutTheFirstSample) {
+  const float v[] = {50, 10, 30, 11, 12};
+  EXPECT_EQ(BucketExplorer::estimate(v, 5, 1), 10.f);  // 50 (first) dropped; lower quartile of 10,30,11,12
+  const float w[] = {9, 30};
+  EXPECT_EQ(BucketExplorer::estimate(w, 2, 1), 9.f);  // never drops below two samples
+  const float skew[] = {20, 12, 20, 12, 20, 12, 20, 12};  // half the samples carry launch skew
+  EXPECT_EQ(BucketExplorer::estimate(skew, 8, 2), 12.f);
+}
+
+TEST(Explorer, FixedPlanIsAPureFunctionOfTheIndex) {
   BucketExplorer ex;
   auto c = sixCandidates();
-  ex.beginStage1(c, 0, 4);
+  ExploreParams p = params(2, 2);
+  ex.beginStage1(c, 0, p, /*adaptive=*/false, 1);
+  ex.extendPlan(100);
+  ASSERT_TRUE(ex.planFinal());
+  EXPECT_EQ(ex.planEnd(), 24u);
+  EXPECT_EQ(BucketExplorer::stage1MaxCalls(6, p, false), 24);
   for (uint64_t i = 0; i < 24; ++i) EXPECT_EQ(ex.decisionFor(i), c[i / 4]) << i;
-  EXPECT_FALSE(ex.decisionFor(24).valid());  // after the schedule: base (NCCL's default) until a commit
-  EXPECT_EQ(ex.scheduleEnd(), 24u);
+  EXPECT_FALSE(ex.decisionFor(24).valid());  // after the plan: base (NCCL's default)
   // Samples do not change what an index means.
-  ex.addSample(Sample{1, 1, 8, 3.0});
+  feed(ex, c[4], 3, 3.0);
   for (uint64_t i = 0; i < 24; ++i) EXPECT_EQ(ex.decisionFor(i), c[i / 4]);
 }
 
-TEST(Explorer, CommitsToFastestMedianAndKeepsHistoryForLaggingRanks) {
+// Adaptive plan: screen every arm twice, confirm the leader and a close second; a clearly slower arm gets nothing
+// more, and the whole stage fits in 16 calls for six candidates.
+TEST(Explorer, ScreenThenConfirmOnlyTheClosest) {
   BucketExplorer ex;
   auto c = sixCandidates();
-  ex.beginStage1(c, 0, 4);
-  ExploreParams p;
-  const double times[6] = {20, 18, 30, 15, 9, 12};  // RING/LL128 fastest
-  for (int k = 0; k < 6; ++k)
-    for (int s = 0; s < 3; ++s) {
-      EXPECT_FALSE(ex.roundDone(24, p));
-      ex.addSample(Sample{c[k].algo, c[k].proto, 8, times[k] + (s == 1 ? 40.0 : 0.1 * s)});  // one outlier each
+  ExploreParams p = params(2, 2);
+  ex.beginStage1(c, 0, p, /*adaptive=*/true, 2);
+  const double times[6] = {20, 18, 30, 15, 9, 9.5};  // RING/LL128 fastest, RING/SIMPLE close
+  uint64_t next = 0;
+  // Samples arrive two calls late, as from a real profiler.
+  std::vector<std::pair<int, uint64_t>> issued;
+  while (!ex.planFinal() || next < ex.planEnd()) {
+    ex.extendPlan(next + 3);
+    Decision d = ex.decisionFor(next);
+    int arm = -1;
+    for (int k = 0; k < 6; ++k)
+      if (c[k] == d) arm = k;
+    ASSERT_GE(arm, 0) << "index " << next;
+    issued.push_back({arm, next});
+    if (next >= 2) {
+      int a = issued[next - 2].first;
+      feed(ex, c[a], 1, times[a] + 6);  // rank 0 waits for rank 1's launch
+      feed(ex, c[a], 1, times[a]);
     }
-  EXPECT_TRUE(ex.roundDone(24, p));
-  CommitInfo ci = ex.finishRound(/*effectiveFrom=*/30, /*mayCommit=*/true);
-  EXPECT_EQ(ci.after, (Decision{1, 1, 0}));
-  EXPECT_FALSE(ci.before.valid());
-  EXPECT_NE(ci.detail.find("RING/LL128"), std::string::npos);
-  EXPECT_EQ(ex.decisionFor(30), (Decision{1, 1, 0}));
-  EXPECT_EQ(ex.decisionFor(5), c[1]);         // a lagging rank still follows the schedule
-  EXPECT_FALSE(ex.decisionFor(27).valid());   // and the gap keeps the base
+    ++next;
+    ASSERT_LT(next, 40u);
+  }
+  EXPECT_LE(ex.planEnd(), 16u);
+  EXPECT_LE(ex.planEnd(), static_cast<uint64_t>(BucketExplorer::stage1MaxCalls(6, p, true)));
+  int confirms[6] = {};
+  for (size_t i = 12; i < issued.size(); ++i) confirms[issued[i].first]++;
+  // The first confirm call is handed out before RING/LL128's screening samples are in (lag): it goes to the leader
+  // of that moment; the rest go to the real leader and the close second.
+  EXPECT_EQ(confirms[4], 2);
+  EXPECT_GE(confirms[5], 1);
+  EXPECT_EQ(confirms[0] + confirms[1] + confirms[2], 0) << "clearly slower arms are not confirmed";
+  EXPECT_EQ(ex.decisionFor(ex.planEnd()), c[4]) << "after the plan the leader runs until the round ends";
+  EXPECT_FALSE(ex.roundDone(ex.planEnd() - 1));
+  for (int a = 0; a < 6; ++a) feed(ex, c[a], 4, times[a]);
+  EXPECT_TRUE(ex.roundDone(ex.planEnd()));
+  CommitInfo ci = ex.finishRound(ex.planEnd(), true);
+  EXPECT_EQ(ci.after, c[4]);
+  EXPECT_NEAR(ci.afterUs, 9.0, 1e-6);
+  EXPECT_EQ(ex.decisionFor(3), c[1]) << "a lagging rank still follows the plan";
 }
 
-TEST(Explorer, TimeoutCommitsWithWhatWasMeasured) {
+TEST(Explorer, LeaderOnlyWhenNothingIsClose) {
   BucketExplorer ex;
   auto c = sixCandidates();
-  ex.beginStage1(c, 0, 2);
-  ExploreParams p;
-  p.timeoutCalls = 10;
-  ex.addSample(Sample{0, 2, 4, 50});
-  ex.addSample(Sample{1, 2, 4, 40});
-  EXPECT_FALSE(ex.roundDone(12 + 9, p));
-  EXPECT_TRUE(ex.roundDone(12 + 10, p));
-  EXPECT_EQ(ex.finishRound(22, true).after, (Decision{1, 2, 0}));
+  ex.beginStage1(c, 0, params(1, 2), true, 1);
+  ex.extendPlan(6);
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, k == 2 ? 5.0 : 20.0);
+  ex.extendPlan(100);
+  EXPECT_EQ(ex.planEnd(), 8u);
+  EXPECT_EQ(ex.decisionFor(6), c[2]);
+  EXPECT_EQ(ex.decisionFor(7), c[2]);
+}
+
+TEST(Explorer, GraceEndsARoundWithMissingSamples) {
+  BucketExplorer ex;
+  auto c = sixCandidates();
+  ExploreParams p = params(2, 0);
+  p.graceCalls = 5;
+  ex.beginStage1(c, 0, p, true, 1);
+  ex.extendPlan(100);
+  ASSERT_EQ(ex.planEnd(), 12u);
+  feed(ex, c[2], 2, 50);
+  feed(ex, c[5], 2, 40);
+  EXPECT_FALSE(ex.roundDone(11));
+  EXPECT_FALSE(ex.roundDone(16));
+  EXPECT_TRUE(ex.roundDone(17));
+  EXPECT_EQ(ex.finishRound(17, true).after, c[5]);
 }
 
 TEST(Explorer, NoCommitRemembersTheWinnerOnly) {
   BucketExplorer ex;
   auto c = sixCandidates();
-  ex.beginStage1(c, 0, 1);
-  for (int k = 0; k < 6; ++k) ex.addSample(Sample{c[k].algo, c[k].proto, 8, 10.0 + k});
-  CommitInfo ci = ex.finishRound(6, /*mayCommit=*/false);
+  ex.beginStage1(c, 0, params(1, 0), false, 1);
+  ex.extendPlan(100);
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, 10.0 + k);
+  ASSERT_TRUE(ex.roundDone(6));
+  CommitInfo ci = ex.finishRound(3, /*mayCommit=*/false);
   EXPECT_FALSE(ci.after.valid());
+  EXPECT_EQ(ex.currentFrom(), 6u) << "never before the end of the fixed plan";
   EXPECT_FALSE(ex.decisionFor(100).valid());
   EXPECT_EQ(ex.learned(), c[0]);
   EXPECT_EQ(ex.learnedUs(), 10.0);
@@ -76,19 +145,22 @@ TEST(Explorer, NoCommitRemembersTheWinnerOnly) {
 TEST(Explorer, ChannelStageAttributesByObservedChannels) {
   BucketExplorer ex;
   auto c = sixCandidates();
-  ex.beginStage1(c, 0, 1);
-  ExploreParams p;
-  p.minSamples = 1;
-  for (int k = 0; k < 6; ++k) ex.addSample(Sample{c[k].algo, c[k].proto, 8, k == 4 ? 10.0 : 20.0});
+  ExploreParams p = params(1, 0);
+  ex.beginStage1(c, 0, p, true, 1);
+  ex.extendPlan(100);
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, k == 4 ? 10.0 : 20.0);
   ex.finishRound(6, true);
-  ASSERT_TRUE(ex.beginStage2(6, 2));
+  ASSERT_TRUE(ex.beginStage2(6));
+  ex.extendPlan(100);
+  EXPECT_EQ(ex.planEnd(), 10u);
   EXPECT_EQ(ex.decisionFor(6), (Decision{1, 1, 4}));
   EXPECT_EQ(ex.decisionFor(8), (Decision{1, 1, 16}));
   EXPECT_EQ(ex.decisionFor(5), (Decision{1, 1, 0}));
-  ex.addSample(Sample{1, 1, 3, 7.0});   // asked for 4, ran on 3: still "fewer"
-  ex.addSample(Sample{1, 1, 16, 12.0});
-  ex.addSample(Sample{0, 0, 4, 1.0});   // another pair: not part of this round
-  EXPECT_TRUE(ex.roundDone(10, p));
+  EXPECT_EQ(ex.decisionFor(10), (Decision{1, 1, 0}));
+  feed(ex, c[4], 2, 7.0, 0, 3);    // asked for 4, ran on 3: still "fewer"
+  feed(ex, c[4], 2, 12.0, 0, 16);
+  feed(ex, c[0], 1, 1.0, 0, 4);    // another pair: not part of this round
+  EXPECT_TRUE(ex.roundDone(10));
   CommitInfo ci = ex.finishRound(10, true);
   EXPECT_EQ(ci.after, (Decision{1, 1, 4}));
   EXPECT_EQ(ci.stage, 2);
@@ -97,54 +169,114 @@ TEST(Explorer, ChannelStageAttributesByObservedChannels) {
 TEST(Explorer, ChannelStageNeedsAClearWin) {
   BucketExplorer ex;
   auto c = sixCandidates();
-  ex.beginStage1(c, 0, 1);
-  for (int k = 0; k < 6; ++k) ex.addSample(Sample{c[k].algo, c[k].proto, 8, k == 4 ? 10.0 : 20.0});
+  ex.beginStage1(c, 0, params(1, 0), true, 1);
+  ex.extendPlan(100);
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, k == 4 ? 10.0 : 20.0);
   ex.finishRound(6, true);
-  ASSERT_TRUE(ex.beginStage2(6, 1));
-  ex.addSample(Sample{1, 1, 4, 9.5});  // 5% better: within noise
-  ex.addSample(Sample{1, 1, 16, 11.0});
-  EXPECT_EQ(ex.finishRound(8, true).after, (Decision{1, 1, 0}));
+  ASSERT_TRUE(ex.beginStage2(6));
+  ex.extendPlan(100);
+  feed(ex, c[4], 2, 9.5, 0, 4);  // 5% better: within noise
+  feed(ex, c[4], 2, 11.0, 0, 16);
+  EXPECT_EQ(ex.finishRound(10, true).after, (Decision{1, 1, 0}));
 }
 
 TEST(Explorer, DriftNeedsSustainedSlowdown) {
   BucketExplorer ex;
-  ex.settle(Decision{1, 1, 0}, 0, 10.0);
-  ExploreParams p;
+  auto c = sixCandidates();
+  ExploreParams p = params(1, 0);
   p.driftWindow = 8;
   p.driftWindows = 2;
-  // Noise and single spikes: no drift.
+  ex.beginStage1(c, 0, p, true, 1);
+  ex.extendPlan(100);
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, k == 4 ? 10.0 : 20.0);
+  ex.finishRound(6, true);
+  ASSERT_EQ(ex.current(), c[4]);
+  // Noise, spikes and launch skew on every other sample: no drift.
   for (int i = 0; i < 64; ++i) {
-    ex.addSample(Sample{1, 1, 8, i % 7 == 0 ? 40.0 : 10.0 + (i % 3) * 0.5});
-    EXPECT_FALSE(ex.driftDetected(p)) << i;
+    ex.addSample(Sample{1, 1, 8, i % 7 == 0 ? 40.0 : (i % 2 ? 16.0 : 10.0 + (i % 3) * 0.5)});
+    EXPECT_FALSE(ex.driftDetected()) << i;
   }
   // Samples of other candidates are not evidence.
   for (int i = 0; i < 32; ++i) {
     ex.addSample(Sample{0, 0, 8, 100.0});
-    EXPECT_FALSE(ex.driftDetected(p));
+    EXPECT_FALSE(ex.driftDetected());
   }
   // Sustained 2x slowdown: detected after two windows.
   int detectedAt = -1;
   for (int i = 0; i < 32 && detectedAt < 0; ++i) {
     ex.addSample(Sample{1, 1, 8, 20.0});
-    if (ex.driftDetected(p)) detectedAt = i;
+    if (ex.driftDetected()) detectedAt = i;
   }
   EXPECT_EQ(detectedAt, 15);
 }
 
 TEST(Explorer, DriftIsBounded) {
   BucketExplorer ex;
-  ex.settle(Decision{1, 1, 0}, 0, 10.0);
-  ExploreParams p;
+  auto c = sixCandidates();
+  ExploreParams p = params(1, 0);
   p.driftWindow = 2;
   p.driftWindows = 1;
   p.maxReexplores = 2;
+  ex.beginStage1(c, 0, p, true, 1);
+  ex.extendPlan(100);
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, k == 4 ? 10.0 : 20.0);
+  ex.finishRound(6, true);
   int detections = 0;
   for (int i = 0; i < 100; ++i) {
-    ex.addSample(Sample{1, 1, 0, 50.0});
-    if (ex.driftDetected(p)) {
+    ex.addSample(Sample{1, 1, 8, 50.0});
+    if (ex.driftDetected()) {
       ++detections;
       ex.noteReexplore();
     }
   }
   EXPECT_EQ(detections, 2);
+}
+
+// Leaving NCCL's own choice must pay at least ncclMargin (3%): smaller measured gains are within what a few
+// GPU-timed samples can resolve.
+TEST(Explorer, NcclChoiceKeepsSmallMeasuredDifferences) {
+  auto c = sixCandidates();
+  for (double other : {9.8, 9.0}) {
+    BucketExplorer ex;
+    ex.beginStage1(c, 0, params(1, 0), true, 1, /*ncclPick=*/3);
+    ex.extendPlan(100);
+    for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, k == 3 ? 10.0 : k == 5 ? other : 20.0);
+    Decision want = other > 9.7 ? c[3] : c[5];
+    EXPECT_EQ(ex.finishRound(6, true).after, want) << other;
+  }
+}
+
+// Stage 1 starts with calls of the base: when the profiler was off, the first call is not timed and the second
+// has no timed predecessor. They belong to no arm, so the round does not wait for their samples.
+TEST(Explorer, WarmCallsRunTheBase) {
+  BucketExplorer ex;
+  auto c = sixCandidates();
+  ExploreParams p = params(1, 0);
+  p.warmCalls = 2;
+  ex.beginStage1(c, 0, p, true, 1);
+  ex.extendPlan(100);
+  EXPECT_EQ(ex.planEnd(), 8u);
+  EXPECT_FALSE(ex.decisionFor(0).valid());
+  EXPECT_FALSE(ex.decisionFor(1).valid());
+  for (uint64_t i = 2; i < 8; ++i) EXPECT_EQ(ex.decisionFor(i), c[i - 2]);
+  ex.noteUnmeasured(1);  // harmless on a warm call
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, k == 1 ? 5.0 : 9.0);
+  EXPECT_TRUE(ex.roundDone(8));
+  EXPECT_EQ(ex.finishRound(8, true).after, c[1]);
+}
+
+// A call made while nothing measured gives no samples: the round does not wait the grace period for it.
+TEST(Explorer, UnmeasuredCallsAreNotAwaited) {
+  BucketExplorer ex;
+  auto c = sixCandidates();
+  ExploreParams p = params(2, 0);
+  p.graceCalls = 50;
+  ex.beginStage1(c, 0, p, true, 1);
+  ex.extendPlan(100);
+  ex.noteUnmeasured(4);
+  ex.noteUnmeasured(5);  // both calls of arm 2
+  for (int k = 0; k < 6; ++k)
+    if (k != 2) feed(ex, c[k], 2, 10.0 + k);
+  EXPECT_TRUE(ex.roundDone(12));
+  EXPECT_EQ(ex.finishRound(12, true).after, c[0]);
 }

@@ -20,6 +20,7 @@ struct Model {
   double us[2][3];         // Tree/Ring x LL/LL128/Simple at NCCL's channel count
   int defaultChannels = 8;
   double perChannel = 0;   // relative gain per channel halving (< 0: fewer channels are faster)
+  double skewUs = 0;       // rank 0's kernel waits this long for rank 1's launch (one thread launches both)
   double time(int a, int p, int ch) const {
     double t = us[a][p];
     if (ch < defaultChannels) t *= 1 + perChannel;
@@ -34,6 +35,7 @@ struct Sim {
   std::mt19937 rng;
   std::deque<Sample> inflight;
   int lag;
+  bool prevMeasured = false;
   std::vector<std::vector<Decision>> history;  // per slot, per call index
   Sim(int nRanks, int localSlots, GroupConfig cfg, uint32_t seed, int lag_ = 6, uint64_t commId = 0)
       : rng(seed), lag(lag_) {
@@ -44,6 +46,12 @@ struct Sim {
   // One collective call on every local rank; measurements come back `lag` calls later with noise and outliers.
   void step(const Model& m, uint64_t bytes) {
     std::normal_distribution<double> noise(1.0, 0.03);
+    // Like NCCL: the event mask is read when the collectives are enqueued, before the tuner is asked; and like
+    // the profiler adapter: a call's cost is measured from the end of the previous timed call, so the first timed
+    // call after an untimed one gives no sample.
+    bool measured = measurementDemand().load() > 0;
+    bool sampled = measured && prevMeasured;
+    prevMeasured = measured;
     for (size_t s = 0; s < slots.size(); ++s) {
       float t[21];
       realisticTable(t, static_cast<double>(bytes));
@@ -53,8 +61,8 @@ struct Sim {
       history[s].push_back(d);
       auto [a, p] = ncclPick(t);
       int ch = d.channels > 0 ? std::min<int>(d.channels, 16) : m.defaultChannels;
-      double us = m.time(a, p, ch) * noise(rng) * (rng() % 25 == 0 ? 3.0 : 1.0);
-      inflight.push_back(Sample{a, p, ch, us});
+      double us = m.time(a, p, ch) * noise(rng) * (rng() % 25 == 0 ? 3.0 : 1.0) + (s == 0 ? m.skewUs : 0.0);
+      if (sampled) inflight.push_back(Sample{a, p, ch, us});
     }
     while (inflight.size() > static_cast<size_t>(lag) * slots.size()) {
       group->addSample(coll::kAllReduce, coll::bucketOf(bytes), inflight.front());
@@ -67,22 +75,27 @@ struct Sim {
 GroupConfig onlineCfg() {
   GroupConfig c;
   c.mode = Mode::Online;
-  c.explore.callsPerArm = 4;
-  c.explore.minSamples = 3;
-  return c;
+  return c;  // defaults: 2 screening calls per candidate, 2 x 2 confirm calls, 2 x 2 channel calls
 }
 
 }  // namespace
 
 TEST(Group, ConvergesToFastestOnNoisyModels) {
+  Model small{{{13.8, 16.0, 25.0}, {15.5, 17.0, 24.0}}};
+  small.skewUs = 6;  // bigger than the gaps between candidates: only a robust estimate survives it
+  Model close{{{3.1, 2.9, 3.4}, {2.2, 2.1, 2.6}}};  // 5% between the two best
+  close.skewUs = 4;
   const Model models[] = {
-      {{{13.8, 16.0, 25.0}, {15.5, 17.0, 24.0}}},   // small message: Tree/LL
+      small,
       {{{40.0, 30.0, 35.0}, {33.0, 23.8, 29.7}}},   // 2 MiB: Ring/LL128
       {{{900, 700, 650}, {800, 600, 520}}},          // large: Ring/Simple
+      close,
   };
-  const Decision expect[] = {{0, 0, 0}, {1, 1, 0}, {1, 2, 0}};
-  for (int mi = 0; mi < 3; ++mi)
-    for (uint32_t seed = 1; seed <= 5; ++seed) {
+  const Decision expect[] = {{0, 0, 0}, {1, 1, 0}, {1, 2, 0}, {1, 1, 0}};
+  const uint32_t seeds = getenv("ICN_TEST_SEEDS") ? static_cast<uint32_t>(atoi(getenv("ICN_TEST_SEEDS"))) : 20;
+  for (int mi = 0; mi < 4; ++mi) {
+    uint32_t exact = 0;
+    for (uint32_t seed = 1; seed <= seeds; ++seed) {
       Sim sim(2, 2, onlineCfg(), seed * 31 + mi);
       int settledAt = -1;
       for (int i = 0; i < 120; ++i) {
@@ -91,14 +104,35 @@ TEST(Group, ConvergesToFastestOnNoisyModels) {
         else if (settledAt < 0) settledAt = i;
       }
       Decision d = sim.current(1 << 21);
-      EXPECT_EQ(d.algo, expect[mi].algo) << "model " << mi << " seed " << seed;
-      EXPECT_EQ(d.proto, expect[mi].proto) << "model " << mi << " seed " << seed;
-      EXPECT_EQ(d.channels, 0) << "no channel gain in this model";
-      // Bounded: both stages (6 + 2 arms x 4 calls) plus the measurement lag fit in a few dozen calls.
+      ASSERT_GE(d.algo, 0);
+      ASSERT_GE(d.proto, 0);
+      const Model& m = models[mi];
+      double best = m.time(expect[mi].algo, expect[mi].proto, m.defaultChannels);
+      double got = m.time(d.algo, d.proto, d.channels > 0 ? d.channels : m.defaultChannels);
+      if (d.algo == expect[mi].algo && d.proto == expect[mi].proto) ++exact;
+      // The target: within 1.03x of the best fixed choice. Model 3's best two are 4.8% apart at 2 us with
+      // launch skew twice the kernel time, which ~20 calls cannot always resolve: there, within 1.05x.
+      EXPECT_LE(got, best * (mi == 3 ? 1.05 : 1.03)) << "model " << mi << " seed " << seed;
+      // The learning cost: calls that did not run the final choice. Screening (6 x 2), confirming (~4) and the
+      // channel variants (2 x 2): ~20 calls.
+      int off = 0;
+      for (size_t i = 0; i < sim.history[0].size(); ++i)
+        if (const Decision& h = sim.history[0][i];
+            h.algo != d.algo || h.proto != d.proto || (h.channels > 0 && h.channels != d.channels))
+          ++off;
+      // With the measurement lag of this model (6 calls), an arm screened last may still be the winner: the
+      // confirm calls and the tail went to the leader of the moment (model 0 from a 2 MiB cost table).
+      EXPECT_LE(off, 26) << "model " << mi << " seed " << seed;
+      // Settled (both stages committed, the profiler released) within the budget plus the measurement lag.
       EXPECT_GT(settledAt, 0);
-      EXPECT_LE(settledAt, 60) << "model " << mi << " seed " << seed;
+      EXPECT_LE(settledAt, 40) << "model " << mi << " seed " << seed;
       EXPECT_EQ(sim.history[0], sim.history[1]) << "local ranks diverged";
+      if (getenv("ICN_TEST_VERBOSE"))
+        fprintf(stderr, "model %d seed %u off %d settled %d pick %d/%d/%d\n", mi, seed, off, settledAt, d.algo,
+                d.proto, d.channels);
     }
+    EXPECT_GE(exact, mi == 3 ? seeds * 6 / 10 : seeds) << "model " << mi << ": exact picks";
+  }
 }
 
 TEST(Group, ChannelStageFindsFewerChannels) {
@@ -117,7 +151,11 @@ TEST(Group, ReexploresOnDrift) {
   Sim sim(2, 2, onlineCfg(), 5);
   for (int i = 0; i < 100; ++i) sim.step(before, 64);
   ASSERT_EQ(sim.current(64), (Decision{0, 0, 0}));
+  // Settled: the profiler is off, so drift is only seen through a sampling window (the context opens one now
+  // and then); keep one open here.
+  demandChanged(1);
   for (int i = 0; i < 200; ++i) sim.step(after, 64);
+  demandChanged(-1);
   Decision d = sim.current(64);
   EXPECT_EQ(d.algo, 0);
   EXPECT_EQ(d.proto, 1);
@@ -126,12 +164,42 @@ TEST(Group, ReexploresOnDrift) {
 
 TEST(Group, NoDriftOnStableNoise) {
   Model m{{{13.8, 16.0, 25.0}, {15.5, 17.0, 24.0}}};
-  Sim sim(2, 2, onlineCfg(), 11);
-  for (int i = 0; i < 100; ++i) sim.step(m, 64);
-  Decision d = sim.current(64);
-  for (int i = 0; i < 2000; ++i) sim.step(m, 64);
-  EXPECT_EQ(sim.current(64), d);
-  EXPECT_EQ(sim.group->phase(coll::kAllReduce, 6), BucketExplorer::Phase::Settled);
+  m.skewUs = 6;  // every other sample carries launch skew: not drift
+  for (uint32_t seed : {11u, 12u, 13u, 14u}) {
+    Sim sim(2, 2, onlineCfg(), seed);
+    for (int i = 0; i < 100; ++i) sim.step(m, 64);
+    Decision d = sim.current(64);
+    int demand = measurementDemand().load();
+    demandChanged(1);  // a sampling window held open all along: every call is measured and checked for drift
+    for (int i = 0; i < 2000; ++i) sim.step(m, 64);
+    demandChanged(-1);
+    for (size_t i = 100; i < sim.history[0].size(); ++i)
+      ASSERT_EQ(sim.history[0][i], d) << "re-explored at call " << i << " seed " << seed;
+    EXPECT_EQ(sim.group->phase(coll::kAllReduce, 6), BucketExplorer::Phase::Settled);
+    EXPECT_EQ(measurementDemand().load(), demand);
+  }
+}
+
+// nccl-tests' warm-up calls every power of two a few times and never again: those buckets stop mid-exploration.
+// They must not keep the profiler on for the rest of the run, and must finish when their calls come back.
+TEST(Group, IdleExploringBucketsReleaseTheProfiler) {
+  Model m{{{13.8, 16.0, 25.0}, {15.5, 17.0, 24.0}}};
+  int before = measurementDemand().load();
+  Sim sim(2, 2, onlineCfg(), 21);
+  for (int b = 3; b < 12; ++b)
+    for (int i = 0; i < 5; ++i) sim.step(m, uint64_t{1} << b);
+  EXPECT_GT(measurementDemand().load(), before);
+  for (int i = 0; i < 200; ++i) sim.step(m, 1 << 20);
+  EXPECT_EQ(sim.group->phase(coll::kAllReduce, 20), BucketExplorer::Phase::Settled);
+  EXPECT_EQ(sim.group->phase(coll::kAllReduce, 5), BucketExplorer::Phase::Exploring);
+  EXPECT_EQ(measurementDemand().load(), before) << "idle exploring buckets still hold the profiler";
+  // Back to an unfinished bucket: it measures again and settles.
+  sim.step(m, 32);
+  EXPECT_EQ(measurementDemand().load(), before + 1);
+  for (int i = 0; i < 60; ++i) sim.step(m, 32);
+  EXPECT_EQ(sim.group->phase(coll::kAllReduce, 5), BucketExplorer::Phase::Settled);
+  EXPECT_EQ(sim.current(32), (Decision{0, 0, 0}));
+  EXPECT_EQ(sim.history[0], sim.history[1]);
 }
 
 // Ranks in different processes: each process has its own Group with one member. Measurements differ, yet every
@@ -188,8 +256,8 @@ TEST(Group, ExplorationRaisesMeasurementDemandUntilSettled) {
 // index must still get the same decision on both ranks (run under ICN_SANITIZE=thread for the data-race check).
 TEST(Group, ConcurrentRanksAndMeasurementsStayConsistent) {
   GroupConfig cfg = onlineCfg();
-  cfg.explore.callsPerArm = 2;
-  cfg.explore.minSamples = 1;
+  cfg.explore.callsPerArm = 1;
+  cfg.explore.confirmCalls = 1;
   cfg.explore.driftWindow = 4;
   cfg.explore.driftWindows = 1;
   Group g(0xC0C0, 2, 1, cfg, {});

@@ -166,3 +166,27 @@ TEST(KernelTimer, ManyCollectivesRecycleSlots) {
   EXPECT_EQ(r.got.size(), 1000u);
   EXPECT_EQ(kt.stats().droppedNoSlot, 0u);
 }
+
+// The tuner's per-call cost is measured from the previous timed collective's end: timings carry the stop time,
+// their order among this timer's collectives and the caller's epoch tag.
+TEST(KernelTimer, TimingsCarryStopSequenceAndEpoch) {
+  Recorder r;
+  KernelTimer kt(2, r.sink());
+  for (uint32_t i = 0; i < 3; ++i) {
+    CollStartInfo info = allReduce(256, 1);
+    info.epoch = 7 + (i == 2 ? 1 : 0);
+    void* c = kt.startColl(info);
+    ASSERT_NE(c, nullptr);
+    kt.stop(c);
+    void* k = kt.startKernelCh(c, 0, 1000 * (i + 1));
+    kt.recordKernelChStop(k, 1000 * (i + 1) + 400);
+    kt.stop(k);
+  }
+  ASSERT_EQ(r.got.size(), 3u);
+  EXPECT_EQ(r.got[1].seq, r.got[0].seq + 1);
+  EXPECT_EQ(r.got[2].seq, r.got[1].seq + 1);
+  EXPECT_EQ(r.got[1].stopNs - r.got[0].stopNs, 1000u);
+  EXPECT_EQ(r.got[1].gpuNs, 400u);
+  EXPECT_EQ(r.got[0].epoch, 7u);
+  EXPECT_EQ(r.got[2].epoch, 8u);
+}
