@@ -10,6 +10,7 @@
 #include <cstdarg>
 
 #include "core/auth.h"
+#include "core/coarse_clock.h"
 #include "core/log.h"
 #include "core/net_counters.h"
 #include "core/params.h"
@@ -196,7 +197,7 @@ void ControlChannel::notifyFailure(const std::string& why) {
 
 Status ControlChannel::checkAlive() {
   if (dead_) return Status::RemoteError;
-  auto now = std::chrono::steady_clock::now();
+  auto now = coarseNow();
   if (now - lastPoll_ < std::chrono::milliseconds(50)) return Status::Ok;
   lastPoll_ = now;
   pollfd p{fd_.get(), POLLIN | POLLRDHUP, 0};

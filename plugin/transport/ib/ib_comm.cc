@@ -132,13 +132,13 @@ void CommBase::noteCompleted(uint32_t qpNum) {
   for (size_t i = 0; i < qps_.size(); ++i) {
     if (qps_[i]->qp_num != qpNum) continue;
     if (watch_[i].inFlight > 0) --watch_[i].inFlight;
-    watch_[i].since = std::chrono::steady_clock::now();
+    watch_[i].since = coarseNow();
     return;
   }
 }
 
 Status CommBase::checkStall() {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = coarseNow();
   for (size_t i = 0; i < watch_.size(); ++i) {
     const QpWatch& w = watch_[i];
     if (w.inFlight == 0 || now - w.since <= stallLimit_) continue;
@@ -165,7 +165,7 @@ Status CommBase::checkHealth(const IbRequest* r) {
   if (ev >= 0) return fail(Status::SystemError, std::string("QP fatal event: ") + ibv_event_type_str(ibv_event_type(ev)));
   ICN_CHECK(checkStall());
   if (control_.checkAlive() == Status::Ok) return Status::Ok;
-  auto now = std::chrono::steady_clock::now();
+  auto now = coarseNow();
   if (peerGoneAt_ == std::chrono::steady_clock::time_point{}) peerGoneAt_ = now;
   if (now - peerGoneAt_ < kPeerGoneGrace) return Status::Ok;
   return fail(Status::RemoteError, "peer is gone (" + control_.deadReason() + ") with a request (tag " +

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/coarse_clock.h"
 #include "core/fixed_pool.h"
 #include "core/handshake.h"
 #include "core/net_counters.h"
@@ -93,7 +94,7 @@ class CommBase {
   // the request back and resends forever without arming the retransmit timer. So a QP with signalled work in
   // flight and no completion for longer than the budget (plus a margin) fails the comm.
   void notePosted(int qp) {
-    if (watch_[qp].inFlight++ == 0) watch_[qp].since = std::chrono::steady_clock::now();
+    if (watch_[qp].inFlight++ == 0) watch_[qp].since = coarseNow();
   }
   void noteCompleted(uint32_t qpNum);
   Status checkStall();
