@@ -176,8 +176,9 @@ TEST(NetnsFault, LinkDownMidTransferFailsBothSidesWithin30s) {
 // veth pair and the out-of-band control socket stays on lo, so only the verbs path sees the fault. The guest
 // script passes the fault as a command: the link going down (rxe reports the port down at once), or every
 // RoCE packet silently dropped (veth MTU below rxe's 4 KiB path MTU) so that only the QPs' retry budget
-// (ICN_IB_TIMEOUT / ICN_IB_RETRY_CNT: about 8.6 s with the defaults) can notice. The second currently fails
-// (no error within 60 s) and is registered disabled (vm.verbs-silent-loss).
+// (ICN_IB_TIMEOUT / ICN_IB_RETRY_CNT: about 8.6 s with the defaults) can notice: rxe itself never reports
+// it, the transport's per-QP watchdog does, and the receiver learns it over the control socket
+// (vm.verbs-silent-loss).
 TEST(VerbsFault, FaultMidTransferFailsBothSidesWithin30s) {
   const char* cmd = getenv("ICN_REL_VERBS_FAULT_CMD");
   if (!cmd || !*cmd) GTEST_SKIP() << "runs inside the Soft-RoCE VM (test/vm/fault-tests.sh sets ICN_REL_VERBS_FAULT_CMD)";

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/coarse_clock.h"
 #include "core/log.h"
 #include "core/transport.h"
 #include "transport/ib/ib_comm.h"
@@ -41,9 +42,11 @@ void die(const char* fmt, ...) {
 #define CHECK_OK(expr) do { Status s_ = (expr); if (s_ != Status::Ok) die("%s -> %s", #expr, toString(s_)); } while (0)
 
 void until(const char* what, int timeoutMs, const std::function<bool()>& f) {
-  auto end = Clock::now() + std::chrono::milliseconds(timeoutMs);
+  // The deadline is read from the coarse clock: the VM's clocksource (HPET) makes every precise read a
+  // system call, which would be most of this loop's cost.
+  auto end = icn::coarseNow() + std::chrono::milliseconds(timeoutMs);
   while (!f()) {
-    if (Clock::now() > end) die("timeout waiting for %s", what);
+    if (icn::coarseNow() > end) die("timeout waiting for %s", what);
     // The VM has 2 vCPUs shared by both processes and the kernel's rxe work: spin politely.
     if (pollSleepUs > 0) usleep(pollSleepUs);
     else sched_yield();

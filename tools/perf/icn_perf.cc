@@ -59,14 +59,14 @@ int rankMain(int rank, netapi::Pipe& peer, const perf::Options& o) {
   if (rank != 0) return 0;
   printf("# icn-perf through %s, device %s (%d Mbps)\n", p.net->name, props.name, props.speed);
   printf("%12s %12s %12s %12s %12s\n", "bytes", "bw_GB/s", "lat_p50_us", "lat_p99_us", "lat_min_us");
-  for (auto& pt : pts) printf("%12zu %12.3f %12.2f %12.2f %12.2f\n", pt.bytes, pt.gbps, pt.p50us, pt.p99us, pt.minus);
+  for (auto& pt : pts) printf("%12zu %12.6f %12.2f %12.2f %12.2f\n", pt.bytes, pt.gbps, pt.p50us, pt.p99us, pt.minus);
   if (!o.json.empty()) {
     FILE* f = fopen(o.json.c_str(), "w");
     if (!f) return perror(o.json.c_str()), 1;
     fprintf(f, "{\"tool\":\"icn-perf\",\"plugin\":\"%s\",\"device\":\"%s\",\"speed_mbps\":%d,\"points\":[", p.net->name,
             props.name, props.speed);
     for (size_t i = 0; i < pts.size(); i++)
-      fprintf(f, "%s{\"bytes\":%zu,\"bw_gbps\":%.4f,\"lat_p50_us\":%.3f,\"lat_p99_us\":%.3f,\"lat_min_us\":%.3f}",
+      fprintf(f, "%s{\"bytes\":%zu,\"bw_gbps\":%.6f,\"lat_p50_us\":%.3f,\"lat_p99_us\":%.3f,\"lat_min_us\":%.3f}",
               i ? "," : "", pts[i].bytes, pts[i].gbps, pts[i].p50us, pts[i].p99us, pts[i].minus);
     fprintf(f, "]}\n");
     fclose(f);

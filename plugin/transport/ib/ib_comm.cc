@@ -1,9 +1,11 @@
 // CommBase: QPs, CQ polling, health, memory registration (the send side is in ib_send.cc).
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 
 #include "core/log.h"
 #include "core/params.h"
@@ -58,6 +60,7 @@ Status CommBase::createQps(int nqps, std::string* why) {
     ICN_CHECK(createRcQp(*ports_[i % m], cqs_[i % m].get(), kQueueDepth + kMaxRequests, kQueueDepth, &sink_, &qp, why,
                          wantInline, i == 0 ? &qp0Inline_ : nullptr));
     qps_.push_back(std::move(qp));
+    watch_.emplace_back();
     // Receives must be posted before the peer can write with immediate (allowed from INIT).
     if (!isSend_) {
       Status st = postRecvs(i, kQueueDepth);
@@ -91,6 +94,13 @@ Status CommBase::connectQps(const ConnBlob& peer, const QpTuning& t, std::string
     *why = "peer has " + std::to_string(peer.qpns.size()) + " QPs, we have " + std::to_string(qps_.size());
     return Status::RemoteError;
   }
+  tuning_ = t;
+  // Per try 4.096 us x 2^timeout, retry_cnt + 1 tries; the IB spec lets an HCA wait up to 4x longer per try,
+  // but any completion within the budget means the QP is alive, so half the budget (at least 2 s) of margin
+  // is enough to not race a provider that reports the failure itself.
+  const double budget = budgetSeconds(t);
+  stallLimit_ = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(budget + std::max(budget / 2, 2.0)));
   for (size_t i = 0; i < qps_.size(); ++i) {
     const Port& local = *ports_[i % ports_.size()];
     const DevAddr& remote = peer.devs[i % peer.devs.size()];
@@ -110,8 +120,39 @@ Status CommBase::fail(Status st, const std::string& why) {
     failed_ = st;
     ICN_WARN(subsys::Net, "ib %s connection with %s failed: %s", isSend_ ? "send" : "receive", peerName_.c_str(),
              why.c_str());
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    for (auto& qp : qps_) ibv_modify_qp(qp.get(), &a, IBV_QP_STATE);
+    control_.notifyFailure(std::string("its ib ") + (isSend_ ? "send" : "receive") + " connection failed: " + why);
   }
   return failed_;
+}
+
+void CommBase::noteCompleted(uint32_t qpNum) {
+  for (size_t i = 0; i < qps_.size(); ++i) {
+    if (qps_[i]->qp_num != qpNum) continue;
+    if (watch_[i].inFlight > 0) --watch_[i].inFlight;
+    watch_[i].since = coarseNow();
+    return;
+  }
+}
+
+Status CommBase::checkStall() {
+  const auto now = coarseNow();
+  for (size_t i = 0; i < watch_.size(); ++i) {
+    const QpWatch& w = watch_[i];
+    if (w.inFlight == 0 || now - w.since <= stallLimit_) continue;
+    const double perTry = budgetSeconds(QpTuning{tuning_.timeout, 0, 0, 0});
+    char buf[400];
+    snprintf(buf, sizeof buf,
+             "no completion on QP %u for %.1f s with %d signalled WRs outstanding, beyond the QP retry budget "
+             "(ICN_IB_TIMEOUT=%d: %.2f s x (ICN_IB_RETRY_CNT=%d + 1) tries = %.1f s), no provider error: packets "
+             "lost silently?",
+             qps_[i]->qp_num, std::chrono::duration<double>(now - w.since).count(), w.inFlight, tuning_.timeout,
+             perTry, tuning_.retryCnt, budgetSeconds(tuning_));
+    return fail(Status::RemoteError, buf);
+  }
+  return Status::Ok;
 }
 
 Status CommBase::checkHealth(const IbRequest* r) {
@@ -122,11 +163,12 @@ Status CommBase::checkHealth(const IbRequest* r) {
   }
   int ev = sink_.event.load(std::memory_order_relaxed);
   if (ev >= 0) return fail(Status::SystemError, std::string("QP fatal event: ") + ibv_event_type_str(ibv_event_type(ev)));
+  ICN_CHECK(checkStall());
   if (control_.checkAlive() == Status::Ok) return Status::Ok;
-  auto now = std::chrono::steady_clock::now();
+  auto now = coarseNow();
   if (peerGoneAt_ == std::chrono::steady_clock::time_point{}) peerGoneAt_ = now;
   if (now - peerGoneAt_ < kPeerGoneGrace) return Status::Ok;
-  return fail(Status::RemoteError, "peer is gone (control connection closed) with a request (tag " +
+  return fail(Status::RemoteError, "peer is gone (" + control_.deadReason() + ") with a request (tag " +
                                        std::to_string(r ? r->tags[0] : 0) + ") pending");
 }
 
@@ -145,6 +187,7 @@ Status CommBase::poll() {
                    wc.vendor_err, wc.qp_num);
           return fail(Status::RemoteError, buf + describeWr(wc.wr_id));
         }
+        if (!(wc.opcode & IBV_WC_RECV)) noteCompleted(wc.qp_num);
         ICN_CHECK(onCompletion(wc));
       }
       if (n < 16) break;

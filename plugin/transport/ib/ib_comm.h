@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/coarse_clock.h"
 #include "core/fixed_pool.h"
 #include "core/handshake.h"
 #include "core/net_counters.h"
@@ -83,7 +84,20 @@ class CommBase {
   virtual std::string describeWr(uint64_t wrId) const { return ""; }
   virtual void release(IbRequest* r) = 0;
   Status checkHealth(const IbRequest* r);
+  // Marks the comm failed (first reason wins, one WARN naming the peer), moves its QPs to the error state (the
+  // provider stops retransmitting) and tells the peer through the control connection, whose side may have
+  // nothing in flight that could fail.
   Status fail(Status st, const std::string& why);
+  // Silent-loss watchdog. A signalled work request on an RC QP completes (or fails with RETRY_EXC_ERR) within
+  // the QP's retry budget, whatever the remote process does: the remote NIC acknowledges. Some providers never
+  // report the failure: rxe, when its own IP layer refuses the packets (e.g. an MTU below the path MTU), rolls
+  // the request back and resends forever without arming the retransmit timer. So a QP with signalled work in
+  // flight and no completion for longer than the budget (plus a margin) fails the comm.
+  void notePosted(int qp) {
+    if (watch_[qp].inFlight++ == 0) watch_[qp].since = coarseNow();
+  }
+  void noteCompleted(uint32_t qpNum);
+  Status checkStall();
   // A buffer that comes without a memory handle (NCCL always registers; tools may not) is registered through
   // the cache for the life of the request. Slow path, never taken by NCCL itself.
   Status tempHandle(IbRequest* r, void* data, size_t size, MemHandle** out);
@@ -100,6 +114,13 @@ class CommBase {
   std::string peerName_ = "(connecting)";
   std::shared_ptr<NetCounters> counters_;
   Status failed_ = Status::Ok;
+  struct QpWatch {
+    int inFlight = 0;                                // signalled work requests posted, not completed
+    std::chrono::steady_clock::time_point since{};   // last completion, or the post that started the wait
+  };
+  std::vector<QpWatch> watch_;                       // one per QP of qps_
+  std::chrono::steady_clock::duration stallLimit_ = std::chrono::hours(24);
+  QpTuning tuning_;
   std::chrono::steady_clock::time_point peerGoneAt_{};
 };
 

@@ -18,6 +18,8 @@ QpTuning qpTuningFromParams(int commTrafficClass) {
   return t;
 }
 
+double budgetSeconds(const QpTuning& t) { return 4.096e-6 * double(1ull << t.timeout) * (t.retryCnt + 1); }
+
 DevAddr localAddr(const Port& port) {
   DevAddr a;
   std::copy(port.gid.raw, port.gid.raw + 16, a.gid.begin());

@@ -13,6 +13,9 @@ struct QpTuning {
   int sl = 0;
   int tc = 0;
 };
+// Seconds an RC QP may go without an acknowledgement before the HCA must report RETRY_EXC_ERR:
+// 4.096 us x 2^timeout per try, retryCnt + 1 tries.
+double budgetSeconds(const QpTuning& t);
 // From ICN_IB_TIMEOUT / ICN_IB_RETRY_CNT / ICN_IB_SL / ICN_IB_TC, the TC falling back to NCCL's per-comm one.
 QpTuning qpTuningFromParams(int commTrafficClass);
 

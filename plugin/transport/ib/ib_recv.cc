@@ -122,6 +122,7 @@ Status IbRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tag
     release(&r);
     return fail(Status::SystemError, "ibv_post_send (CTS): " + errnoString(rc));
   }
+  if (wr.send_flags & IBV_SEND_SIGNALED) notePosted(0);
   slotReq_[slot] = &r;
   r.inUse = true;
   r.n = n;

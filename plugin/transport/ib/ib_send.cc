@@ -148,6 +148,7 @@ Status IbSendComm::post(IbRequest* r, const CtsEntry& cts, uint32_t slot, int su
     ibv_send_wr* bad = nullptr;
     if (int rc = ibv_post_send(qps_[c].get(), &wr, &bad); rc != 0)
       return fail(Status::SystemError, "ibv_post_send (write with immediate): " + errnoString(rc));
+    notePosted(c);
     ++r->pending;
   }
   r->remoteAddr = cts.addr;

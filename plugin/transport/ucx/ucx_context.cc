@@ -1,6 +1,9 @@
 #include "transport/ucx/ucx_context.h"
 
+#include <unistd.h>  // environ
+
 #include <cstdlib>
+#include <string_view>
 
 #include "core/log.h"
 #include "core/params.h"
@@ -10,6 +13,8 @@ namespace icn::ucx {
 const char* statusString(ucs_status_t s) { return ucs_status_string(s); }
 
 namespace {
+constexpr const char* kIbQueueLen = "256";
+
 // Applies an ICN default for a UCX variable the user did not set themselves.
 void fillGap(ucp_config_t* cfg, const char* ucxVar, const char* ucpName, params::Id id) {
   const std::string& v = params::getString(id);
@@ -19,6 +24,23 @@ void fillGap(ucp_config_t* cfg, const char* ucxVar, const char* ucpName, params:
     ICN_WARN(subsys::Net, "cannot apply %s=%s to UCX: %s", ucxVar, v.c_str(), ucs_status_string(st));
   else
     ICN_INFO(subsys::Net | subsys::Init, "UCX %s=%s (from ICN settings)", ucxVar, v.c_str());
+}
+
+// Each comm has its own UCP worker serving a single endpoint, but UCX sizes an IB interface's receive queue
+// for a worker shared by many peers: 4095 receive buffers of 8 KiB, 32 MiB allocated and registered per rc
+// interface, about 37 MiB per comm with rc_verbs + ud_verbs. With 24 comms per process that exhausted the
+// 2 GiB Soft-RoCE VM (OOM kill), and on rxe each registration of that much memory made connect/close take
+// seconds. One endpoint needs far fewer: 256 buffers (and the credit window to match, so the peer never
+// outruns them). Skipped when the user sets any UCX receive queue or credit window variable.
+void sizeIbQueuesForOneEndpoint(ucp_config_t* cfg) {
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv(*e);
+    if (kv.starts_with("UCX_") && (kv.find("RX_QUEUE_LEN=") != kv.npos || kv.find("FC_WND_SIZE=") != kv.npos)) return;
+  }
+  for (const char* key : {"IB_RX_QUEUE_LEN", "RC_FC_WND_SIZE"}) {
+    ucs_status_t st = ucp_config_modify(cfg, key, kIbQueueLen);
+    if (st != UCS_OK) ICN_WARN(subsys::Net, "cannot apply UCX_%s=%s: %s", key, kIbQueueLen, ucs_status_string(st));
+  }
 }
 }  // namespace
 
@@ -36,6 +58,7 @@ Status Context::create(std::unique_ptr<Context>* out, std::string* why) {
   }
   fillGap(cfg, "UCX_TLS", "TLS", params::Id::UcxTls);
   fillGap(cfg, "UCX_RNDV_THRESH", "RNDV_THRESH", params::Id::UcxRndvThresh);
+  sizeIbQueuesForOneEndpoint(cfg);
 
   ucp_params_t p{};
   p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
