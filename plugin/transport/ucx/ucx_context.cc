@@ -1,8 +1,10 @@
 #include "transport/ucx/ucx_context.h"
 
+#include <dlfcn.h>
 #include <unistd.h>  // environ
 
 #include <cstdlib>
+#include <filesystem>
 #include <string_view>
 
 #include "core/log.h"
@@ -32,7 +34,23 @@ void fillGap(ucp_config_t* cfg, const char* ucxVar, const char* ucpName, params:
 // 2 GiB Soft-RoCE VM (OOM kill), and on rxe each registration of that much memory made connect/close take
 // seconds. One endpoint needs far fewer: 256 buffers (and the credit window to match, so the peer never
 // outruns them). Skipped when the user sets any UCX receive queue or credit window variable.
+//
+// Only where UCX can use IB at all: a UCX without its IB module (or a host without RDMA devices) rejects the
+// keys at worker creation with an "invalid configurations" warning on every worker.
+bool ucxCanUseIb() {
+  std::error_code ec;
+  std::filesystem::directory_iterator devs("/sys/class/infiniband", ec);
+  if (ec || devs == std::filesystem::directory_iterator()) return false;
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<void*>(&ucp_init_version), &info) || !info.dli_fname) return false;
+  std::filesystem::path moduleDir = std::filesystem::path(info.dli_fname).parent_path() / "ucx";
+  for (const char* name : {"libuct_ib.so.0", "libuct_ib.so"})
+    if (std::filesystem::exists(moduleDir / name, ec)) return true;
+  return false;
+}
+
 void sizeIbQueuesForOneEndpoint(ucp_config_t* cfg) {
+  if (!ucxCanUseIb()) return;
   for (char** e = environ; e && *e; ++e) {
     std::string_view kv(*e);
     if (kv.starts_with("UCX_") && (kv.find("RX_QUEUE_LEN=") != kv.npos || kv.find("FC_WND_SIZE=") != kv.npos)) return;
@@ -41,6 +59,7 @@ void sizeIbQueuesForOneEndpoint(ucp_config_t* cfg) {
     ucs_status_t st = ucp_config_modify(cfg, key, kIbQueueLen);
     if (st != UCS_OK) ICN_WARN(subsys::Net, "cannot apply UCX_%s=%s: %s", key, kIbQueueLen, ucs_status_string(st));
   }
+  ICN_INFO(subsys::Net | subsys::Init, "UCX IB_RX_QUEUE_LEN=RC_FC_WND_SIZE=%s (one endpoint per worker)", kIbQueueLen);
 }
 }  // namespace
 
