@@ -33,6 +33,41 @@ double BucketExplorer::binEstimate(const Bin& b) const {
   return estimate(ordered.data(), kRecent, 0);
 }
 
+uint32_t BucketExplorer::usable(const Bin& b) const {
+  if (b.n > static_cast<uint32_t>(kRecent)) return kRecent;
+  return b.n >= 3u * spc_ ? b.n - spc_ : b.n;
+}
+
+uint32_t BucketExplorer::needSamples(int bin) const {
+  // minSamples, or all an arm's calls can give when the plan gives it fewer (ICN_TUNER_EXPLORE_CALLS=1, one rank).
+  // Stage 2's reference (bin 0) was measured in stage 1.
+  int calls = stage_ == 2 && bin != 0 ? p_.channelCalls : p_.callsPerArm;
+  return static_cast<uint32_t>(std::clamp(p_.minSamples, 1, std::max(1, calls * spc_)));
+}
+
+bool BucketExplorer::confident(int win) const {
+  if (win < 0 || win >= nBins_) return false;
+  if (usable(bins_[win]) < needSamples(win)) return false;
+  int ref = stage_ == 2 ? 0 : ncclPick_;
+  if (ref >= 0 && ref != win) return usable(bins_[ref]) >= needSamples(ref);
+  if (stage_ == 2) return true;  // keeping the stage-1 winner's channel count needs no comparison
+  // NCCL's choice won (or is unknown): it only won if it was compared with at least one other measured arm.
+  for (int i = 0; i < nBins_; ++i)
+    if (i != win && usable(bins_[i]) >= needSamples(i)) return true;
+  return false;
+}
+
+bool BucketExplorer::everyArmHasMin() const {
+  // Stage 2 only waits for the unchanged channel count: NCCL may not honour a channel variant (tiny sizes run on
+  // one channel whatever we ask), so its samples may never come; an unmeasured variant just cannot win.
+  int n = stage_ == 2 ? std::min(nBins_, 1) : nBins_;
+  for (int i = 0; i < n; ++i) {
+    const Bin& b = bins_[i];
+    if (b.planned > b.unmeasured && usable(b) < needSamples(i)) return false;
+  }
+  return true;
+}
+
 int BucketExplorer::stage1MaxCalls(int nCands, const ExploreParams& p, bool adaptive) {
   int warm = std::max(0, p.warmCalls);
   int screen = std::max(1, p.callsPerArm);
@@ -140,8 +175,9 @@ void BucketExplorer::extendPlan(uint64_t upTo) {
       planFinal_ = true;
       int lead = (stage_ == 1 && adaptive_) ? leader() : -1;
       // Until the round ends, the leader so far runs (adaptive) or the base does (fixed plans: what every
-      // process computes without measurements).
-      tail_ = lead >= 0 ? bins_[lead].d : base_;
+      // process computes without measurements). A leader that only won because the others' samples are still in
+      // flight is no leader: the base runs then.
+      tail_ = confident(lead) ? bins_[lead].d : base_;
       break;
     }
     plan_[planLen_++] = static_cast<int8_t>(arm);
@@ -200,7 +236,12 @@ bool BucketExplorer::roundDone(uint64_t issued) const {
     int calls = std::max(0, static_cast<int>(bins_[i].planned) - static_cast<int>(bins_[i].unmeasured));
     if (bins_[i].n < static_cast<uint32_t>(calls) * static_cast<uint32_t>(spc_)) all = false;
   }
-  return all || issued >= planEnd() + static_cast<uint64_t>(std::max(0, p_.graceCalls));
+  if (all) return true;
+  // Samples still missing. After the grace calls, minSamples per arm is enough to decide; a round short of
+  // that keeps waiting (late samples end it through addSample) until the give-up cap.
+  uint64_t grace = static_cast<uint64_t>(std::max(0, p_.graceCalls));
+  if (issued >= planEnd() + grace && everyArmHasMin()) return true;
+  return issued >= planEnd() + std::max(grace, static_cast<uint64_t>(std::max(0, p_.giveUpCalls)));
 }
 
 int BucketExplorer::leader() const {
@@ -245,6 +286,13 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
     info.detail += buf;
   }
   int win = leader();
+  // Safety: leaving the base needs evidence on both sides; a round that ran out of calls without it keeps
+  // NCCL's choice (stage 1; a re-explore falls back to it too) or the stage-1 winner (stage 2).
+  if (!confident(win)) {
+    info.notEnough = true;
+    win = -1;
+    if (stage_ == 1) base_ = Decision{};
+  }
   double winUs = win >= 0 ? binEstimate(bins_[win]) : 0;
   Decision winner = win >= 0 ? bins_[win].d : base_;
   if (win >= 0) {

@@ -39,7 +39,12 @@ struct ExploreParams {
   int finalists = 2;           // confirm budget: confirmCalls x finalists calls
   double keepRatio = 1.15;     // arms within this factor of the leader may take confirm calls
   double ncclMargin = 0.03;    // stage 1: another arm must be this much faster than NCCL's own choice
-  int graceCalls = 8;          // after the plan: calls to wait for lagging samples before deciding anyway
+  int graceCalls = 8;          // after the plan: calls to wait for every planned sample before settling for
+                               // "every arm has minSamples" (the rest may still be in flight)
+  int minSamples = 2;          // usable samples (after dropping the first call's) NCCL's choice and a new choice
+                               // both need before a round may leave NCCL's choice
+  int giveUpCalls = 64;        // after the plan: calls of this bucket after which a round short of samples ends,
+                               // keeping NCCL's choice ("not enough measurements")
   int channelCalls = 2;        // stage 2: calls per channel variant
   bool channelStage = true;
   double driftRatio = 1.3;     // window estimate above reference x ratio ...
@@ -60,6 +65,7 @@ struct CommitInfo {
   std::string detail;  // "TREE/LL 13.8us(4) RING/LL 15.2us(4) ..."
   int stage = 1;
   int calls = 0;       // calls the round's plan used
+  bool notEnough = false;  // the round gave up: too few measurements to leave NCCL's choice
 };
 
 class BucketExplorer {
@@ -86,7 +92,10 @@ class BucketExplorer {
   void noteUnmeasured(uint64_t index);
   // True when the sample matched an arm of the running round (or the settled decision, for drift).
   bool addSample(const Sample& s);
-  // Should the round end now? `issued` = calls issued so far by the most advanced local rank.
+  // Should the round end now? `issued` = calls issued so far by the most advanced local rank. Counted in host
+  // calls, which may run far ahead of the GPU (nccl-tests enqueues all its iterations back to back; on the net
+  // path 20 calls of 512 KiB take ~3 ms of GPU time): a round waits for its samples rather than for calls, and
+  // samples that arrive after the host moved to other buckets still end it (Group::addSample).
   bool roundDone(uint64_t issued) const;
   // Ends the round: winner applies from max(effectiveFrom, plan end). With `mayCommit` false (ranks in other
   // processes) the winner is only remembered (learned()) and the base stays in force. Returns what changed.
@@ -127,6 +136,13 @@ class BucketExplorer {
   };
   int findBin(const Sample& s) const;
   double binEstimate(const Bin& b) const;
+  uint32_t usable(const Bin& b) const;  // samples binEstimate() uses
+  // May the round leave its base for bin `win`? Both the winner and the reference (NCCL's choice in stage 1,
+  // the unchanged channel count in stage 2) need minSamples usable samples; in stage 1 NCCL's choice itself only
+  // wins against at least one other arm with minSamples.
+  bool confident(int win) const;
+  bool everyArmHasMin() const;
+  uint32_t needSamples(int bin) const;
   int leader() const;  // best bin by estimate (stage 2: a channel variant must win clearly); -1 if none measured
   int nextArm();       // next plan entry's bin, kWarm for a base call, -1 when the plan is complete
   static constexpr int kWarm = -2;

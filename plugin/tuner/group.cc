@@ -297,6 +297,14 @@ void Group::addSample(int c, int bkt, const Sample& s) {
 
 void Group::logCommit(int c, int bkt, const CommitInfo& ci, bool committed) {
   char before[48], after[48];
+  if (ci.notEnough) {
+    ICN_INFO(subsys::Tuning,
+             "tuner: comm 0x%llx %s 2^%d B stage %d: keeps %s: not enough measurements after %d planned calls "
+             "(NCCL's choice and the leader need %d usable samples each); measured: %s",
+             static_cast<unsigned long long>(commId_), coll::collName(c), bkt, ci.stage,
+             describe(ci.after, after, sizeof after), ci.calls, cfg_.explore.minSamples, ci.detail.c_str());
+    return;
+  }
   if (committed) {
     ICN_INFO(subsys::Tuning,
              "tuner: comm 0x%llx %s 2^%d B stage %d: %s %s %s (%.2fus) from call %llu after %d planned calls; "

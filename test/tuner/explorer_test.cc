@@ -123,6 +123,25 @@ TEST(Explorer, GraceEndsARoundWithMissingSamples) {
   feed(ex, c[5], 2, 40);
   EXPECT_FALSE(ex.roundDone(11));
   EXPECT_FALSE(ex.roundDone(16));
+  // Four arms have no samples yet (they may be in flight: the host runs ahead of the GPU): the round waits past
+  // the grace calls, up to the give-up cap.
+  EXPECT_FALSE(ex.roundDone(17));
+  EXPECT_FALSE(ex.roundDone(12 + 63));
+  EXPECT_TRUE(ex.roundDone(12 + 64));
+  // Both finalists were measured enough to compare: the faster one is committed.
+  EXPECT_EQ(ex.finishRound(12 + 64, true).after, c[5]);
+}
+
+TEST(Explorer, GraceEndsARoundOnceEveryArmHasMinSamples) {
+  BucketExplorer ex;
+  auto c = sixCandidates();
+  ExploreParams p = params(2, 0);
+  p.graceCalls = 5;
+  ex.beginStage1(c, 0, p, true, /*samplesPerCall=*/2);
+  ex.extendPlan(100);
+  // Each arm's 2 calls give 4 samples on two ranks; 2 of them are in: enough to compare, the rest in flight.
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 2, k == 5 ? 40.0 : 50.0);
+  EXPECT_FALSE(ex.roundDone(16));
   EXPECT_TRUE(ex.roundDone(17));
   EXPECT_EQ(ex.finishRound(17, true).after, c[5]);
 }
