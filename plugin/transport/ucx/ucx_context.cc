@@ -1,11 +1,12 @@
 #include "transport/ucx/ucx_context.h"
 
-#include <dlfcn.h>
 #include <unistd.h>  // environ
 
 #include <cstdlib>
 #include <filesystem>
 #include <string_view>
+
+#include <uct/api/uct.h>
 
 #include "core/log.h"
 #include "core/params.h"
@@ -41,12 +42,18 @@ bool ucxCanUseIb() {
   std::error_code ec;
   std::filesystem::directory_iterator devs("/sys/class/infiniband", ec);
   if (ec || devs == std::filesystem::directory_iterator()) return false;
-  Dl_info info{};
-  if (!dladdr(reinterpret_cast<void*>(&ucp_init_version), &info) || !info.dli_fname) return false;
-  std::filesystem::path moduleDir = std::filesystem::path(info.dli_fname).parent_path() / "ucx";
-  for (const char* name : {"libuct_ib.so.0", "libuct_ib.so"})
-    if (std::filesystem::exists(moduleDir / name, ec)) return true;
-  return false;
+  // UCX's own list of transport components (loading its modules): "ib" is there only with the IB module.
+  uct_component_h* comps = nullptr;
+  unsigned n = 0;
+  if (uct_query_components(&comps, &n) != UCS_OK) return false;
+  bool ib = false;
+  for (unsigned i = 0; i < n && !ib; ++i) {
+    uct_component_attr_t attr{};
+    attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+    ib = uct_component_query(comps[i], &attr) == UCS_OK && std::string_view(attr.name) == "ib";
+  }
+  uct_release_component_list(comps);
+  return ib;
 }
 
 void sizeIbQueuesForOneEndpoint(ucp_config_t* cfg) {
