@@ -1,6 +1,5 @@
 // Comm lifecycle: many comms from one listen comm, close in every order, repeated connect/close
 // without leaking file descriptors.
-#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -11,14 +10,7 @@
 namespace icn::conformance {
 namespace {
 
-int openFds() {
-  int n = 0;
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  while (readdir(d)) n++;
-  closedir(d);
-  return n;
-}
+using testpair::openFds;
 
 void sendOne(Rank& r, void* s, uint32_t value) {
   void* req = nullptr;

@@ -6,12 +6,18 @@
 
 #include "core/params.h"
 
-TEST(Readme, DocumentsEverySetting) {
+namespace {
+std::string readReadme() {
   std::ifstream in(std::string(ICN_SOURCE_DIR) + "/README.md");
-  ASSERT_TRUE(in) << "README.md not found";
   std::stringstream ss;
   ss << in.rdbuf();
-  std::string readme = ss.str();
+  return ss.str();
+}
+}  // namespace
+
+TEST(Readme, DocumentsEverySetting) {
+  std::string readme = readReadme();
+  ASSERT_FALSE(readme.empty()) << "README.md not found";
   for (const auto& p : icn::params::table())
     EXPECT_NE(readme.find(std::string("`") + p.name + "`"), std::string::npos) << p.name << " is not in README.md";
 }
@@ -19,11 +25,8 @@ TEST(Readme, DocumentsEverySetting) {
 // Type, default and help text too: each row of the table the params module generates (the one
 // `icn-params --markdown` prints) must stand in README.md as it is, so the two cannot drift apart.
 TEST(Readme, SettingsRowsMatchTheParamTable) {
-  std::ifstream in(std::string(ICN_SOURCE_DIR) + "/README.md");
-  ASSERT_TRUE(in) << "README.md not found";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string readme = ss.str();
+  std::string readme = readReadme();
+  ASSERT_FALSE(readme.empty()) << "README.md not found";
   std::istringstream rows(icn::params::markdownTable());
   std::string row;
   int checked = 0;
