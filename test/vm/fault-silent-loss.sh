@@ -1,25 +1,9 @@
-# Verbs faults (owned by test/reliability): rank 0 on rxe0, rank 1 on rxe1, out-of-band socket on lo. Mid-transfer
-# rank 0 injects the fault; both ranks must fail within 30 s with a WARN naming the peer and close cleanly.
-#   silent-loss:  both veths drop to MTU 1500, below rxe's 4 KiB path MTU: every data packet is lost while the
-#                 ports stay ACTIVE, so only the QPs' retry budget can turn it into an error.
-fault() {
-  name=$1; cmd=$2; restore=$3
-  check "$name" 240 env ICN_PLUGIN_PATH=/opt/icn/lib/libnccl-net-icn.so ICN_REL_VERBS_FAULT_CMD="$cmd" \
-    icn-reliability --gtest_filter='VerbsFault.*'
-  grep -E 'NETNS|SKIPPED|WARN' "/tmp/$name.log" | head -n 20
-  # A skip would mean the command did not reach the test: a failure here.
-  if grep -q SKIPPED "/tmp/$name.log"; then fail "$name-not-skipped"; fi
-  for side in sender receiver; do
-    t=$(sed -n "s/.*NETNS $side: .*error \([0-9.]*\) s after link down.*/\1/p" "/tmp/$name.log")
-    [ -n "$t" ] && result "${name}_${side}_s" "$t"
-  done
-  sh -c "$restore"
-  sleep 2
-}
+# Verbs silent loss (verbs_fault in guest-init.sh): both veths drop to MTU 1500, below rxe's 4 KiB path MTU:
+# every data packet is lost while the ports stay ACTIVE, so only the QPs' retry budget can turn it into an error.
 if [ ! -x /opt/icn/bin/icn-reliability ]; then fail "verbs-faults (icn-reliability not in this build)"; else
   c=/sys/class/infiniband/rxe1/ports/1/hw_counters
   before=$(cat $c/send_err 2>/dev/null)
-  fault verbs-silent-loss "ip link set dev veth0 mtu 1500 && ip link set dev veth1 mtu 1500" \
+  verbs_fault verbs-silent-loss "ip link set dev veth0 mtu 1500 && ip link set dev veth1 mtu 1500" \
     "ip link set dev veth0 mtu 9000 && ip link set dev veth1 mtu 9000"
   # Why rxe itself never reports it: the sender's own IP layer refuses each oversized packet, rxe counts a
   # send error, rolls the request back and resends without arming its retransmit timer (so no
