@@ -42,14 +42,14 @@ void setDemandHook(void (*hook)(bool)) { g_hook.store(hook); }
 uint64_t tunerTick() { return g_tick.load(std::memory_order_relaxed); }
 
 namespace {
-// Every few decisions while something is measured: let idle exploring buckets of every group give the profiler
-// back. try_lock only, so a decision never waits here.
-void parkIdleEverywhere(uint64_t tick) {
+// Every few decisions while something is measured: let idle exploring buckets of every other group give the
+// profiler back (the caller parks its own). try_lock only, so a decision never waits here.
+void parkIdleElsewhere(const Group* self, uint64_t tick) {
   Registry& r = registry();
   std::unique_lock<std::mutex> lock(r.mu, std::try_to_lock);
   if (!lock.owns_lock()) return;
   for (auto& [id, weak] : r.groups)
-    if (auto g = weak.lock()) g->parkIdle(tick);
+    if (auto g = weak.lock(); g && g.get() != self) g->parkIdle(tick);
 }
 }  // namespace
 void demandChanged(int delta) {
@@ -169,7 +169,7 @@ Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
   decided_[slot][c][bkt].store(index + 1);
   if ((tick & 31) == 0 && measurementDemand().load(std::memory_order_relaxed) > 0) {
     parkIdle(tick);  // this group, registered or not (tests, private v2-v4 groups) ...
-    parkIdleEverywhere(tick);  // ... and the others, whose buckets may never be called again
+    parkIdleElsewhere(this, tick);  // ... and the others, whose buckets may never be called again
   }
   return d;
 }
