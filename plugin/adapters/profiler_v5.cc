@@ -54,7 +54,9 @@ struct ProfilerCtx {
     // collective's end to this one's end. Back to back that is the kernel plus whatever else the call costs
     // (launch, setup outside the kernel's work loop, host time when launches cannot keep up), the quantity
     // nccl-tests and training loops feel; the kernel's own work time alone missed up to 20 us per call for
-    // Tree/Simple at 2-32 MiB on H200. Without a timed predecessor there is no sample.
+    // Tree/Simple at 2-32 MiB on H200. The kernel time goes along: when launches cannot keep up the periods of
+    // all candidates are the host's pace and only kernel times still tell them apart. Without a timed
+    // predecessor there is no sample.
     double periodUs = -1;
     {
       std::lock_guard<std::mutex> lock(periodMu);
@@ -70,7 +72,7 @@ struct ProfilerCtx {
     if (periodUs <= 0) return;
     // The registry lookup takes a process-wide lock: retry rarely until the tuner's group exists.
     if (!group && (lookups++ % 64) == 0) group = icn::tuner::findGroup(commId);
-    if (group) group->addSample(t.coll, bucket, icn::tuner::Sample{t.algo, t.proto, t.channels, periodUs});
+    if (group) group->addSample(t.coll, bucket, icn::tuner::Sample{t.algo, t.proto, t.channels, periodUs, us});
   }
 };
 

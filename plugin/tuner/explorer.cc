@@ -20,17 +20,42 @@ double BucketExplorer::estimate(const float* v, int n, int drop) {
   return tmp[k];
 }
 
-double BucketExplorer::binEstimate(const Bin& b) const {
-  if (b.n == 0) return 0;
+double BucketExplorer::ringEstimate(const std::array<float, kRecent>& ring, uint32_t n, int spc) {
+  if (n == 0) return 0;
   // The first call's samples (one per local rank) are dropped once at least two more calls were measured; with
   // less, every sample counts (the low quantile already ignores one slow outlier).
-  if (b.n <= static_cast<uint32_t>(kRecent))
-    return estimate(b.recent.data(), static_cast<int>(b.n), b.n >= 3u * spc_ ? spc_ : 0);
+  if (n <= static_cast<uint32_t>(kRecent))
+    return estimate(ring.data(), static_cast<int>(n), n >= 3u * spc ? spc : 0);
   // The ring wrapped: the first samples are gone already; pass it oldest first.
   std::array<float, kRecent> ordered{};
-  size_t head = b.n % kRecent;
-  for (size_t i = 0; i < kRecent; ++i) ordered[i] = b.recent[(head + i) % kRecent];
+  size_t head = n % kRecent;
+  for (size_t i = 0; i < kRecent; ++i) ordered[i] = ring[(head + i) % kRecent];
   return estimate(ordered.data(), kRecent, 0);
+}
+
+double BucketExplorer::binEstimate(const Bin& b) const { return ringEstimate(b.recent, b.n, spc_); }
+
+double BucketExplorer::kernelEstimate(const Bin& b) const {
+  return b.kernelMissing > 0 ? 0 : ringEstimate(b.recentKernel, b.n, spc_);
+}
+
+bool BucketExplorer::hostBound() const {
+  if (p_.hostBoundRatio <= 0) return false;
+  double minK = 0, minP = 0;
+  bool any = false;
+  for (int i = 0; i < nBins_; ++i) {
+    const Bin& b = bins_[i];
+    if (b.n == 0) continue;
+    double k = kernelEstimate(b);
+    if (k <= 0) return false;  // some arm has no kernel times: periods are all we can compare
+    double per = binEstimate(b);
+    minK = any ? std::min(minK, k) : k;
+    minP = any ? std::min(minP, per) : per;
+    any = true;
+  }
+  // Compared with the best period, not the fastest kernel's own: an arm with a short kernel but a long period
+  // (per-call costs outside the kernel) does not make the round host-bound.
+  return any && minK < p_.hostBoundRatio * minP;
 }
 
 uint32_t BucketExplorer::usable(const Bin& b) const {
@@ -145,13 +170,14 @@ int BucketExplorer::nextArm() {
     ++confirms_;
     return lead;
   }
-  double leadUs = binEstimate(bins_[lead]);
+  bool byKernel = hostBound();
+  double leadUs = score(bins_[lead], byKernel);
   int pick = -1;
   double pickUs = 0;
   for (int i = 0; i < nBins_; ++i) {
     const Bin& b = bins_[i];
     if (b.confirms >= perArm || b.n == 0) continue;
-    double us = binEstimate(b);
+    double us = score(b, byKernel);
     if (pick < 0 || us < pickUs) {
       pick = i;
       pickUs = us;
@@ -216,6 +242,8 @@ bool BucketExplorer::addSample(const Sample& s) {
     if (i < 0) return false;
     Bin& b = bins_[i];
     b.recent[b.n % kRecent] = static_cast<float>(s.us);
+    b.recentKernel[b.n % kRecent] = static_cast<float>(s.kernelUs > 0 ? s.kernelUs : 0);
+    if (s.kernelUs <= 0) b.kernelMissing++;
     b.n++;
     b.chSeen = s.channels;
     return true;
@@ -245,23 +273,24 @@ bool BucketExplorer::roundDone(uint64_t issued) const {
 }
 
 int BucketExplorer::leader() const {
+  bool byKernel = hostBound();
   int win = -1;
   double winUs = 0;
   for (int i = 0; i < nBins_; ++i) {
     if (bins_[i].n == 0) continue;
-    double us = binEstimate(bins_[i]);
+    double us = score(bins_[i], byKernel);
     if (win < 0 || us < winUs) {
       win = i;
       winUs = us;
     }
   }
   if (stage_ == 2 && win > 0 && bins_[win].chRel != 0 && bins_[0].n > 0 &&
-      winUs > kChannelWinRatio * binEstimate(bins_[0]))
+      winUs > kChannelWinRatio * score(bins_[0], byKernel))
     win = 0;  // a different channel count must win clearly, not by noise
   // Leaving NCCL's own choice must pay: GPU time misses some host-side and inter-kernel costs, and a few samples
   // cannot resolve a difference of a few percent anyway.
   if (stage_ == 1 && ncclPick_ >= 0 && win >= 0 && win != ncclPick_ && bins_[ncclPick_].n > 0 &&
-      winUs > (1.0 - p_.ncclMargin) * binEstimate(bins_[ncclPick_]))
+      winUs > (1.0 - p_.ncclMargin) * score(bins_[ncclPick_], byKernel))
     win = ncclPick_;
   return win;
 }
@@ -280,11 +309,17 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
     if (b.n == 0) {
       snprintf(buf, sizeof buf, "%s%s -", info.detail.empty() ? "" : " ", describe(shown, name, sizeof name));
     } else {
-      snprintf(buf, sizeof buf, "%s%s %.2fus(%u)", info.detail.empty() ? "" : " ", describe(shown, name, sizeof name),
-               binEstimate(b), b.n);
+      double k = kernelEstimate(b);
+      if (k > 0)
+        snprintf(buf, sizeof buf, "%s%s %.2fus/k%.2f(%u)", info.detail.empty() ? "" : " ",
+                 describe(shown, name, sizeof name), binEstimate(b), k, b.n);
+      else
+        snprintf(buf, sizeof buf, "%s%s %.2fus(%u)", info.detail.empty() ? "" : " ",
+                 describe(shown, name, sizeof name), binEstimate(b), b.n);
     }
     info.detail += buf;
   }
+  info.byKernel = hostBound();
   int win = leader();
   // Safety: leaving the base needs evidence on both sides; a round that ran out of calls without it keeps
   // NCCL's choice (stage 1; a re-explore falls back to it too) or the stage-1 winner (stage 2).

@@ -22,6 +22,14 @@
 // ranks launched from one thread the first rank's kernel waits for the second one's launch, so half the samples
 // carry launch skew; the first call of an arm may carry switching costs. Samples are attributed by what the
 // profiler saw (algorithm, protocol, channels), not by index, so lagging or missing measurements stay correct.
+//
+// Each sample carries two times: the period (end of the previous collective to the end of this one: what a loop
+// pays per call) and the kernel's own work time. Arms are ranked by the period unless the round is host-bound:
+// when the fastest kernel's work time is below `hostBoundRatio` of the best period, the period is mostly time the
+// GPU waited for the host (inflated further by the profiler itself), it is the same for every arm whose GPU cost
+// fits inside it, and its noise decides; the kernel times still order the arms. Measured on 2 H200 (NVLink): up
+// to 512 KiB the fastest kernel takes 0.13-0.65 of the period and ranking by period picked arms 1.4x slower;
+// from 8 MiB up it is above 0.9 and the period also sees per-call costs outside the kernel (Tree/Simple: 15 us).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -39,6 +47,7 @@ struct ExploreParams {
   int finalists = 2;           // confirm budget: confirmCalls x finalists calls
   double keepRatio = 1.15;     // arms within this factor of the leader may take confirm calls
   double ncclMargin = 0.03;    // stage 1: another arm must be this much faster than NCCL's own choice
+  double hostBoundRatio = 0.7; // rank by kernel time when the fastest kernel is below this fraction of the best period
   int graceCalls = 8;          // after the plan: calls to wait for every planned sample before settling for
                                // "every arm has minSamples" (the rest may still be in flight)
   int minSamples = 2;          // usable samples (after dropping the first call's) NCCL's choice and a new choice
@@ -56,7 +65,8 @@ struct ExploreParams {
 
 struct Sample {
   int algo = -1, proto = -1, channels = 0;
-  double us = 0;
+  double us = 0;        // period: previous collective's end to this one's end (cost per call in a loop)
+  double kernelUs = 0;  // the kernel's own work time; 0 = unknown (then only periods rank arms)
 };
 
 struct CommitInfo {
@@ -66,6 +76,7 @@ struct CommitInfo {
   int stage = 1;
   int calls = 0;       // calls the round's plan used
   bool notEnough = false;  // the round gave up: too few measurements to leave NCCL's choice
+  bool byKernel = false;   // arms were ranked by kernel time (host-bound round)
 };
 
 class BucketExplorer {
@@ -132,10 +143,17 @@ class BucketExplorer {
     uint16_t unmeasured = 0;  // of those, calls made while the profiler was off (no samples will come)
     uint16_t confirms = 0;  // confirm calls the plan gave this bin
     std::array<float, kRecent> recent{};
+    std::array<float, kRecent> recentKernel{};  // same slots as `recent`; 0 where unknown
+    uint32_t kernelMissing = 0;                 // samples without a kernel time
     int chSeen = -1;  // channels seen most recently for this bin
   };
   int findBin(const Sample& s) const;
-  double binEstimate(const Bin& b) const;
+  double binEstimate(const Bin& b) const;        // period estimate
+  double kernelEstimate(const Bin& b) const;     // kernel time estimate, 0 if some sample lacks one
+  static double ringEstimate(const std::array<float, kRecent>& ring, uint32_t n, int spc);
+  // Rank by kernel time this round? (see the header comment)
+  bool hostBound() const;
+  double score(const Bin& b, bool byKernel) const { return byKernel ? kernelEstimate(b) : binEstimate(b); }
   uint32_t usable(const Bin& b) const;  // samples binEstimate() uses
   // May the round leave its base for bin `win`? Both the winner and the reference (NCCL's choice in stage 1,
   // the unchanged channel count in stage 2) need minSamples usable samples; in stage 1 NCCL's choice itself only

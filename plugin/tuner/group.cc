@@ -308,11 +308,12 @@ void Group::logCommit(int c, int bkt, const CommitInfo& ci, bool committed) {
   if (committed) {
     ICN_INFO(subsys::Tuning,
              "tuner: comm 0x%llx %s 2^%d B stage %d: %s %s %s (%.2fus) from call %llu after %d planned calls; "
-             "measured: %s",
+             "ranked by %s; measured (period/kernel): %s",
              static_cast<unsigned long long>(commId_), coll::collName(c), bkt, ci.stage,
              describe(ci.before, before, sizeof before), ci.before == ci.after ? "stays" : "->",
              describe(ci.after, after, sizeof after), ci.afterUs,
-             static_cast<unsigned long long>(buckets_[c][bkt].ex.currentFrom()), ci.calls, ci.detail.c_str());
+             static_cast<unsigned long long>(buckets_[c][bkt].ex.currentFrom()), ci.calls,
+             ci.byKernel ? "kernel time (host-bound: periods are launch-limited)" : "period", ci.detail.c_str());
   } else {
     ICN_INFO(subsys::Tuning,
              "tuner: comm 0x%llx %s 2^%d B: learned %s (%.2fus) but keeps %s: %s; measured: %s",
