@@ -30,6 +30,7 @@
 // fits inside it, and its noise decides; the kernel times still order the arms. Measured on 2 H200 (NVLink): up
 // to 512 KiB the fastest kernel takes 0.13-0.65 of the period and ranking by period picked arms 1.4x slower;
 // from 8 MiB up it is above 0.9 and the period also sees per-call costs outside the kernel (Tree/Simple: 15 us).
+// Communicators spanning nodes never rank by kernel time (Group: the network wait is not in it reliably).
 #pragma once
 #include <array>
 #include <cstdint>

@@ -62,6 +62,10 @@ void demandChanged(int delta) {
 
 Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std::vector<CacheEntry>& cache)
     : commId_(commId), nRanks_(nRanks), nNodes_(nNodes), cfg_(std::move(cfg)) {
+  // Across nodes a collective also waits for the network through NCCL's proxy thread, and kernel work times do
+  // not show that reliably (net path on H200: Tree/LL kernels of 2.4 us at 2-8 KiB for 23-30 us per call, Ring/LL
+  // 9-25 us for 23 us): only periods rank arms there.
+  if (nNodes > 1) cfg_.explore.hostBoundRatio = 0;
   int loaded = 0;
   for (const CacheEntry& e : cache) {
     if (e.nRanks != nRanks || e.nNodes != nNodes || e.coll < 0 || e.coll >= coll::kNumColls) continue;
