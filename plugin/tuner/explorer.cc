@@ -9,34 +9,44 @@ namespace icn::tuner {
 // of samples are noisy, so smaller "wins" are mostly noise.
 constexpr double kChannelWinRatio = 0.92;
 
-double BucketExplorer::estimate(const float* v, int n, int drop) {
+double BucketExplorer::estimate(const float* v, int n, int drop, bool mean) {
   if (n <= 0) return 0;
   int d = std::clamp(drop, 0, std::max(0, n - 2));  // keep at least two samples
   std::array<float, kRecent> tmp{};
   int m = std::min(n - d, kRecent);
   std::copy(v + d, v + d + m, tmp.begin());
+  if (mean) {
+    // Mean without the extremes: consecutive periods may alternate short and long (two calls completing
+    // together), and only their mean is the cost per call; dropping the largest and smallest sample keeps a
+    // single outlier out without biasing an alternating pair.
+    std::sort(tmp.begin(), tmp.begin() + m);
+    int lo = m >= 4 ? 1 : 0, hi = m >= 4 ? m - 1 : m;
+    double sum = 0;
+    for (int i = lo; i < hi; ++i) sum += tmp[i];
+    return sum / (hi - lo);
+  }
   int k = (m - 1) / 4;  // lower quartile: launch skew and interference only ever add time
   std::nth_element(tmp.begin(), tmp.begin() + k, tmp.begin() + m);
   return tmp[k];
 }
 
-double BucketExplorer::ringEstimate(const std::array<float, kRecent>& ring, uint32_t n, int spc) {
+double BucketExplorer::ringEstimate(const std::array<float, kRecent>& ring, uint32_t n, int spc, bool mean) {
   if (n == 0) return 0;
   // The first call's samples (one per local rank) are dropped once at least two more calls were measured; with
   // less, every sample counts (the low quantile already ignores one slow outlier).
   if (n <= static_cast<uint32_t>(kRecent))
-    return estimate(ring.data(), static_cast<int>(n), n >= 3u * spc ? spc : 0);
+    return estimate(ring.data(), static_cast<int>(n), n >= 3u * spc ? spc : 0, mean);
   // The ring wrapped: the first samples are gone already; pass it oldest first.
   std::array<float, kRecent> ordered{};
   size_t head = n % kRecent;
   for (size_t i = 0; i < kRecent; ++i) ordered[i] = ring[(head + i) % kRecent];
-  return estimate(ordered.data(), kRecent, 0);
+  return estimate(ordered.data(), kRecent, 0, mean);
 }
 
-double BucketExplorer::binEstimate(const Bin& b) const { return ringEstimate(b.recent, b.n, spc_); }
+double BucketExplorer::binEstimate(const Bin& b) const { return ringEstimate(b.recent, b.n, spc_, p_.meanPeriods); }
 
 double BucketExplorer::kernelEstimate(const Bin& b) const {
-  return b.kernelMissing > 0 ? 0 : ringEstimate(b.recentKernel, b.n, spc_);
+  return b.kernelMissing > 0 ? 0 : ringEstimate(b.recentKernel, b.n, spc_, false);
 }
 
 bool BucketExplorer::hostBound() const {
@@ -382,7 +392,7 @@ bool BucketExplorer::driftDetected() {
   int w = std::clamp(p_.driftWindow, 2, kRecent);
   if (driftN_ < w) return false;
   // Same estimator as the reference, so launch skew in half the samples is not mistaken for drift.
-  double est = estimate(driftBuf_.data(), w, 0);
+  double est = estimate(driftBuf_.data(), w, 0, p_.meanPeriods);
   driftN_ = 0;
   if (est > currentUs_ * p_.driftRatio && est - currentUs_ > p_.driftMinUs) {
     driftHits_++;

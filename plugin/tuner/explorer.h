@@ -49,6 +49,7 @@ struct ExploreParams {
   double keepRatio = 1.15;     // arms within this factor of the leader may take confirm calls
   double ncclMargin = 0.03;    // stage 1: another arm must be this much faster than NCCL's own choice
   double hostBoundRatio = 0.7; // rank by kernel time when the fastest kernel is below this fraction of the best period
+  bool meanPeriods = false;    // estimate periods by a trimmed mean instead of the lower quartile (across nodes)
   int graceCalls = 8;          // after the plan: calls to wait for every planned sample before settling for
                                // "every arm has minSamples" (the rest may still be in flight)
   int minSamples = 2;          // usable samples (after dropping the first call's) NCCL's choice and a new choice
@@ -133,7 +134,8 @@ class BucketExplorer {
   static int stage1MaxCalls(int nCands, const ExploreParams& p, bool adaptive);
 
   // Low quantile of `n` samples (chronological order), dropping the first `drop` when enough remain.
-  static double estimate(const float* v, int n, int drop);
+  // `mean`: the mean without the largest and smallest sample instead (ExploreParams::meanPeriods).
+  static double estimate(const float* v, int n, int drop, bool mean = false);
 
  private:
   struct Bin {
@@ -151,7 +153,7 @@ class BucketExplorer {
   int findBin(const Sample& s) const;
   double binEstimate(const Bin& b) const;        // period estimate
   double kernelEstimate(const Bin& b) const;     // kernel time estimate, 0 if some sample lacks one
-  static double ringEstimate(const std::array<float, kRecent>& ring, uint32_t n, int spc);
+  static double ringEstimate(const std::array<float, kRecent>& ring, uint32_t n, int spc, bool mean);
   // Rank by kernel time this round? (see the header comment)
   bool hostBound() const;
   double score(const Bin& b, bool byKernel) const { return byKernel ? kernelEstimate(b) : binEstimate(b); }

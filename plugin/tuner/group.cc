@@ -64,8 +64,14 @@ Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std
     : commId_(commId), nRanks_(nRanks), nNodes_(nNodes), cfg_(std::move(cfg)) {
   // Across nodes a collective also waits for the network through NCCL's proxy thread, and kernel work times do
   // not show that reliably (net path on H200: Tree/LL kernels of 2.4 us at 2-8 KiB for 23-30 us per call, Ring/LL
-  // 9-25 us for 23 us): only periods rank arms there.
-  if (nNodes > 1) cfg_.explore.hostBoundRatio = 0;
+  // 9-25 us for 23 us): only periods rank arms there. And their periods are not steady: Tree arms showed lower
+  // quartiles of 6.5-7.8 us at 512 B-8 KiB and 25 us at 256 KiB for real costs of 16-30 us and 80 us, i.e. calls
+  // completing in pairs; the trimmed mean is the cost per call. One node keeps the lower quartile (launch skew of
+  // one thread driving two GPUs only ever adds time there).
+  if (nNodes > 1) {
+    cfg_.explore.hostBoundRatio = 0;
+    cfg_.explore.meanPeriods = true;
+  }
   int loaded = 0;
   for (const CacheEntry& e : cache) {
     if (e.nRanks != nRanks || e.nNodes != nNodes || e.coll < 0 || e.coll >= coll::kNumColls) continue;

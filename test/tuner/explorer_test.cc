@@ -35,6 +35,12 @@ TEST(Explorer, EstimateIsALowQuantileWithoutTheFirstSample) {
   EXPECT_EQ(BucketExplorer::estimate(w, 2, 1), 9.f);  // never drops below two samples
   const float skew[] = {20, 12, 20, 12, 20, 12, 20, 12};  // half the samples carry launch skew
   EXPECT_EQ(BucketExplorer::estimate(skew, 8, 2), 12.f);
+  // Trimmed mean (across nodes): an alternating pair averages out, one outlier (and the smallest) is dropped.
+  const float alt[] = {6, 50, 6, 50};
+  EXPECT_DOUBLE_EQ(BucketExplorer::estimate(alt, 4, 0, true), 28.0);
+  const float out[] = {10, 11, 90, 12, 9};
+  EXPECT_DOUBLE_EQ(BucketExplorer::estimate(out, 5, 0, true), 11.0);
+  EXPECT_DOUBLE_EQ(BucketExplorer::estimate(alt, 2, 0, true), 28.0);  // two samples: plain mean
 }
 
 TEST(Explorer, FixedPlanIsAPureFunctionOfTheIndex) {
