@@ -30,12 +30,17 @@ double BucketExplorer::estimate(const float* v, int n, int drop, bool mean) {
   return tmp[k];
 }
 
-double BucketExplorer::ringEstimate(const std::array<float, kRecent>& ring, uint32_t n, int spc, bool mean) {
+uint32_t BucketExplorer::dropFirst(uint32_t n) const {
+  // The first call's samples (one per local rank) are dropped once `dropFirstAfter` more calls were measured;
+  // with less, every sample counts (the low quantile already ignores one slow outlier).
+  uint32_t spc = static_cast<uint32_t>(spc_);
+  return n >= static_cast<uint32_t>(1 + std::max(1, p_.dropFirstAfter)) * spc ? spc : 0;
+}
+
+double BucketExplorer::ringEstimate(const std::array<float, kRecent>& ring, uint32_t n, uint32_t drop, bool mean) {
   if (n == 0) return 0;
-  // The first call's samples (one per local rank) are dropped once at least two more calls were measured; with
-  // less, every sample counts (the low quantile already ignores one slow outlier).
   if (n <= static_cast<uint32_t>(kRecent))
-    return estimate(ring.data(), static_cast<int>(n), n >= 3u * spc ? spc : 0, mean);
+    return estimate(ring.data(), static_cast<int>(n), static_cast<int>(drop), mean);
   // The ring wrapped: the first samples are gone already; pass it oldest first.
   std::array<float, kRecent> ordered{};
   size_t head = n % kRecent;
@@ -43,10 +48,12 @@ double BucketExplorer::ringEstimate(const std::array<float, kRecent>& ring, uint
   return estimate(ordered.data(), kRecent, 0, mean);
 }
 
-double BucketExplorer::binEstimate(const Bin& b) const { return ringEstimate(b.recent, b.n, spc_, p_.meanPeriods); }
+double BucketExplorer::binEstimate(const Bin& b) const {
+  return ringEstimate(b.recent, b.n, dropFirst(b.n), p_.meanPeriods);
+}
 
 double BucketExplorer::kernelEstimate(const Bin& b) const {
-  return b.kernelMissing > 0 ? 0 : ringEstimate(b.recentKernel, b.n, spc_, false);
+  return b.kernelMissing > 0 ? 0 : ringEstimate(b.recentKernel, b.n, dropFirst(b.n), false);
 }
 
 bool BucketExplorer::hostBound() const {
@@ -70,7 +77,7 @@ bool BucketExplorer::hostBound() const {
 
 uint32_t BucketExplorer::usable(const Bin& b) const {
   if (b.n > static_cast<uint32_t>(kRecent)) return kRecent;
-  return b.n >= 3u * spc_ ? b.n - spc_ : b.n;
+  return b.n - dropFirst(b.n);
 }
 
 uint32_t BucketExplorer::needSamples(int bin) const {

@@ -50,6 +50,7 @@ struct ExploreParams {
   double ncclMargin = 0.03;    // stage 1: another arm must be this much faster than NCCL's own choice
   double hostBoundRatio = 0.7; // rank by kernel time when the fastest kernel is below this fraction of the best period
   bool meanPeriods = false;    // estimate periods by a trimmed mean instead of the lower quartile (across nodes)
+  int dropFirstAfter = 2;      // an arm's first call is left out once this many more of its calls were measured
   int graceCalls = 8;          // after the plan: calls to wait for every planned sample before settling for
                                // "every arm has minSamples" (the rest may still be in flight)
   int minSamples = 2;          // usable samples (after dropping the first call's) NCCL's choice and a new choice
@@ -153,7 +154,8 @@ class BucketExplorer {
   int findBin(const Sample& s) const;
   double binEstimate(const Bin& b) const;        // period estimate
   double kernelEstimate(const Bin& b) const;     // kernel time estimate, 0 if some sample lacks one
-  static double ringEstimate(const std::array<float, kRecent>& ring, uint32_t n, int spc, bool mean);
+  static double ringEstimate(const std::array<float, kRecent>& ring, uint32_t n, uint32_t drop, bool mean);
+  uint32_t dropFirst(uint32_t n) const;  // samples of the first call to leave out of an arm's n
   // Rank by kernel time this round? (see the header comment)
   bool hostBound() const;
   double score(const Bin& b, bool byKernel) const { return byKernel ? kernelEstimate(b) : binEstimate(b); }
