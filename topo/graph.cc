@@ -9,7 +9,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "topo/json.h"
+#include "core/json.h"
 #include "topo/xml_node.h"
 
 namespace icn::topo {

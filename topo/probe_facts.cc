@@ -6,7 +6,7 @@
 //           "netdev":"eth2","netdev_mtu":9000,"rate":200}]}
 #include <cstdlib>
 
-#include "topo/json.h"
+#include "core/json.h"
 #include "topo/probe.h"
 
 namespace icn::topo {

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "topo/json.h"
+#include "core/json.h"
 
 namespace icn::topo {
 namespace {

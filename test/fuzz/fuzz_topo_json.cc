@@ -7,7 +7,7 @@
 
 #include "core/log.h"
 #include "topo/graph.h"
-#include "topo/json.h"
+#include "core/json.h"
 
 namespace {
 void quietSink(int, unsigned long, const char*, int, const char*, ...) {}
@@ -20,9 +20,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
-  icn::topo::json::Value v;
+  icn::json::Value v;
   std::string err;
-  if (!icn::topo::json::parse(text, v, err) && err.empty()) abort();
+  if (!icn::json::parse(text, v, err) && err.empty()) abort();
   std::map<std::string, icn::topo::CommTraffic> out;
   err.clear();
   if (icn::topo::mergeHeatmap(text, "fuzz.json", out, err) != icn::Status::Ok && err.empty()) abort();

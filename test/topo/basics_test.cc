@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "topo/cpuset.h"
-#include "topo/json.h"
+#include "core/json.h"
 #include "topo/model.h"
 
 namespace icn::topo {

@@ -18,7 +18,7 @@
 #include "abi/tuner_v4.h"
 #include "abi/tuner_v5.h"
 #include "nccl_pick.h"
-#include "telemetry/json.h"
+#include "core/json.h"
 
 namespace {
 
@@ -211,15 +211,15 @@ TEST(PluginAbi, OnlineConvergesThenStaticReplaysTheCache) {
 
     icn::json::Value v;
     std::string why;
-    ASSERT_TRUE(icn::json::parse(slurp(env.heat), &v, &why)) << why;
+    ASSERT_TRUE(icn::json::parse(slurp(env.heat), v, why)) << why;
     ASSERT_NE(v.get("comms"), nullptr);
     int withRingLL128 = 0;
     for (const auto& c : v.get("comms")->arr)
       for (const auto& k : c.get("collectives")->arr)
-        if (k.strOr("algo", "") == "RING" && k.strOr("proto", "") == "LL128" && k.numOr("channels", 0) == 8) {
+        if (k.string("algo", "") == "RING" && k.string("proto", "") == "LL128" && k.number("channels", 0) == 8) {
           ++withRingLL128;
-          EXPECT_NEAR(k.numOr("p50_us", 0), 23.8, 0.1);
-          EXPECT_EQ(k.numOr("bucket_log2", 0), 20);
+          EXPECT_NEAR(k.number("p50_us", 0), 23.8, 0.1);
+          EXPECT_EQ(k.number("bucket_log2", 0), 20);
         }
     EXPECT_EQ(withRingLL128, 2) << "one heatmap entry per rank: " << slurp(env.heat);
   }

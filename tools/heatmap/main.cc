@@ -12,7 +12,7 @@
 #include <map>
 #include <sstream>
 
-#include "telemetry/json.h"
+#include "core/json.h"
 #include "view.h"
 
 namespace icn::heatmapview {
@@ -26,35 +26,35 @@ bool load(const std::string& path, Snapshot* out, std::string* why) {
   std::stringstream ss;
   ss << in.rdbuf();
   json::Value v;
-  if (!json::parse(ss.str(), &v, why)) {
+  if (!json::parse(ss.str(), v, *why)) {
     *why = path + ": " + *why;
     return false;
   }
-  if (v.numOr("version", 0) != 1) {
+  if (v.number("version", 0) != 1) {
     *why = path + ": unsupported snapshot version";
     return false;
   }
-  out->host = v.strOr("host", "?");
-  out->pid = static_cast<int>(v.numOr("pid", 0));
-  out->timeMs = v.numOr("time_ms", 0);
+  out->host = v.string("host", "?");
+  out->pid = static_cast<int>(v.number("pid", 0));
+  out->timeMs = v.number("time_ms", 0);
   const json::Value* comms = v.get("comms");
   if (!comms) return true;
   for (const json::Value& c : comms->arr) {
     Comm cm;
-    cm.commId = c.strOr("commId", "?");
-    cm.rank = static_cast<int>(c.numOr("rank", -1));
-    cm.nranks = static_cast<int>(c.numOr("nranks", 0));
+    cm.commId = c.string("commId", "?");
+    cm.rank = static_cast<int>(c.number("rank", -1));
+    cm.nranks = static_cast<int>(c.number("nranks", 0));
     if (const json::Value* peers = c.get("peers"))
       for (const json::Value& p : peers->arr)
-        cm.peers.push_back(Peer{static_cast<int>(p.numOr("peerRank", -1)), p.strOr("peer", "?"),
-                                static_cast<int>(p.numOr("channel", 0)), p.numOr("send_bytes", 0),
-                                p.numOr("send_msgs", 0), p.numOr("recv_bytes", 0), p.numOr("recv_msgs", 0)});
+        cm.peers.push_back(Peer{static_cast<int>(p.number("peerRank", -1)), p.string("peer", "?"),
+                                static_cast<int>(p.number("channel", 0)), p.number("send_bytes", 0),
+                                p.number("send_msgs", 0), p.number("recv_bytes", 0), p.number("recv_msgs", 0)});
     if (const json::Value* colls = c.get("collectives"))
       for (const json::Value& k : colls->arr)
-        cm.colls.push_back(Coll{k.strOr("coll", "?"), k.strOr("algo", "?"), k.strOr("proto", "?"),
-                                static_cast<int>(k.numOr("bucket_log2", 0)), static_cast<int>(k.numOr("channels", 0)),
-                                k.numOr("count", 0), k.numOr("mean_us", 0), k.numOr("min_us", 0),
-                                k.numOr("p50_us", 0)});
+        cm.colls.push_back(Coll{k.string("coll", "?"), k.string("algo", "?"), k.string("proto", "?"),
+                                static_cast<int>(k.number("bucket_log2", 0)), static_cast<int>(k.number("channels", 0)),
+                                k.number("count", 0), k.number("mean_us", 0), k.number("min_us", 0),
+                                k.number("p50_us", 0)});
     out->comms.push_back(std::move(cm));
   }
   return true;

@@ -1,4 +1,4 @@
-// Minimal JSON reader/writer for our own small files (heatmaps, recorded facts, show --json).
+// Minimal JSON reader/writer for our own small files (heatmap snapshots, recorded facts, show --json).
 // Bounded: depth and size limits, never throws, reports the byte offset of the first error.
 #pragma once
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace icn::topo::json {
+namespace icn::json {
 
 struct Value {
   enum class Kind { Null, Bool, Number, String, Array, Object } kind = Kind::Null;
@@ -43,4 +43,4 @@ bool parseFile(const std::string& path, Value& out, std::string& err);
 // String escaping for writers.
 std::string quote(const std::string& s);
 
-}  // namespace icn::topo::json
+}  // namespace icn::json

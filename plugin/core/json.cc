@@ -1,4 +1,4 @@
-#include "topo/json.h"
+#include "core/json.h"
 
 #include <cctype>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace icn::topo::json {
+namespace icn::json {
 
 Value::Value() = default;
 Value::~Value() = default;
@@ -240,4 +240,4 @@ std::string quote(const std::string& s) {
   return o + "\"";
 }
 
-}  // namespace icn::topo::json
+}  // namespace icn::json
