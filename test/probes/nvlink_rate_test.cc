@@ -1,9 +1,10 @@
-// NVLink generation and per-link rate as icn-nvlink-bw derives them. The H200 run that motivated
-// these rules: NVML returned version enum 6 (NVLink 4.0) and no speed field; the probe used to
-// read 6 as a generation and reported a 0 GB/s link.
+// Host-side helpers of the scale-up probes: NVLink generation and per-link rate as icn-nvlink-bw derives
+// them (the H200 run that motivated these rules: NVML returned version enum 6 (NVLink 4.0) and no speed field;
+// the probe used to read 6 as a generation and reported a 0 GB/s link), and the JSON escaping of probe reports.
 #include <gtest/gtest.h>
 
 #include "nvml_dl.h"
+#include "probe_util.h"
 
 using icnprobe::nvlinkGenerationFromComputeCapability;
 using icnprobe::nvlinkGenerationFromNvml;
@@ -37,4 +38,11 @@ TEST(NvlinkRate, H200PeakIs450GBpsPerDirection) {
   EXPECT_DOUBLE_EQ(18 * nvlinkGenerationGBps(gen), 450.0);
   EXPECT_DOUBLE_EQ(nvlinkGenerationGBps(5), 50.0);
   EXPECT_DOUBLE_EQ(nvlinkGenerationGBps(0), 0.0);
+}
+
+TEST(ProbeJson, NotesAreEscapedWithoutQuotes) {
+  // Probe reports splice notes into JSON strings they quote themselves.
+  EXPECT_EQ(icnprobe::jsonEscape("peer \"1\"\n\ttab\\"), "peer \\\"1\\\"\\n\\ttab\\\\");
+  EXPECT_EQ(icnprobe::jsonEscape(std::string("a\x01", 2)), "a\\u0001");
+  EXPECT_EQ(icnprobe::jsonEscape(""), "");
 }

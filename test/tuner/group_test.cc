@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <map>
 #include <atomic>
@@ -97,6 +98,16 @@ struct Sim {
   Decision current(uint64_t bytes) { return group->currentDecision(coll::kAllReduce, coll::bucketOf(bytes)); }
 };
 
+uint32_t testSeeds() {  // ICN_TEST_SEEDS=100 runs more seeds
+  const char* v = getenv("ICN_TEST_SEEDS");
+  return v ? static_cast<uint32_t>(atoi(v)) : 20;
+}
+
+void setKernels(Model& m, const std::array<std::array<double, 3>, 2>& k) {
+  for (int a = 0; a < 2; ++a)
+    for (int p = 0; p < 3; ++p) m.kernel[a][p] = k[a][p];
+}
+
 GroupConfig onlineCfg() {
   GroupConfig c;
   c.mode = Mode::Online;
@@ -117,7 +128,7 @@ TEST(Group, ConvergesToFastestOnNoisyModels) {
       close,
   };
   const Decision expect[] = {{0, 0, 0}, {1, 1, 0}, {1, 2, 0}, {1, 1, 0}};
-  const uint32_t seeds = getenv("ICN_TEST_SEEDS") ? static_cast<uint32_t>(atoi(getenv("ICN_TEST_SEEDS"))) : 20;
+  const uint32_t seeds = testSeeds();
   for (int mi = 0; mi < 4; ++mi) {
     uint32_t exact = 0;
     for (uint32_t seed = 1; seed <= seeds; ++seed) {
@@ -193,13 +204,11 @@ TEST(Group, RanksByKernelTimeWhenHostBound) {
   // picks at random (the GPU run before this rule: arms 1.4x slower); the kernel times still order the arms.
   // NCCL's own pick from this cost table is Ring/LL (kernel 8.6 us).
   Model m{{{5.7, 11.5, 13.6}, {11.6, 15.0, 21.7}}};  // GPU cost per call: kernel + 3 us
-  const double k[2][3] = {{2.7, 8.5, 10.6}, {8.6, 12.0, 18.7}};
-  for (int a = 0; a < 2; ++a)
-    for (int p = 0; p < 3; ++p) m.kernel[a][p] = k[a][p];
+  setKernels(m, {{{2.7, 8.5, 10.6}, {8.6, 12.0, 18.7}}});
   m.hostUs = 25;
   m.skewUs = 3;
   auto cost = [&](int a, int p) { return std::max(13.0, m.us[a][p]); };  // per call without the profiler
-  const uint32_t seeds = getenv("ICN_TEST_SEEDS") ? static_cast<uint32_t>(atoi(getenv("ICN_TEST_SEEDS"))) : 20;
+  const uint32_t seeds = testSeeds();
   Outcome o = convergeRuns(m, 1 << 15, Decision{0, 0, 0}, seeds, 7, cost);
   EXPECT_EQ(o.within, seeds) << "picks within 1.03x of Tree/LL";
   EXPECT_GE(o.exact, seeds * 9 / 10) << "Tree/LL (fastest kernel) exact picks";
@@ -210,12 +219,10 @@ TEST(Group, RanksByPeriodWhenKernelTimeMissesPerCallCost) {
   // outside the kernel's work loop); Ring/LL128 costs what its kernel takes. The GPU is the bottleneck, the best
   // period is far below any "host pace", and the period must decide.
   Model m{{{83.0, 77.0, 65.0}, {76.0, 48.5, 49.4}}};
-  const double k[2][3] = {{77.0, 73.0, 43.0}, {73.0, 44.0, 45.2}};
-  for (int a = 0; a < 2; ++a)
-    for (int p = 0; p < 3; ++p) m.kernel[a][p] = k[a][p];
+  setKernels(m, {{{77.0, 73.0, 43.0}, {73.0, 44.0, 45.2}}});
   m.hostUs = 13;
   auto cost = [&](int a, int p) { return m.us[a][p]; };
-  const uint32_t seeds = getenv("ICN_TEST_SEEDS") ? static_cast<uint32_t>(atoi(getenv("ICN_TEST_SEEDS"))) : 20;
+  const uint32_t seeds = testSeeds();
   // The 1.03x check against Ring/LL128 (48.5 us) rules out Tree/Simple (65 us), the arm with the shortest kernel.
   // Ring/Simple (49.4 us) is NCCL's own pick from this table and Ring/LL128 must beat it by 3% to replace it, so
   // either may stay.
@@ -228,12 +235,10 @@ TEST(Group, AcrossNodesKernelTimesDoNotRank) {
   // not in its kernel time), Ring/LL's kernel 9 us for 23 us per call. Periods are the GPU cost here (not
   // host-bound) but the fastest kernel is far below the best period, which on one node would mean "host-bound".
   Model m{{{30.0, 36.0, 41.0}, {23.0, 35.0, 54.0}}};
-  const double k[2][3] = {{2.4, 30.0, 35.0}, {9.0, 30.0, 48.0}};
-  for (int a = 0; a < 2; ++a)
-    for (int p = 0; p < 3; ++p) m.kernel[a][p] = k[a][p];
+  setKernels(m, {{{2.4, 30.0, 35.0}, {9.0, 30.0, 48.0}}});
   m.hostUs = 13;
   auto cost = [&](int a, int p) { return m.us[a][p]; };
-  const uint32_t seeds = getenv("ICN_TEST_SEEDS") ? static_cast<uint32_t>(atoi(getenv("ICN_TEST_SEEDS"))) : 20;
+  const uint32_t seeds = testSeeds();
   Outcome o = convergeRuns(m, 1 << 13, Decision{1, 0, 0}, seeds, 13, cost, /*nNodes=*/2);
   // A 3x outlier among Ring/LL's few screening samples can still cost it the round (1-2% of seeds).
   EXPECT_GE(o.within, seeds * 19 / 20) << "picks within 1.03x of Ring/LL";
@@ -247,7 +252,7 @@ TEST(Group, AcrossNodesAlternatingPeriodsAreAveraged) {
   m.alternate[0][0] = m.alternate[0][1] = m.alternate[0][2] = 0.75;
   m.hostUs = 13;
   auto cost = [&](int a, int p) { return m.us[a][p]; };
-  const uint32_t seeds = getenv("ICN_TEST_SEEDS") ? static_cast<uint32_t>(atoi(getenv("ICN_TEST_SEEDS"))) : 20;
+  const uint32_t seeds = testSeeds();
   Outcome o = convergeRuns(m, 1 << 13, Decision{1, 0, 0}, seeds, 17, cost, /*nNodes=*/2);
   EXPECT_GE(o.within, seeds * 19 / 20) << "picks within 1.03x of Ring/LL";
   EXPECT_GE(o.exact, seeds * 9 / 10) << "Ring/LL exact picks";
@@ -261,7 +266,7 @@ TEST(Group, AcrossNodesAnArmsFirstCallDoesNotCount) {
   m.switchDiscount[0][2] = 0.35;
   m.hostUs = 13;
   auto cost = [&](int a, int p) { return m.us[a][p]; };
-  const uint32_t seeds = getenv("ICN_TEST_SEEDS") ? static_cast<uint32_t>(atoi(getenv("ICN_TEST_SEEDS"))) : 20;
+  const uint32_t seeds = testSeeds();
   Outcome o = convergeRuns(m, 1 << 23, Decision{1, 2, 0}, seeds, 19, cost, /*nNodes=*/2);
   EXPECT_GE(o.within, seeds * 19 / 20) << "picks within 1.03x of Ring/Simple";
 }

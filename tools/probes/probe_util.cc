@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/json.h"
+
 namespace icnprobe {
 
 void Options::add(const std::string& name, std::string def, std::string help) {
@@ -106,24 +108,8 @@ double percentile(std::vector<double> v, double p) {
 }
 
 std::string jsonEscape(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
+  std::string q = icn::json::quote(s);  // the project's one JSON writer; the probes want it without the quotes
+  return q.substr(1, q.size() - 2);
 }
 
 bool writeTextFile(const std::string& path, const std::string& text) {
