@@ -337,6 +337,18 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
     info.detail += buf;
   }
   info.byKernel = hostBound();
+  if (stage_ == 1) {
+    slowdown_.fill(0);
+    fastestUs_ = 0;
+    for (int i = 0; i < nBins_; ++i)
+      if (bins_[i].n > 0 && (fastestUs_ == 0 || binEstimate(bins_[i]) < fastestUs_)) fastestUs_ = binEstimate(bins_[i]);
+    for (int i = 0; i < nBins_; ++i) {
+      const Decision& d = bins_[i].d;
+      if (bins_[i].n > 0 && fastestUs_ > 0 && d.algo >= 0 && d.algo < coll::kNumAlgos && d.proto >= 0 &&
+          d.proto < coll::kNumProtos)
+        slowdown_[d.algo * coll::kNumProtos + d.proto] = static_cast<float>(binEstimate(bins_[i]) / fastestUs_);
+    }
+  }
   int win = leader();
   // Safety: leaving the base needs evidence on both sides; a round that ran out of calls without it keeps
   // NCCL's choice (stage 1; a re-explore falls back to it too) or the stage-1 winner (stage 2).
@@ -362,6 +374,11 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
   phase_ = Phase::Settled;
   driftN_ = driftHits_ = 0;
   return info;
+}
+
+float BucketExplorer::slowdown(int algo, int proto) const {
+  if (algo < 0 || algo >= coll::kNumAlgos || proto < 0 || proto >= coll::kNumProtos) return 0;
+  return slowdown_[algo * coll::kNumProtos + proto];
 }
 
 bool BucketExplorer::beginStage2(uint64_t start) {

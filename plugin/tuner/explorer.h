@@ -37,6 +37,7 @@
 #include <span>
 #include <string>
 
+#include "telemetry/coll_names.h"
 #include "tuner/decision.h"
 
 namespace icn::tuner {
@@ -127,6 +128,10 @@ class BucketExplorer {
   uint64_t currentFrom() const { return currentFrom_; }
   double currentUs() const { return currentUs_; }
   const Decision& learned() const { return learned_; }
+  // After a stage-1 round: how much slower (algo, proto)'s period was than the fastest measured period (>= 1),
+  // 0 when not measured; and that fastest period. Lets the next larger bucket skip arms that were far slower.
+  float slowdown(int algo, int proto) const;
+  double fastestPeriodUs() const { return fastestUs_; }
   double learnedUs() const { return learnedUs_; }
   uint64_t learnedSamples() const { return learnedSamples_; }
   bool planFinal() const { return planFinal_; }
@@ -197,6 +202,8 @@ class BucketExplorer {
   // drift
   std::array<float, 64> driftBuf_{};
   int driftN_ = 0, driftHits_ = 0, reexplores_ = 0;
+  std::array<float, coll::kNumAlgos * coll::kNumProtos> slowdown_{};  // stage-1 period / fastest period per (algo, proto), 0 = unmeasured
+  double fastestUs_ = 0;
 };
 
 }  // namespace icn::tuner

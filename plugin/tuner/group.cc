@@ -193,19 +193,25 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
   std::lock_guard<std::mutex> lock(mu_);
   Bucket& b = buckets_[c][bkt];
   if (b.ex.phase() == BucketExplorer::Phase::Unseen) {
-    if (cfg_.mode == Mode::Online) collectCandidates(c, bkt, table);
+    // Adaptive: every rank lives here and shares this state. Otherwise ranks in other processes compute the
+    // very same (fixed) plan from the cost table alone, which NCCL makes identical on every rank.
+    bool adaptive = complete();
+    if (cfg_.mode == Mode::Online) collectCandidates(c, bkt, table, adaptive);
     if (b.nCands >= 2) {
-      // Index 0 for everyone: ranks in other processes compute the very same (fixed) plan.
-      bool adaptive = complete();
+      // Index 0 for everyone.
       b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), 0, cfg_.explore, adaptive,
                        std::max(1, members_.load()), b.ncclPick);
       startExploring(b);  // the plan's warm calls absorb the calls that cannot be measured yet
       char first[48];
-      ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: exploring %d candidates from %s, at most %d calls (%s)",
+      char skipped[96] = "";
+      if (b.skipped > 0)
+        snprintf(skipped, sizeof skipped, "; %d more skipped: over %.0fx slower than the fastest at 2^%d B",
+                 b.skipped, kSkipSlowdown, b.skippedFrom);
+      ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: exploring %d candidates from %s, at most %d calls (%s)%s",
                static_cast<unsigned long long>(commId_), coll::collName(c), bkt, b.nCands,
                describe(b.cands[0], first, sizeof first),
                BucketExplorer::stage1MaxCalls(b.nCands, cfg_.explore, adaptive),
-               adaptive ? "screen + confirm" : "fixed plan, ranks in other processes");
+               adaptive ? "screen + confirm" : "fixed plan, ranks in other processes", skipped);
     } else {
       b.ex.settle(Decision{}, 0, 0);
     }
@@ -230,7 +236,7 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
   return d;
 }
 
-void Group::collectCandidates(int c, int bkt, const CostTable& table) {
+void Group::collectCandidates(int c, int bkt, const CostTable& table, bool adaptive) {
   Bucket& b = buckets_[c][bkt];
   for (int a = 0; a < table.algos(); ++a)
     for (int p = 0; p < table.protos(); ++p)
@@ -241,8 +247,9 @@ void Group::collectCandidates(int c, int bkt, const CostTable& table) {
   std::stable_sort(b.cands.begin(), b.cands.begin() + b.nCands, [&](const Decision& x, const Decision& y) {
     return table.at(x.algo, x.proto) < table.at(y.algo, y.proto);
   });
+  // Measurements differ between processes: only a group holding every rank may let them shape the plan.
   for (int nb : {bkt - 1, bkt + 1}) {
-    if (nb < 0 || nb >= coll::kNumBuckets) continue;
+    if (!adaptive || nb < 0 || nb >= coll::kNumBuckets) continue;
     const BucketExplorer& ex = buckets_[c][nb].ex;
     if (ex.learnedSamples() == 0) continue;
     for (int i = 1; i < b.nCands; ++i)
@@ -252,9 +259,38 @@ void Group::collectCandidates(int c, int bkt, const CostTable& table) {
       }
   }
   Decision pick = table.ncclChoice();
+  b.skipped = 0;
+  b.skippedFrom = -1;
+  if (adaptive) skipFarSlower(c, bkt, pick);
   b.ncclPick = -1;
   for (int i = 0; i < b.nCands; ++i)
     if (b.cands[i].algo == pick.algo && b.cands[i].proto == pick.proto) b.ncclPick = i;
+}
+
+void Group::skipFarSlower(int c, int bkt, const Decision& ncclPick) {
+  // Large buckets only skip arms measured far slower in the nearest smaller measured bucket: there a screening
+  // call of a slow arm costs milliseconds (LL at 512 MiB on the net path: ~10x Simple, 3 calls) and the ratio only
+  // grows with size (net path LL/Simple: 3.3x at 2 MiB, 5.2x at 8 MiB, 8.7x at 32 MiB). Small buckets keep every
+  // arm: their calls are cheap and their periods noisy. NCCL's own choice always stays (the reference).
+  Bucket& b = buckets_[c][bkt];
+  const BucketExplorer* ref = nullptr;
+  for (int nb = bkt - 1; nb >= 0 && !ref; --nb)
+    if (buckets_[c][nb].ex.fastestPeriodUs() > 0) {
+      ref = &buckets_[c][nb].ex;
+      b.skippedFrom = nb;
+    }
+  if (!ref || ref->fastestPeriodUs() < kSkipFromUs) return;
+  int kept = 0;
+  for (int i = 0; i < b.nCands; ++i) {
+    const Decision& d = b.cands[i];
+    bool isNccl = d.algo == ncclPick.algo && d.proto == ncclPick.proto;
+    if (!isNccl && ref->slowdown(d.algo, d.proto) > kSkipSlowdown) {
+      ++b.skipped;
+      continue;
+    }
+    b.cands[kept++] = d;
+  }
+  b.nCands = kept;
 }
 
 void Group::maybeTransition(int c, int bkt) {

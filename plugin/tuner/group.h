@@ -68,11 +68,16 @@ class Group {
     std::array<Decision, BucketExplorer::kMaxArms> cands{};
     int nCands = 0;
     int ncclPick = -1;  // index of NCCL's own choice in cands
+    int skipped = 0;       // arms not screened: far slower in the nearest smaller measured bucket ...
+    int skippedFrom = -1;  // ... this one
     bool pendingStage2 = false, pendingReexplore = false, counted = false;
     uint64_t lastTick = 0;  // process-wide call tick of this bucket's latest exploring call
   };
   Decision slowPath(int slot, int coll, int bucket, uint64_t index, const CostTable& table);
-  void collectCandidates(int coll, int bucket, const CostTable& table);  // mutex held
+  void collectCandidates(int coll, int bucket, const CostTable& table, bool adaptive);  // mutex held
+  void skipFarSlower(int coll, int bucket, const Decision& ncclPick);   // mutex held
+  static constexpr double kSkipSlowdown = 3.0;  // arms this much slower than the fastest ...
+  static constexpr double kSkipFromUs = 100.0;  // ... in a smaller bucket whose fastest call took this long
   void maybeTransition(int coll, int bucket);  // mutex held
   void publish(Bucket& b);                     // mutex held
   void setExploring(Bucket& b, bool on);

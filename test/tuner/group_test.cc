@@ -355,6 +355,46 @@ TEST(Group, DistributedRanksAgreeWithoutCommitting) {
   EXPECT_EQ(learned[0].bucket, 21);
 }
 
+TEST(Group, DistributedRanksAgreeAcrossBuckets) {
+  // Processes measure different noise, so they learn different winners (Ring and Tree Simple/LL128 within 3%)
+  // and see the LL arms on either side of the skip threshold (3x). Neither may change the next bucket's plan:
+  // the same call index must run the same algorithm everywhere.
+  Model m{{{905.0, 310.0, 301.0}, {895.0, 302.0, 300.0}}};
+  for (uint32_t seed = 1; seed <= 10; ++seed) {
+    Sim a(2, 1, onlineCfg(), seed, 6, 0x78 + seed), b(2, 1, onlineCfg(), seed + 100, 3, 0x78 + seed);
+    for (uint64_t bytes : {uint64_t{1} << 24, uint64_t{1} << 25, uint64_t{1} << 27})
+      for (int i = 0; i < 80; ++i) {
+        a.step(m, bytes);
+        b.step(m, bytes);
+      }
+    ASSERT_EQ(a.history[0], b.history[0]) << "seed " << seed;
+  }
+}
+
+TEST(Group, LargeBucketsSkipArmsFarSlowerInASmallerOne) {
+  // 8 MiB on the net path: LL arms 5x Ring/Simple. At 32 MiB (same ratios here) they are not screened again;
+  // with microsecond calls (the same ratios at 2 KiB) every arm is.
+  Model large{{{2540.0, 3866.0, 554.0}, {2663.0, 871.0, 513.0}}};
+  Model small{{{25.4, 38.7, 5.54}, {26.6, 8.71, 5.13}}};
+  for (const Model* m : {&large, &small}) {
+    Sim sim(2, 2, onlineCfg(), 5);
+    uint64_t from = m == &large ? 23 : 11;
+    for (int i = 0; i < 80; ++i) sim.step(*m, uint64_t{1} << from);
+    size_t mark = sim.history[0].size();
+    for (int i = 0; i < 80; ++i) sim.step(*m, uint64_t{1} << (from + 2));
+    int llCalls = 0;
+    for (size_t i = mark; i < sim.history[0].size(); ++i) llCalls += sim.history[0][i].proto == 0;
+    if (m == &large) {
+      EXPECT_EQ(llCalls, 0) << "LL arms screened again at 2^25 B";
+    } else {
+      EXPECT_GE(llCalls, 2 * 2) << "cheap calls: both LL arms screened";
+    }
+    Decision d = sim.current(uint64_t{1} << (from + 2));
+    EXPECT_EQ(d.algo, 1);
+    EXPECT_EQ(d.proto, 2);
+  }
+}
+
 TEST(Group, StaticModeUsesCacheAndNeverExplores) {
   GroupConfig cfg;
   cfg.mode = Mode::Static;
