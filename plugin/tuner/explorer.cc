@@ -340,8 +340,10 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
   if (stage_ == 1) {
     slowdown_.fill(0);
     fastestUs_ = 0;
-    for (int i = 0; i < nBins_; ++i)
-      if (bins_[i].n > 0 && (fastestUs_ == 0 || binEstimate(bins_[i]) < fastestUs_)) fastestUs_ = binEstimate(bins_[i]);
+    for (int i = 0; i < nBins_; ++i) {
+      double us = bins_[i].n > 0 ? binEstimate(bins_[i]) : 0;
+      if (us > 0 && (fastestUs_ == 0 || us < fastestUs_)) fastestUs_ = us;
+    }
     for (int i = 0; i < nBins_; ++i) {
       const Decision& d = bins_[i].d;
       if (bins_[i].n > 0 && fastestUs_ > 0 && d.algo >= 0 && d.algo < coll::kNumAlgos && d.proto >= 0 &&

@@ -20,8 +20,10 @@
 //
 // Estimates are a low quantile of the samples after dropping each arm's first sample per local rank: with two
 // ranks launched from one thread the first rank's kernel waits for the second one's launch, so half the samples
-// carry launch skew; the first call of an arm may carry switching costs. Samples are attributed by what the
-// profiler saw (algorithm, protocol, channels), not by index, so lagging or missing measurements stay correct.
+// carry launch skew; the first call of an arm may carry switching costs. Across nodes (Group sets the
+// parameters) periods are a trimmed mean instead and every arm's first call is dropped. Samples are attributed by
+// what the profiler saw (algorithm, protocol, channels), not by index, so lagging or missing measurements stay
+// correct.
 //
 // Each sample carries two times: the period (end of the previous collective to the end of this one: what a loop
 // pays per call) and the kernel's own work time. Arms are ranked by the period unless the round is host-bound:
@@ -49,7 +51,7 @@ struct ExploreParams {
   int finalists = 2;           // confirm budget: confirmCalls x finalists calls
   double keepRatio = 1.15;     // arms within this factor of the leader may take confirm calls
   double ncclMargin = 0.03;    // stage 1: another arm must be this much faster than NCCL's own choice
-  double hostBoundRatio = 0.7; // rank by kernel time when the fastest kernel is below this fraction of the best period
+  double hostBoundRatio = 0.7; // rank by kernel time when the fastest kernel is < this x the best period
   bool meanPeriods = false;    // estimate periods by a trimmed mean instead of the lower quartile (across nodes)
   int dropFirstAfter = 2;      // an arm's first call is left out once this many more of its calls were measured
   int graceCalls = 8;          // after the plan: calls to wait for every planned sample before settling for
@@ -202,7 +204,8 @@ class BucketExplorer {
   // drift
   std::array<float, 64> driftBuf_{};
   int driftN_ = 0, driftHits_ = 0, reexplores_ = 0;
-  std::array<float, coll::kNumAlgos * coll::kNumProtos> slowdown_{};  // stage-1 period / fastest period per (algo, proto), 0 = unmeasured
+  // Last stage-1 round: period / fastest period per (algo, proto), 0 = unmeasured; and the fastest period.
+  std::array<float, coll::kNumAlgos * coll::kNumProtos> slowdown_{};
   double fastestUs_ = 0;
 };
 
