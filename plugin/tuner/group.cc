@@ -177,14 +177,18 @@ void Group::publish(Bucket& b) {
 Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
   if (slot < 0 || slot >= kMaxLocal || c < 0 || c >= coll::kNumColls || bkt < 0 || bkt >= coll::kNumBuckets)
     return Decision{};
-  uint64_t tick = g_tick.fetch_add(1, std::memory_order_relaxed) + 1;
   uint64_t index = next_[slot][c][bkt].fetch_add(1);
   uint64_t w = buckets_[c][bkt].word.load();
   Decision d = ((w & 1) && index >= (w >> 16)) ? unpack(w) : slowPath(slot, c, bkt, index, table);
   decided_[slot][c][bkt].store(index + 1);
-  if ((tick & 31) == 0 && measurementDemand().load(std::memory_order_relaxed) > 0) {
-    parkIdle(tick);  // this group, registered or not (tests, private v2-v4 groups) ...
-    parkIdleElsewhere(this, tick);  // ... and the others, whose buckets may never be called again
+  // The parking clock only runs while something measures (only then can a bucket hold the profiler), so a
+  // settled job's calls never write the process-wide counter.
+  if (measurementDemand().load(std::memory_order_relaxed) > 0) {
+    uint64_t tick = g_tick.fetch_add(1, std::memory_order_relaxed) + 1;
+    if ((tick & 31) == 0) {
+      parkIdle(tick);  // this group, registered or not (tests, private v2-v4 groups) ...
+      parkIdleElsewhere(this, tick);  // ... and the others, whose buckets may never be called again
+    }
   }
   return d;
 }

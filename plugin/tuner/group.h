@@ -113,7 +113,8 @@ std::atomic<int>& measurementDemand();
 // Called when measurementDemand() crosses 0 <-> 1 (the profiler adapter installs it to flip NCCL's event mask).
 void setDemandHook(void (*hook)(bool wanted));
 void demandChanged(int delta);
-// Process-wide count of tuner decisions (all groups): the clock for parking idle exploring buckets.
+// Process-wide count of tuner decisions made while something measures (all groups): the clock for parking idle
+// exploring buckets.
 uint64_t tunerTick();
 // Exploring buckets that saw no call for this many process-wide decisions release the profiler.
 constexpr uint64_t kParkAfterCalls = 64;
