@@ -176,7 +176,8 @@ int BucketExplorer::nextArm() {
   // Confirm calls are handed out one at a time, each to the best measured arm that still may take one: estimates
   // are read now, so an arm whose screening samples were still in flight a call ago can still make it.
   int perArm = std::max(0, p_.confirmCalls);
-  int lead = leader();
+  bool byKernel = hostBound();
+  int lead = leader(byKernel);
   if (lead < 0 || perArm == 0) return -1;
   // The budget is perArm x finalists; a leader that has not been confirmed yet (its screening samples came late)
   // may still take its share on top: the winner should never rest on its screening samples alone.
@@ -187,7 +188,6 @@ int BucketExplorer::nextArm() {
     ++confirms_;
     return lead;
   }
-  bool byKernel = hostBound();
   double leadUs = score(bins_[lead], byKernel);
   int pick = -1;
   double pickUs = 0;
@@ -216,7 +216,7 @@ void BucketExplorer::extendPlan(uint64_t upTo) {
     }
     if (arm < 0) {
       planFinal_ = true;
-      int lead = (stage_ == 1 && adaptive_) ? leader() : -1;
+      int lead = (stage_ == 1 && adaptive_) ? leader(hostBound()) : -1;
       // Until the round ends, the leader so far runs (adaptive) or the base does (fixed plans: what every
       // process computes without measurements). A leader that only won because the others' samples are still in
       // flight is no leader: the base runs then.
@@ -289,8 +289,7 @@ bool BucketExplorer::roundDone(uint64_t issued) const {
   return issued >= planEnd() + std::max(grace, static_cast<uint64_t>(std::max(0, p_.giveUpCalls)));
 }
 
-int BucketExplorer::leader() const {
-  bool byKernel = hostBound();
+int BucketExplorer::leader(bool byKernel) const {
   int win = -1;
   double winUs = 0;
   for (int i = 0; i < nBins_; ++i) {
@@ -318,40 +317,36 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
   info.stage = stage_;
   info.before = base_;
   info.calls = planLen_;
+  std::array<double, kMaxArms> period{};  // each arm's period estimate, 0 = unmeasured
+  double fastest = 0;
   char buf[96], name[48];
   for (int i = 0; i < nBins_; ++i) {
     const Bin& b = bins_[i];
     Decision shown = b.d;
     if (stage_ == 2 && b.chRel == 0 && b.chSeen > 0) shown.channels = static_cast<int16_t>(b.chSeen);
+    const char* sep = info.detail.empty() ? "" : " ";
     if (b.n == 0) {
-      snprintf(buf, sizeof buf, "%s%s -", info.detail.empty() ? "" : " ", describe(shown, name, sizeof name));
+      snprintf(buf, sizeof buf, "%s%s -", sep, describe(shown, name, sizeof name));
     } else {
+      period[i] = binEstimate(b);
+      if (fastest == 0 || period[i] < fastest) fastest = period[i];
       double k = kernelEstimate(b);
       if (k > 0)
-        snprintf(buf, sizeof buf, "%s%s %.2fus/k%.2f(%u)", info.detail.empty() ? "" : " ",
-                 describe(shown, name, sizeof name), binEstimate(b), k, b.n);
+        snprintf(buf, sizeof buf, "%s%s %.2fus/k%.2f(%u)", sep, describe(shown, name, sizeof name), period[i], k, b.n);
       else
-        snprintf(buf, sizeof buf, "%s%s %.2fus(%u)", info.detail.empty() ? "" : " ",
-                 describe(shown, name, sizeof name), binEstimate(b), b.n);
+        snprintf(buf, sizeof buf, "%s%s %.2fus(%u)", sep, describe(shown, name, sizeof name), period[i], b.n);
     }
     info.detail += buf;
   }
   info.byKernel = hostBound();
   if (stage_ == 1) {
     slowdown_.fill(0);
-    fastestUs_ = 0;
-    for (int i = 0; i < nBins_; ++i) {
-      double us = bins_[i].n > 0 ? binEstimate(bins_[i]) : 0;
-      if (us > 0 && (fastestUs_ == 0 || us < fastestUs_)) fastestUs_ = us;
-    }
-    for (int i = 0; i < nBins_; ++i) {
-      const Decision& d = bins_[i].d;
-      if (bins_[i].n > 0 && fastestUs_ > 0 && d.algo >= 0 && d.algo < coll::kNumAlgos && d.proto >= 0 &&
-          d.proto < coll::kNumProtos)
-        slowdown_[d.algo * coll::kNumProtos + d.proto] = static_cast<float>(binEstimate(bins_[i]) / fastestUs_);
-    }
+    fastestUs_ = fastest;
+    for (int i = 0; i < nBins_; ++i)
+      if (int slot = slotOf(bins_[i].d); period[i] > 0 && slot < coll::kNumAlgos * coll::kNumProtos)
+        slowdown_[slot] = static_cast<float>(period[i] / fastest);
   }
-  int win = leader();
+  int win = leader(info.byKernel);
   // Safety: leaving the base needs evidence on both sides; a round that ran out of calls without it keeps
   // NCCL's choice (stage 1; a re-explore falls back to it too) or the stage-1 winner (stage 2).
   if (!confident(win)) {
@@ -359,7 +354,7 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
     win = -1;
     if (stage_ == 1) base_ = Decision{};
   }
-  double winUs = win >= 0 ? binEstimate(bins_[win]) : 0;
+  double winUs = win >= 0 ? period[win] : 0;
   Decision winner = win >= 0 ? bins_[win].d : base_;
   if (win >= 0) {
     learned_ = winner;
@@ -378,9 +373,14 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
   return info;
 }
 
+int BucketExplorer::slotOf(const Decision& d) {
+  // Arms come from the cost table (in range); anything else shares the last slot, which no arm uses.
+  bool ok = d.algo >= 0 && d.algo < coll::kNumAlgos && d.proto >= 0 && d.proto < coll::kNumProtos;
+  return ok ? d.algo * coll::kNumProtos + d.proto : coll::kNumAlgos * coll::kNumProtos;
+}
+
 float BucketExplorer::slowdown(int algo, int proto) const {
-  if (algo < 0 || algo >= coll::kNumAlgos || proto < 0 || proto >= coll::kNumProtos) return 0;
-  return slowdown_[algo * coll::kNumProtos + proto];
+  return slowdown_[slotOf(Decision{static_cast<int8_t>(algo), static_cast<int8_t>(proto), 0})];
 }
 
 bool BucketExplorer::beginStage2(uint64_t start) {

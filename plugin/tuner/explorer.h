@@ -173,7 +173,8 @@ class BucketExplorer {
   bool confident(int win) const;
   bool everyArmHasMin() const;
   uint32_t needSamples(int bin) const;
-  int leader() const;  // best bin by estimate (stage 2: a channel variant must win clearly); -1 if none measured
+  // Best bin by `byKernel` ranking (stage 2: a channel variant must win clearly); -1 if none measured.
+  int leader(bool byKernel) const;
   int nextArm();       // next plan entry's bin, kWarm for a base call, -1 when the plan is complete
   static constexpr int kWarm = -2;
   void startRound(uint64_t start);
@@ -205,7 +206,8 @@ class BucketExplorer {
   std::array<float, 64> driftBuf_{};
   int driftN_ = 0, driftHits_ = 0, reexplores_ = 0;
   // Last stage-1 round: period / fastest period per (algo, proto), 0 = unmeasured; and the fastest period.
-  std::array<float, coll::kNumAlgos * coll::kNumProtos> slowdown_{};
+  std::array<float, coll::kNumAlgos * coll::kNumProtos + 1> slowdown_{};  // + a slot for out-of-range arms
+  static int slotOf(const Decision& d);
   double fastestUs_ = 0;
 };
 
