@@ -17,10 +17,11 @@ double BucketExplorer::estimate(const float* v, int n, int drop, bool mean) {
   std::copy(v + d, v + d + m, tmp.begin());
   if (mean) {
     // Mean without the extremes: consecutive periods may alternate short and long (two calls completing
-    // together), and only their mean is the cost per call; dropping the largest and smallest sample keeps a
-    // single outlier out without biasing an alternating pair.
+    // together), and only their mean is the cost per call; dropping as many of the largest as of the smallest
+    // samples (a quarter each: the interquartile mean) keeps outliers out without biasing an alternating pair.
     std::sort(tmp.begin(), tmp.begin() + m);
-    int lo = m >= 4 ? 1 : 0, hi = m >= 4 ? m - 1 : m;
+    int trim = m >= 4 ? m / 4 : 0;
+    int lo = trim, hi = m - trim;
     double sum = 0;
     for (int i = lo; i < hi; ++i) sum += tmp[i];
     return sum / (hi - lo);
@@ -80,10 +81,19 @@ uint32_t BucketExplorer::usable(const Bin& b) const {
   return b.n - dropFirst(b.n);
 }
 
+const char* BucketExplorer::stageName(int stage) {
+  switch (stage) {
+    case kScreen: return "stage 1";
+    case kChannels: return "stage 2";
+    case kDuel: return "duel";
+    default: return "stage ?";
+  }
+}
+
 uint32_t BucketExplorer::needSamples(int bin) const {
   // minSamples, or all an arm's calls can give when the plan gives it fewer (ICN_TUNER_EXPLORE_CALLS=1, one rank).
   // Stage 2's reference (bin 0) was measured in stage 1.
-  int calls = stage_ == 2 && bin != 0 ? p_.channelCalls : p_.callsPerArm;
+  int calls = stage_ == kChannels && bin != 0 ? p_.channelCalls : stage_ == kDuel ? p_.duelCalls : p_.callsPerArm;
   return static_cast<uint32_t>(std::clamp(p_.minSamples, 1, std::max(1, calls * spc_)));
 }
 
@@ -163,6 +173,11 @@ void BucketExplorer::beginStage1(std::span<const Decision> candidates, uint64_t 
 }
 
 int BucketExplorer::nextArm() {
+  if (stage_ == kDuel) {
+    // One block per arm, in bin order (the winner's last).
+    int k = planLen_ / std::max(1, p_.duelCalls);
+    return k < nBins_ ? k : -1;
+  }
   if (stage_ == 2) {
     int per = std::max(1, p_.channelCalls);
     int k = planLen_ / per;
@@ -305,7 +320,7 @@ int BucketExplorer::leader(bool byKernel) const {
     win = 0;  // a different channel count must win clearly, not by noise
   // Leaving NCCL's own choice must pay: GPU time misses some host-side and inter-kernel costs, and a few samples
   // cannot resolve a difference of a few percent anyway.
-  if (stage_ == 1 && ncclPick_ >= 0 && win >= 0 && win != ncclPick_ && bins_[ncclPick_].n > 0 &&
+  if (stage_ != kChannels && ncclPick_ >= 0 && win >= 0 && win != ncclPick_ && bins_[ncclPick_].n > 0 &&
       winUs > (1.0 - p_.ncclMargin) * score(bins_[ncclPick_], byKernel))
     win = ncclPick_;
   return win;
@@ -360,7 +375,7 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
     learned_ = winner;
     learnedUs_ = winUs;
     learnedSamples_ = bins_[win].n;
-    if (stage_ == 1) baseChannels_ = bins_[win].chSeen;
+    if (stage_ != kChannels) baseChannels_ = bins_[win].chSeen;
   }
   Decision applied = (mayCommit && win >= 0) ? winner : base_;
   info.after = applied;
@@ -383,8 +398,57 @@ float BucketExplorer::slowdown(int algo, int proto) const {
   return slowdown_[slotOf(Decision{static_cast<int8_t>(algo), static_cast<int8_t>(proto), 0})];
 }
 
+bool BucketExplorer::beginDuel(uint64_t start) {
+  if (phase_ != Phase::Settled || stage_ != kScreen || !adaptive_ || p_.duelCalls <= 0 || current_.algo < 0)
+    return false;
+  int win = -1;
+  for (int i = 0; i < nBins_; ++i)
+    if (bins_[i].d == current_) win = i;
+  if (win < 0 || bins_[win].n == 0) return false;
+  // Challengers: the best other arm as the round ranked them (by kernel time when it was host-bound), and NCCL's
+  // own choice when it came close too (it is the reference a new choice must beat by ncclMargin).
+  bool byKernel = hostBound();
+  double limit = p_.duelRatio * score(bins_[win], byKernel);
+  int other = -1;
+  double otherUs = 0;
+  for (int i = 0; i < nBins_; ++i) {
+    if (i == win || bins_[i].n == 0) continue;
+    double us = score(bins_[i], byKernel);
+    if (other < 0 || us < otherUs) {
+      other = i;
+      otherUs = us;
+    }
+  }
+  if (other < 0 || otherUs > limit) return false;
+  std::array<int, 3> arms{other, -1, win};
+  int n = 1;
+  if (ncclPick_ >= 0 && ncclPick_ != win && ncclPick_ != other && bins_[ncclPick_].n > 0 &&
+      score(bins_[ncclPick_], byKernel) <= limit)
+    arms[n++] = ncclPick_;
+  arms[n++] = win;  // the winner's block last: it goes on running after the plan
+  std::array<Bin, 3> fresh{};
+  int nccl = -1;
+  for (int k = 0; k < n; ++k) {
+    fresh[k] = Bin{bins_[arms[k]].d};
+    if (arms[k] == ncclPick_) nccl = k;  // NCCL's choice keeps its margin in the duel
+  }
+  for (int k = 0; k < n; ++k) bins_[k] = fresh[k];
+  nBins_ = n;
+  ncclPick_ = nccl;
+  base_ = current_;
+  stage_ = kDuel;
+  startRound(start);
+  return true;
+}
+
+bool BucketExplorer::beginNext(uint64_t start) {
+  if (beginDuel(start)) return true;
+  return p_.channelStage && beginStage2(start);
+}
+
 bool BucketExplorer::beginStage2(uint64_t start) {
-  if (phase_ != Phase::Settled || stage_ != 1 || current_.algo < 0 || baseChannels_ <= 0) return false;
+  if (phase_ != Phase::Settled || (stage_ != kScreen && stage_ != kDuel) || current_.algo < 0 || baseChannels_ <= 0)
+    return false;
   int win = -1;
   for (int i = 0; i < nBins_; ++i)
     if (bins_[i].d == current_) win = i;

@@ -16,6 +16,10 @@
 //     `keepRatio` of it, `confirmCalls x finalists` in all; clearly slower arms get nothing more.
 // Adaptive plans need all ranks to share this state (all ranks in one process). Otherwise the plan is a pure
 // function of the index (every arm `callsPerArm + confirmCalls` calls) so separate processes walk the same plan.
+// Duel (adaptive plans, committed winners only): when the best other arm was measured within `duelRatio` of
+// the winner, it, NCCL's choice (when also that close) and the winner run `duelCalls` more calls each, back to
+// back in blocks (the winner's last), and are ranked on these fresh samples alone. A winner chosen on its screening calls alone may rest on one lucky pair of samples (2 H200,
+// 32 MiB: Tree/Simple screened at 131 us, ran at 142-144 us back to back, Ring/Simple 139 us).
 // Stage 2 (committed winners only): half and double the channel count the winner ran on, `channelCalls` each.
 //
 // Estimates are a low quantile of the samples after dropping each arm's first sample per local rank: with two
@@ -60,6 +64,8 @@ struct ExploreParams {
                                // both need before a round may leave NCCL's choice
   int giveUpCalls = 64;        // after the plan: calls of this bucket after which a round short of samples ends,
                                // keeping NCCL's choice ("not enough measurements")
+  int duelCalls = 4;           // duel: calls per arm (0: no duel)
+  double duelRatio = 1.15;     // duel when the best other arm was measured within this factor of the winner
   int channelCalls = 2;        // stage 2: calls per channel variant
   bool channelStage = true;
   double driftRatio = 1.3;     // window estimate above reference x ratio ...
@@ -79,7 +85,7 @@ struct CommitInfo {
   Decision before, after;
   double afterUs = 0;
   std::string detail;  // "TREE/LL 13.8us(4) RING/LL 15.2us(4) ..."
-  int stage = 1;
+  int stage = 1;       // BucketExplorer::kScreen, kChannels or kDuel
   int calls = 0;       // calls the round's plan used
   bool notEnough = false;  // the round gave up: too few measurements to leave NCCL's choice
   bool byKernel = false;   // arms were ranked by kernel time (host-bound round)
@@ -91,6 +97,8 @@ class BucketExplorer {
   static constexpr int kMaxPlan = 96;
   static constexpr int kRecent = 16;
   enum class Phase : uint8_t { Unseen, Exploring, Settled };
+  static constexpr int kScreen = 1, kChannels = 2, kDuel = 3;  // stage()
+  static const char* stageName(int stage);
 
   // Settle directly (rules/cache/default) without exploring: `d` applies from index `from`.
   void settle(const Decision& d, uint64_t from, double refUs);
@@ -117,8 +125,12 @@ class BucketExplorer {
   // Ends the round: winner applies from max(effectiveFrom, plan end). With `mayCommit` false (ranks in other
   // processes) the winner is only remembered (learned()) and the base stays in force. Returns what changed.
   CommitInfo finishRound(uint64_t effectiveFrom, bool mayCommit);
-  // Starts stage 2 (channels) after a committed stage 1; false when there is nothing to try.
+  // Starts the duel after a committed stage 1; false when no other arm came close (or plans are fixed).
+  bool beginDuel(uint64_t start);
+  // Starts stage 2 (channels) after a committed stage 1 or duel; false when there is nothing to try.
   bool beginStage2(uint64_t start);
+  // After a committed round: the duel, else stage 2 (when enabled); false when the search is over.
+  bool beginNext(uint64_t start);
   // After settling: true when measured times drifted and a new stage-1 round is due.
   bool driftDetected();
   void noteReexplore() { ++reexplores_; }

@@ -170,7 +170,7 @@ void Group::parkIdle(uint64_t tick) {
 }
 
 void Group::publish(Bucket& b) {
-  if (b.ex.phase() == BucketExplorer::Phase::Settled && !b.pendingStage2 && !b.pendingReexplore)
+  if (b.ex.phase() == BucketExplorer::Phase::Settled && !b.pendingNext && !b.pendingReexplore)
     b.word.store(pack(b.ex.current(), b.ex.currentFrom()));
 }
 
@@ -306,14 +306,15 @@ void Group::maybeTransition(int c, int bkt) {
     bool commit = online && complete();
     CommitInfo ci = b.ex.finishRound(maxNext(c, bkt), commit);
     logCommit(c, bkt, ci, commit);
-    if (commit && stage == 1 && cfg_.explore.channelStage) {
-      // Keep measuring into stage 2: switching the profiler off and on again would cost its first call's sample.
-      b.pendingStage2 = true;
+    if (commit && stage != BucketExplorer::kChannels) {
+      // Keep measuring into the duel or stage 2: switching the profiler off and on again would cost its first
+      // call's sample.
+      b.pendingNext = true;
     } else {
       setExploring(b, false);
     }
   }
-  if (b.ex.phase() == BucketExplorer::Phase::Settled && (b.pendingStage2 || b.pendingReexplore)) {
+  if (b.ex.phase() == BucketExplorer::Phase::Settled && (b.pendingNext || b.pendingReexplore)) {
     b.word.store(0);
     if (minDecided(c, bkt) >= b.ex.currentFrom()) {
       uint64_t start = maxNext(c, bkt);
@@ -322,12 +323,12 @@ void Group::maybeTransition(int c, int bkt) {
         b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), start, cfg_.explore, complete(),
                          std::max(1, members_.load()), b.ncclPick);
         startExploring(b);
-      } else if (b.ex.beginStage2(start)) {
+      } else if (b.ex.beginNext(start)) {
         startExploring(b);
       } else {
         setExploring(b, false);
       }
-      b.pendingStage2 = b.pendingReexplore = false;
+      b.pendingNext = b.pendingReexplore = false;
     }
   }
   publish(b);
@@ -354,17 +355,17 @@ void Group::logCommit(int c, int bkt, const CommitInfo& ci, bool committed) {
   char before[48], after[48];
   if (ci.notEnough) {
     ICN_INFO(subsys::Tuning,
-             "tuner: comm 0x%llx %s 2^%d B stage %d: keeps %s: not enough measurements after %d planned calls "
+             "tuner: comm 0x%llx %s 2^%d B %s: keeps %s: not enough measurements after %d planned calls "
              "(NCCL's choice and the leader need %d usable samples each); measured: %s",
-             static_cast<unsigned long long>(commId_), coll::collName(c), bkt, ci.stage,
+             static_cast<unsigned long long>(commId_), coll::collName(c), bkt, BucketExplorer::stageName(ci.stage),
              describe(ci.after, after, sizeof after), ci.calls, cfg_.explore.minSamples, ci.detail.c_str());
     return;
   }
   if (committed) {
     ICN_INFO(subsys::Tuning,
-             "tuner: comm 0x%llx %s 2^%d B stage %d: %s %s %s (%.2fus) from call %llu after %d planned calls; "
+             "tuner: comm 0x%llx %s 2^%d B %s: %s %s %s (%.2fus) from call %llu after %d planned calls; "
              "ranked by %s; measured (period/kernel): %s",
-             static_cast<unsigned long long>(commId_), coll::collName(c), bkt, ci.stage,
+             static_cast<unsigned long long>(commId_), coll::collName(c), bkt, BucketExplorer::stageName(ci.stage),
              describe(ci.before, before, sizeof before), ci.before == ci.after ? "stays" : "->",
              describe(ci.after, after, sizeof after), ci.afterUs,
              static_cast<unsigned long long>(buckets_[c][bkt].ex.currentFrom()), ci.calls,

@@ -70,7 +70,7 @@ class Group {
     int ncclPick = -1;  // index of NCCL's own choice in cands
     int skipped = 0;       // arms not screened: far slower in the nearest smaller measured bucket ...
     int skippedFrom = -1;  // ... this one
-    bool pendingStage2 = false, pendingReexplore = false, counted = false;
+    bool pendingNext = false, pendingReexplore = false, counted = false;  // pendingNext: duel or stage 2
     uint64_t lastTick = 0;  // process-wide call tick of this bucket's latest exploring call
   };
   Decision slowPath(int slot, int coll, int bucket, uint64_t index, const CostTable& table);

@@ -10,14 +10,16 @@
 #   use the same transport; NCCL_NVLS_ENABLE=0 always.
 # The online run learns in-process: nccl-tests' warm-up (-w calls at every power of two) and first sweep are its
 # learning phase (~20 calls per size bucket), the second sweep is slack, the third (-N 3) is what the table
-# reports (the summary keeps the last sweep of every log). Fixed, default and static runs use one sweep.
+# reports (the summary keeps the last sweep of every log). Every configuration runs the same sweeps and reports
+# its last one, so all are compared at the same age of their process (docs/results/tuner/history.md: sweeps
+# of one process differ).
 # Once per path a diagnostic online run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING (not in the table: NCCL
 # logs a line per collective there) records every ICN decision and how many collectives the profiler timed
 # (diag-<path>-online.txt, decisions.log).
 # Results (raw logs, decision logs, caches, table, plot) go to $OUT. Expected device time: ~5 min for both paths.
 # Knobs: ICN_PROOF_ITERS (20) ICN_PROOF_WARMUP (20) ICN_PROOF_MAX_NVL (4G) ICN_PROOF_MAX_NET (64M)
 #        ICN_PROOF_REPS (5) ICN_PROOF_BUDGET_S (420: no new run starts after this) ICN_PROOF_PATHS ("nvl net")
-#        ICN_PROOF_ONLINE_SWEEPS (3) ICN_PROOF_CONFIGS ("default fixed online static diag").
+#        ICN_PROOF_SWEEPS (3) ICN_PROOF_CONFIGS ("default fixed online static diag").
 set -u
 SO_DIR=${1:?usage: tuner_proof.sh <dir with libnccl-net-icn.so> <nccl-tests build dir>}
 NT_DIR=${2:?usage: tuner_proof.sh <dir with libnccl-net-icn.so> <nccl-tests build dir>}
@@ -31,7 +33,7 @@ MAX_NVL=${ICN_PROOF_MAX_NVL:-4G}
 MAX_NET=${ICN_PROOF_MAX_NET:-64M}
 REPS=${ICN_PROOF_REPS:-5}
 BUDGET=${ICN_PROOF_BUDGET_S:-420}
-ONLINE_SWEEPS=${ICN_PROOF_ONLINE_SWEEPS:-3}
+SWEEPS=${ICN_PROOF_SWEEPS:-${ICN_PROOF_ONLINE_SWEEPS:-3}}
 PATHS=${ICN_PROOF_PATHS:-"nvl net"}
 CONFIGS=${ICN_PROOF_CONFIGS:-"default fixed online static diag"}  # subset to re-run some configurations only
 want() { [[ " $CONFIGS " == *" $1 "* ]]; }
@@ -78,9 +80,8 @@ run() {  # path config rep maxbytes -- env...   (config "diag": log file outside
     log "budget ${BUDGET}s used up: skipping $path/$cfg/r$rep"
     return
   fi
-  local cycles=1 file="$OUT/raw/$path-$cfg-r$rep.txt"
-  [ "$cfg" = online ] && cycles=$ONLINE_SWEEPS
-  [ "$cfg" = diag ] && { cycles=$ONLINE_SWEEPS; file="$OUT/raw/diag-$path-online.txt"; }
+  local cycles=$SWEEPS file="$OUT/raw/$path-$cfg-r$rep.txt"
+  [ "$cfg" = diag ] && file="$OUT/raw/diag-$path-online.txt"
   local t0=$(date +%s%N)
   env "$@" timeout 240 "$ARP" -b 8 -e "$max" -f 4 -g 2 -n "$ITERS" -w "$WARMUP" -c 0 -N "$cycles" > "$file" 2>&1
   local rc=$?

@@ -41,6 +41,11 @@ TEST(Explorer, EstimateIsALowQuantileWithoutTheFirstSample) {
   const float out[] = {10, 11, 90, 12, 9};
   EXPECT_DOUBLE_EQ(BucketExplorer::estimate(out, 5, 0, true), 11.0);
   EXPECT_DOUBLE_EQ(BucketExplorer::estimate(alt, 2, 0, true), 28.0);  // two samples: plain mean
+  // Interquartile mean: two 3x outliers among ten samples stay out, an alternating pattern still averages.
+  const float two[] = {500, 1500, 510, 520, 490, 1550, 500, 510, 505, 495};
+  EXPECT_NEAR(BucketExplorer::estimate(two, 10, 0, true), 505.0, 5.0);
+  const float alt8[] = {6, 50, 6, 50, 6, 50, 6, 50};
+  EXPECT_DOUBLE_EQ(BucketExplorer::estimate(alt8, 8, 0, true), 28.0);
 }
 
 TEST(Explorer, FixedPlanIsAPureFunctionOfTheIndex) {
@@ -189,6 +194,80 @@ TEST(Explorer, ChannelStageAttributesByObservedChannels) {
   CommitInfo ci = ex.finishRound(10, true);
   EXPECT_EQ(ci.after, (Decision{1, 1, 4}));
   EXPECT_EQ(ci.stage, 2);
+}
+
+// Stage 1 won on a lucky screen: the duel re-runs the winner, the best other arm and NCCL's choice (both within
+// duelRatio) in blocks, challengers first, and ranks them on the fresh samples only.
+TEST(Explorer, DuelRerunsTheClosestArmsOnFreshSamples) {
+  BucketExplorer ex;
+  auto c = sixCandidates();
+  ExploreParams p = params(1, 0);
+  ex.beginStage1(c, 0, p, true, 1, /*ncclPick=*/5);
+  ex.extendPlan(100);
+  const double screen[6] = {40, 30, 12.0, 60, 13.0, 13.5};  // c[2] lucky; c[4] best other; c[5] NCCL's
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, screen[k]);
+  ASSERT_EQ(ex.finishRound(6, true).after, c[2]);
+  ASSERT_TRUE(ex.beginNext(6));
+  EXPECT_EQ(ex.stage(), BucketExplorer::kDuel);
+  ex.extendPlan(100);
+  EXPECT_EQ(ex.planEnd(), 6u + 12u);
+  for (uint64_t i = 0; i < 4; ++i) EXPECT_EQ(ex.decisionFor(6 + i), c[4]) << i;
+  for (uint64_t i = 4; i < 8; ++i) EXPECT_EQ(ex.decisionFor(6 + i), c[5]) << i;
+  for (uint64_t i = 8; i < 12; ++i) EXPECT_EQ(ex.decisionFor(6 + i), c[2]) << i;
+  EXPECT_EQ(ex.decisionFor(18), c[2]) << "the stage-1 winner runs after the plan";
+  EXPECT_EQ(ex.decisionFor(5), c[2]) << "before the duel: the stage-1 winner";
+  feed(ex, c[2], 4, 14.0);  // back to back the lucky arm is slower
+  feed(ex, c[4], 4, 13.0);
+  feed(ex, c[5], 4, 13.2);  // NCCL's choice: RING/LL128 is not 3% faster, NCCL's choice stays
+  ASSERT_TRUE(ex.roundDone(18));
+  CommitInfo ci = ex.finishRound(18, true);
+  EXPECT_EQ(ci.stage, BucketExplorer::kDuel);
+  EXPECT_EQ(ci.before, c[2]);
+  EXPECT_EQ(ci.after, c[5]);
+  EXPECT_EQ(ex.learned(), c[5]);
+  ASSERT_TRUE(ex.beginNext(18)) << "then the channel stage, on the duel's winner";
+  EXPECT_EQ(ex.stage(), BucketExplorer::kChannels);
+  ex.extendPlan(100);
+  EXPECT_EQ(ex.decisionFor(18), (Decision{1, 2, 4}));
+}
+
+TEST(Explorer, NoDuelWhenNothingCameClose) {
+  BucketExplorer ex;
+  auto c = sixCandidates();
+  ex.beginStage1(c, 0, params(1, 0), true, 1);
+  ex.extendPlan(100);
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, k == 4 ? 10.0 : 11.6);  // the others 16% slower
+  ex.finishRound(6, true);
+  EXPECT_FALSE(ex.beginDuel(6));
+  ASSERT_TRUE(ex.beginNext(6));
+  EXPECT_EQ(ex.stage(), BucketExplorer::kChannels);
+}
+
+TEST(Explorer, NoDuelWithFixedPlans) {
+  BucketExplorer ex;  // ranks in other processes: nothing measured may shape a plan
+  auto c = sixCandidates();
+  ex.beginStage1(c, 0, params(1, 0), false, 1);
+  ex.extendPlan(100);
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, 10.0 + 0.1 * k);
+  ex.finishRound(6, true);
+  EXPECT_FALSE(ex.beginDuel(6));
+}
+
+TEST(Explorer, DuelShortOfSamplesKeepsTheStage1Winner) {
+  BucketExplorer ex;
+  auto c = sixCandidates();
+  ex.beginStage1(c, 0, params(1, 0), true, 1);
+  ex.extendPlan(100);
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, k == 4 ? 10.0 : 10.5);
+  ex.finishRound(6, true);
+  ASSERT_TRUE(ex.beginDuel(6));
+  ex.extendPlan(100);
+  uint64_t end = ex.planEnd();
+  ASSERT_TRUE(ex.roundDone(end + 64)) << "gives up after the cap";
+  CommitInfo ci = ex.finishRound(end + 64, true);
+  EXPECT_TRUE(ci.notEnough);
+  EXPECT_EQ(ci.after, c[4]);
+  EXPECT_EQ(ex.decisionFor(end + 100), c[4]);
 }
 
 TEST(Explorer, ChannelStageNeedsAClearWin) {

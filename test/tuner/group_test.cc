@@ -149,8 +149,9 @@ TEST(Group, ConvergesToFastestOnNoisyModels) {
       // The target: within 1.03x of the best fixed choice. Model 3's best two are 4.8% apart at 2 us with
       // launch skew twice the kernel time, which ~20 calls cannot always resolve: there, within 1.05x.
       EXPECT_LE(got, best * (mi == 3 ? 1.05 : 1.03)) << "model " << mi << " seed " << seed;
-      // The learning cost: calls that did not run the final choice. Screening (6 x 2), confirming (~4) and the
-      // channel variants (2 x 2): ~20 calls.
+      // The learning cost: calls that did not run the final choice. Screening (6 x 2), confirming (~4), the
+      // challengers' duel calls (4 each, up to two challengers within 15%) and the channel variants (2 x 2):
+      // up to ~28 calls.
       int off = 0;
       for (size_t i = 0; i < sim.history[0].size(); ++i)
         if (const Decision& h = sim.history[0][i];
@@ -158,10 +159,10 @@ TEST(Group, ConvergesToFastestOnNoisyModels) {
           ++off;
       // With the measurement lag of this model (6 calls), an arm screened last may still be the winner: the
       // confirm calls and the tail went to the leader of the moment (model 0 from a 2 MiB cost table).
-      EXPECT_LE(off, 26) << "model " << mi << " seed " << seed;
-      // Settled (both stages committed, the profiler released) within the budget plus the measurement lag.
+      EXPECT_LE(off, 34) << "model " << mi << " seed " << seed;
+      // Settled (every stage committed, the profiler released) within the budget plus the measurement lag.
       EXPECT_GT(settledAt, 0);
-      EXPECT_LE(settledAt, 40) << "model " << mi << " seed " << seed;
+      EXPECT_LE(settledAt, 52) << "model " << mi << " seed " << seed;
       EXPECT_EQ(sim.history[0], sim.history[1]) << "local ranks diverged";
       if (getenv("ICN_TEST_VERBOSE"))
         fprintf(stderr, "model %d seed %u off %d settled %d pick %d/%d/%d\n", mi, seed, off, settledAt, d.algo,
@@ -269,6 +270,19 @@ TEST(Group, AcrossNodesAnArmsFirstCallDoesNotCount) {
   const uint32_t seeds = testSeeds();
   Outcome o = convergeRuns(m, 1 << 23, Decision{1, 2, 0}, seeds, 19, cost, /*nNodes=*/2);
   EXPECT_GE(o.within, seeds * 19 / 20) << "picks within 1.03x of Ring/Simple";
+}
+
+TEST(Group, DuelOverturnsALuckyScreen) {
+  // NVLink, 32 MiB as measured on 2 H200: Tree/Simple's first call after another arm ran 131 us, back to back
+  // 142-144 us; Ring/Simple (NCCL's pick) 139 us. Screened on two calls, Tree/Simple's lower quartile is the lucky
+  // first call's and it won the round; its own back-to-back calls in the duel give it away.
+  Model m{{{303.0, 155.0, 144.0}, {285.0, 148.0, 139.0}}};
+  m.switchDiscount[0][2] = 0.09;
+  m.skewUs = 2;
+  auto cost = [&](int a, int p) { return m.us[a][p]; };
+  const uint32_t seeds = testSeeds();
+  Outcome o = convergeRuns(m, 1 << 25, Decision{1, 2, 0}, seeds, 23, cost);
+  EXPECT_EQ(o.within, seeds) << "picks within 1.03x of Ring/Simple";
 }
 
 TEST(Group, ChannelStageFindsFewerChannels) {
