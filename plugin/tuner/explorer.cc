@@ -298,10 +298,20 @@ bool BucketExplorer::roundDone(uint64_t issued) const {
   }
   if (all) return true;
   // Samples still missing. After the grace calls, minSamples per arm is enough to decide; a round short of
-  // that keeps waiting (late samples end it through addSample) until the give-up cap.
+  // that keeps waiting (late samples end it through addSample) until the give-up cap. A duel waits for all but
+  // one call's samples of every block: the first samples to arrive are a block's first calls, the ones that
+  // follow a switch (2 H200, 2 GiB: a duel decided on the first two of eight samples).
   uint64_t grace = static_cast<uint64_t>(std::max(0, p_.graceCalls));
-  if (issued >= planEnd() + grace && everyArmHasMin()) return true;
+  if (issued >= planEnd() + grace && everyArmHasMin() && (stage_ != kDuel || duelBlocksNearlyIn())) return true;
   return issued >= planEnd() + std::max(grace, static_cast<uint64_t>(std::max(0, p_.giveUpCalls)));
+}
+
+bool BucketExplorer::duelBlocksNearlyIn() const {
+  for (int i = 0; i < nBins_; ++i) {
+    int calls = static_cast<int>(bins_[i].planned) - static_cast<int>(bins_[i].unmeasured) - 1;
+    if (calls > 0 && bins_[i].n < static_cast<uint32_t>(calls) * static_cast<uint32_t>(spc_)) return false;
+  }
+  return true;
 }
 
 int BucketExplorer::leader(bool byKernel) const {

@@ -184,6 +184,7 @@ class BucketExplorer {
   // wins against at least one other arm with minSamples.
   bool confident(int win) const;
   bool everyArmHasMin() const;
+  bool duelBlocksNearlyIn() const;  // every duel arm has its samples but for one call's
   uint32_t needSamples(int bin) const;
   // Best bin by `byKernel` ranking (stage 2: a channel variant must win clearly); -1 if none measured.
   int leader(bool byKernel) const;

@@ -253,6 +253,29 @@ TEST(Explorer, NoDuelWithFixedPlans) {
   EXPECT_FALSE(ex.beginDuel(6));
 }
 
+TEST(Explorer, DuelWaitsForItsBlocks) {
+  BucketExplorer ex;
+  auto c = sixCandidates();
+  ex.beginStage1(c, 0, params(1, 0), true, 2);
+  ex.extendPlan(100);
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 2, k == 4 ? 10.0 : 10.5);
+  ex.finishRound(6, true);
+  ASSERT_TRUE(ex.beginDuel(6));
+  ex.extendPlan(100);
+  uint64_t end = ex.planEnd();
+  ASSERT_EQ(end, 6u + 8u);
+  ASSERT_EQ(ex.decisionFor(6), c[0]);  // the challenger's block (first of the tied others), then the winner's
+  ASSERT_EQ(ex.decisionFor(10), c[4]);
+  // The first call of each block arrived (a switch made it fast); the rest is still in flight.
+  feed(ex, c[0], 2, 8.0);
+  feed(ex, c[4], 2, 7.0);
+  EXPECT_FALSE(ex.roundDone(end + 20)) << "two of eight samples per arm: not a duel yet";
+  feed(ex, c[0], 4, 9.0);
+  feed(ex, c[4], 4, 12.0);
+  EXPECT_TRUE(ex.roundDone(end + 20)) << "all but one call's samples: enough";
+  EXPECT_EQ(ex.finishRound(end + 20, true).after, c[0]);
+}
+
 TEST(Explorer, DuelShortOfSamplesKeepsTheStage1Winner) {
   BucketExplorer ex;
   auto c = sixCandidates();
