@@ -33,9 +33,11 @@
 // pays per call) and the kernel's own work time. Arms are ranked by the period unless the round is host-bound:
 // when the fastest kernel's work time is below `hostBoundRatio` of the best period, the period is mostly time the
 // GPU waited for the host (inflated further by the profiler itself), it is the same for every arm whose GPU cost
-// fits inside it, and its noise decides; the kernel times still order the arms. Measured on 2 H200 (NVLink): up
-// to 512 KiB the fastest kernel takes 0.13-0.65 of the period and ranking by period picked arms 1.4x slower;
-// from 8 MiB up it is above 0.9 and the period also sees per-call costs outside the kernel (Tree/Simple: 15 us).
+// fits inside it, and its noise decides; the kernel times still order the arms. Measured on 2 H200 (NVLink), the
+// stage-1 rounds of five runs: up to 512 KiB the fastest kernel takes 0.1-0.35 of the best period and ranking by
+// period picked arms 1.4x slower; from 8 MiB up it is above 0.9 and the period also sees per-call costs outside
+// the kernel (Tree/Simple: 8-15 us). 2 MiB sits between (0.54-0.83, lower on a slower host): there Tree/Simple
+// has the shortest kernel (16.5 us) but costs 29 us a call against Ring/LL128's 24.5, so 0.5 is the line.
 // Communicators spanning nodes never rank by kernel time (Group: the network wait is not in it reliably).
 #pragma once
 #include <array>
@@ -55,7 +57,7 @@ struct ExploreParams {
   int finalists = 2;           // confirm budget: confirmCalls x finalists calls
   double keepRatio = 1.15;     // arms within this factor of the leader may take confirm calls
   double ncclMargin = 0.03;    // stage 1: another arm must be this much faster than NCCL's own choice
-  double hostBoundRatio = 0.7; // rank by kernel time when the fastest kernel is < this x the best period
+  double hostBoundRatio = 0.5; // rank by kernel time when the fastest kernel is < this x the best period
   bool meanPeriods = false;    // estimate periods by a trimmed mean instead of the lower quartile (across nodes)
   int dropFirstAfter = 2;      // an arm's first call is left out once this many more of its calls were measured
   int graceCalls = 8;          // after the plan: calls to wait for every planned sample before settling for
