@@ -1,6 +1,7 @@
 // ncclProfiler_v5: measures GPU time per collective (Coll + KernelCh events) for the heatmap and the tuner of the
 // same communicator. NCCL's activation mask is process-wide and re-read for every collective, so we only switch
 // events on while some tuner bucket is exploring or sampling (profiling costs a proxy op per channel).
+#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include "telemetry/coll_names.h"
 #include "telemetry/heatmap.h"
 #include "telemetry/kernel_timer.h"
+#include "telemetry/period_tracker.h"
 #include "tuner/group.h"
 
 namespace {
@@ -39,9 +41,7 @@ struct ProfilerCtx {
   uint64_t lookups = 0;
   std::unique_ptr<icn::telemetry::KernelTimer> timer;
   std::mutex periodMu;  // completions normally come from one proxy thread; this keeps it correct if not
-  uint64_t lastSeq = 0, lastStopNs = 0;
-  uint32_t lastEpoch = 0;
-  bool haveLast = false;
+  icn::telemetry::PeriodTracker periods;
 
   void onTiming(const icn::telemetry::CollTiming& t) {
     double us = static_cast<double>(t.gpuNs) / 1000.0;
@@ -57,22 +57,22 @@ struct ProfilerCtx {
     // Tree/Simple at 2-32 MiB on H200. The kernel time goes along: when launches cannot keep up the periods of
     // all candidates are the host's pace and only kernel times still tell them apart. Without a timed
     // predecessor there is no sample.
-    double periodUs = -1;
+    std::array<icn::telemetry::PeriodSample, 2> ready;
+    int n;
     {
       std::lock_guard<std::mutex> lock(periodMu);
-      if (haveLast && t.seq == lastSeq + 1 && t.epoch == lastEpoch && t.stopNs > lastStopNs)
-        periodUs = static_cast<double>(t.stopNs - lastStopNs) / 1000.0;
-      if (!haveLast || t.seq > lastSeq) {
-        lastSeq = t.seq;
-        lastStopNs = t.stopNs;
-        lastEpoch = t.epoch;
-        haveLast = true;
-      }
+      n = periods.complete(t, ready);
     }
-    if (periodUs <= 0) return;
+    if (n == 0) return;
     // The registry lookup takes a process-wide lock: retry rarely until the tuner's group exists.
     if (!group && (lookups++ % 64) == 0) group = icn::tuner::findGroup(commId);
-    if (group) group->addSample(t.coll, bucket, icn::tuner::Sample{t.algo, t.proto, t.channels, periodUs, us});
+    if (!group) return;
+    for (int i = 0; i < n; ++i) {
+      const icn::telemetry::CollTiming& c = ready[i].timing;
+      group->addSample(c.coll, icn::coll::bucketOf(c.bytes),
+                       icn::tuner::Sample{c.algo, c.proto, c.channels, ready[i].periodUs,
+                                          static_cast<double>(c.gpuNs) / 1000.0});
+    }
   }
 };
 
@@ -144,11 +144,19 @@ ncclResult_t finalize(void* ctx) {
   if (!p) return ncclSuccess;
   try {
     auto s = p->timer->stats();
+    uint64_t periods = 0, reordered = 0;
+    {
+      std::lock_guard<std::mutex> lock(p->periodMu);
+      periods = p->periods.periods();
+      reordered = p->periods.reordered();
+    }
     ICN_INFO(icn::subsys::Profile | icn::subsys::Tuning,
-             "profiler: comm 0x%llx rank %d: %llu collectives timed, %llu dropped, %llu evicted, %llu stale handles",
+             "profiler: comm 0x%llx rank %d: %llu collectives timed, %llu dropped, %llu evicted, %llu stale handles; "
+             "%llu periods (%llu completed after their successor)",
              static_cast<unsigned long long>(p->commId), p->rank, static_cast<unsigned long long>(s.completed),
              static_cast<unsigned long long>(s.droppedNoSlot), static_cast<unsigned long long>(s.evicted),
-             static_cast<unsigned long long>(s.staleHandles));
+             static_cast<unsigned long long>(s.staleHandles), static_cast<unsigned long long>(periods),
+             static_cast<unsigned long long>(reordered));
     icn::telemetry::heatmap::unregisterComm(p->entry);
   } catch (...) {
     return ncclInternalError;

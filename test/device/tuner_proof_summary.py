@@ -96,7 +96,7 @@ def main():
         title = "NVLink path" if path == "nvl" else "Net path (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1)"
         reps = max((r["reps"] for r in rows), default=0)
         md.append(f"\n## {title}\n\nall_reduce_perf -g 2, out-of-place time in us, median of {reps} runs "
-                  f"(ICN online: last of its sweeps)\n")
+                  f"(each run: the last of its sweeps)\n")
         md.append("| size | default | best fixed | ICN online | ICN static | default/best | online/best | static/best |")
         md.append("|---:|---:|---|---:|---:|---:|---:|---:|")
         for r in rows:
