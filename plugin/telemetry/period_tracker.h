@@ -2,10 +2,10 @@
 // same rank) to the end of this one.
 //
 // Collectives end on the GPU in launch order, but the profiler learns of them in the order the proxy thread sees
-// their last channel stop, which may differ: on the net path a Tree/Simple call's last channel was recorded after
-// its successor's, and matching only "the previous completion" lost both calls' samples (2 H200: a duel got 2 of
-// its 8 Tree/Simple samples at 8 MiB). So completions are kept by sequence number in a small window, and a call's
-// period is emitted once both it and its predecessor are known, whichever arrives first.
+// their last channel stop, which may differ; matching only "the previous completion" then loses both calls'
+// samples (suspected on the net path, 2 H200: a duel got 2 of its 8 Tree/Simple samples at 8 MiB with no
+// collective dropped). So completions are kept by sequence number in a small window, and a call's period is
+// emitted once both it and its predecessor are known, whichever arrives first.
 #pragma once
 #include <array>
 #include <cstdint>

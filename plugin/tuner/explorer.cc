@@ -100,9 +100,9 @@ uint32_t BucketExplorer::needSamples(int bin) const {
 bool BucketExplorer::confident(int win) const {
   if (win < 0 || win >= nBins_) return false;
   if (usable(bins_[win]) < needSamples(win)) return false;
-  int ref = stage_ == 2 ? 0 : ncclPick_;
+  int ref = stage_ == kChannels ? 0 : ncclPick_;
   if (ref >= 0 && ref != win) return usable(bins_[ref]) >= needSamples(ref);
-  if (stage_ == 2) return true;  // keeping the stage-1 winner's channel count needs no comparison
+  if (stage_ == kChannels) return true;  // keeping the stage-1 winner's channel count needs no comparison
   // NCCL's choice won (or is unknown): it only won if it was compared with at least one other measured arm.
   for (int i = 0; i < nBins_; ++i)
     if (i != win && usable(bins_[i]) >= needSamples(i)) return true;
@@ -112,7 +112,7 @@ bool BucketExplorer::confident(int win) const {
 bool BucketExplorer::everyArmHasMin() const {
   // Stage 2 only waits for the unchanged channel count: NCCL may not honour a channel variant (tiny sizes run on
   // one channel whatever we ask), so its samples may never come; an unmeasured variant just cannot win.
-  int n = stage_ == 2 ? std::min(nBins_, 1) : nBins_;
+  int n = stage_ == kChannels ? std::min(nBins_, 1) : nBins_;
   for (int i = 0; i < n; ++i) {
     const Bin& b = bins_[i];
     if (b.planned > b.unmeasured && usable(b) < needSamples(i)) return false;
@@ -168,7 +168,7 @@ void BucketExplorer::beginStage1(std::span<const Decision> candidates, uint64_t 
     bins_[nBins_++] = Bin{d};
   }
   ncclPick_ = ncclPick >= 0 && ncclPick < nBins_ ? ncclPick : -1;
-  stage_ = 1;
+  stage_ = kScreen;
   startRound(start);
 }
 
@@ -178,7 +178,7 @@ int BucketExplorer::nextArm() {
     int k = planLen_ / std::max(1, p_.duelCalls);
     return k < nBins_ ? k : -1;
   }
-  if (stage_ == 2) {
+  if (stage_ == kChannels) {
     int per = std::max(1, p_.channelCalls);
     int k = planLen_ / per;
     return k + 1 < nBins_ ? k + 1 : -1;
@@ -231,7 +231,7 @@ void BucketExplorer::extendPlan(uint64_t upTo) {
     }
     if (arm < 0) {
       planFinal_ = true;
-      int lead = (stage_ == 1 && adaptive_) ? leader(hostBound()) : -1;
+      int lead = (stage_ == kScreen && adaptive_) ? leader(hostBound()) : -1;
       // Until the round ends, the leader so far runs (adaptive) or the base does (fixed plans: what every
       // process computes without measurements). A leader that only won because the others' samples are still in
       // flight is no leader: the base runs then.
@@ -261,7 +261,7 @@ int BucketExplorer::findBin(const Sample& s) const {
   for (int i = 0; i < nBins_; ++i) {
     const Bin& b = bins_[i];
     if (b.d.algo != s.algo || b.d.proto != s.proto) continue;
-    if (stage_ != 2) return i;
+    if (stage_ != kChannels) return i;
     int rel = s.channels < baseChannels_ ? -1 : s.channels > baseChannels_ ? 1 : 0;
     if (b.chRel == rel) return i;
   }
@@ -325,7 +325,7 @@ int BucketExplorer::leader(bool byKernel) const {
       winUs = us;
     }
   }
-  if (stage_ == 2 && win > 0 && bins_[win].chRel != 0 && bins_[0].n > 0 &&
+  if (stage_ == kChannels && win > 0 && bins_[win].chRel != 0 && bins_[0].n > 0 &&
       winUs > kChannelWinRatio * score(bins_[0], byKernel))
     win = 0;  // a different channel count must win clearly, not by noise
   // Leaving NCCL's own choice must pay: GPU time misses some host-side and inter-kernel costs, and a few samples
@@ -348,7 +348,7 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
   for (int i = 0; i < nBins_; ++i) {
     const Bin& b = bins_[i];
     Decision shown = b.d;
-    if (stage_ == 2 && b.chRel == 0 && b.chSeen > 0) shown.channels = static_cast<int16_t>(b.chSeen);
+    if (stage_ == kChannels && b.chRel == 0 && b.chSeen > 0) shown.channels = static_cast<int16_t>(b.chSeen);
     const char* sep = info.detail.empty() ? "" : " ";
     if (b.n == 0) {
       snprintf(buf, sizeof buf, "%s%s -", sep, describe(shown, name, sizeof name));
@@ -364,7 +364,7 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
     info.detail += buf;
   }
   info.byKernel = hostBound();
-  if (stage_ == 1) {
+  if (stage_ == kScreen) {
     slowdown_.fill(0);
     fastestUs_ = fastest;
     for (int i = 0; i < nBins_; ++i)
@@ -377,7 +377,7 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
   if (!confident(win)) {
     info.notEnough = true;
     win = -1;
-    if (stage_ == 1) base_ = Decision{};
+    if (stage_ == kScreen) base_ = Decision{};
   }
   double winUs = win >= 0 ? period[win] : 0;
   Decision winner = win >= 0 ? bins_[win].d : base_;
@@ -482,7 +482,7 @@ bool BucketExplorer::beginStage2(uint64_t start) {
   }
   if (nBins_ == 1) return false;
   base_ = current_;
-  stage_ = 2;
+  stage_ = kChannels;
   startRound(start);
   return true;
 }

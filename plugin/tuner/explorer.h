@@ -18,8 +18,9 @@
 // function of the index (every arm `callsPerArm + confirmCalls` calls) so separate processes walk the same plan.
 // Duel (adaptive plans, committed winners only): when the best other arm was measured within `duelRatio` of
 // the winner, it, NCCL's choice (when also that close) and the winner run `duelCalls` more calls each, back to
-// back in blocks (the winner's last), and are ranked on these fresh samples alone. A winner chosen on its screening calls alone may rest on one lucky pair of samples (2 H200,
-// 32 MiB: Tree/Simple screened at 131 us, ran at 142-144 us back to back, Ring/Simple 139 us).
+// back in blocks (the winner's last), and are ranked on these fresh samples alone. A winner chosen on its
+// screening calls may rest on one lucky pair of samples (2 H200, 32 MiB: Tree/Simple screened at 131 us, ran at
+// 142-144 us back to back, Ring/Simple 139 us).
 // Stage 2 (committed winners only): half and double the channel count the winner ran on, `channelCalls` each.
 //
 // Estimates are a low quantile of the samples after dropping each arm's first sample per local rank: with two
