@@ -153,6 +153,16 @@ void collective(const Plugin& p, Rank& r, int* mask, uint64_t* gpuClock, size_t 
   *gpuClock += dur + 1000;
 }
 
+// Both ranks' profiler and tuner, each rank's profiler first (NCCL's order within a communicator).
+void initRanks(const Plugin& p, Rank (&ranks)[2], uint64_t commId, int* mask) {
+  ncclNvlDomainInfo_v5_t nvl{1, 2, 2};
+  ncclTunerConstants_v5_t constants{};
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(p.prof->init(&ranks[r].pctx, commId, mask, "abi", 1, 2, r, logger), ncclSuccess);
+    ASSERT_EQ(p.tuner->init(&ranks[r].tctx, commId, 2, 1, logger, &nvl, &constants), ncclSuccess);
+  }
+}
+
 struct Env {
   std::string cache = "/tmp/icn-abi-cache-" + std::to_string(getpid()) + ".csv";
   std::string heat = "/tmp/icn-heatmap-" + std::to_string(getpid()) + ".json";  // the default path
@@ -242,12 +252,7 @@ TEST(PluginAbi, OnlineConvergesThenStaticReplaysTheCache) {
     int mask = 0;
     uint64_t clock = 0;
     Rank ranks[2];
-    ncclNvlDomainInfo_v5_t nvl{1, 2, 2};
-    ncclTunerConstants_v5_t constants{};
-    for (int r = 0; r < 2; ++r) {
-      ASSERT_EQ(p.prof->init(&ranks[r].pctx, commId, &mask, "abi", 1, 2, r, logger), ncclSuccess);
-      ASSERT_EQ(p.tuner->init(&ranks[r].tctx, commId, 2, 1, logger, &nvl, &constants), ncclSuccess);
-    }
+    ASSERT_NO_FATAL_FAILURE(initRanks(p, ranks, commId, &mask));
     for (int it = 0; it < 30; ++it)
       for (Rank& r : ranks) {
         collective(p, r, &mask, &clock, bytes);
@@ -288,12 +293,7 @@ TEST(PluginAbi, ReorderedCompletionsStillMeasure) {
   int mask = 0;
   uint64_t clock[2] = {1'000'000, 1'000'000};
   Rank ranks[2];
-  ncclNvlDomainInfo_v5_t nvl{1, 2, 2};
-  ncclTunerConstants_v5_t constants{};
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_EQ(p.prof->init(&ranks[r].pctx, commId, &mask, "abi", 1, 2, r, logger), ncclSuccess);
-    ASSERT_EQ(p.tuner->init(&ranks[r].tctx, commId, 2, 1, logger, &nvl, &constants), ncclSuccess);
-  }
+  ASSERT_NO_FATAL_FAILURE(initRanks(p, ranks, commId, &mask));
   for (int it = 0; it < 100; ++it)
     for (int r = 0; r < 2; ++r) {
       std::vector<std::function<void()>> stops;

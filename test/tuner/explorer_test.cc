@@ -26,6 +26,16 @@ ExploreParams params(int screen, int confirm) {
 void feed(BucketExplorer& ex, const Decision& d, int n, double us, double spread = 0, int ch = 8) {
   for (int i = 0; i < n; ++i) ex.addSample(Sample{d.algo, d.proto, ch, us + spread * i});
 }
+
+// A committed adaptive stage 1 (one screening call per arm, nothing to confirm) that c[4] won: `samples` per arm,
+// c[4] at `winUs`, every other arm at `othersUs`.
+void commitStage1OnC4(BucketExplorer& ex, const std::vector<Decision>& c, int spc, int samples, double winUs,
+                      double othersUs) {
+  ex.beginStage1(c, 0, params(1, 0), true, spc);
+  ex.extendPlan(100);
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], samples, k == 4 ? winUs : othersUs);
+  ex.finishRound(6, true);
+}
 }  // namespace
 
 TEST(Explorer, EstimateIsALowQuantileWithoutTheFirstSample) {
@@ -234,10 +244,7 @@ TEST(Explorer, DuelRerunsTheClosestArmsOnFreshSamples) {
 TEST(Explorer, NoDuelWhenNothingCameClose) {
   BucketExplorer ex;
   auto c = sixCandidates();
-  ex.beginStage1(c, 0, params(1, 0), true, 1);
-  ex.extendPlan(100);
-  for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, k == 4 ? 10.0 : 11.6);  // the others 16% slower
-  ex.finishRound(6, true);
+  commitStage1OnC4(ex, c, 1, 1, 10.0, 11.6);  // the others 16% slower
   EXPECT_FALSE(ex.beginDuel(6));
   ASSERT_TRUE(ex.beginNext(6));
   EXPECT_EQ(ex.stage(), BucketExplorer::kChannels);
@@ -256,10 +263,7 @@ TEST(Explorer, NoDuelWithFixedPlans) {
 TEST(Explorer, DuelWaitsForItsBlocks) {
   BucketExplorer ex;
   auto c = sixCandidates();
-  ex.beginStage1(c, 0, params(1, 0), true, 2);
-  ex.extendPlan(100);
-  for (int k = 0; k < 6; ++k) feed(ex, c[k], 2, k == 4 ? 10.0 : 10.5);
-  ex.finishRound(6, true);
+  commitStage1OnC4(ex, c, 2, 2, 10.0, 10.5);
   ASSERT_TRUE(ex.beginDuel(6));
   ex.extendPlan(100);
   uint64_t end = ex.planEnd();
@@ -279,10 +283,7 @@ TEST(Explorer, DuelWaitsForItsBlocks) {
 TEST(Explorer, DuelShortOfSamplesKeepsTheStage1Winner) {
   BucketExplorer ex;
   auto c = sixCandidates();
-  ex.beginStage1(c, 0, params(1, 0), true, 1);
-  ex.extendPlan(100);
-  for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, k == 4 ? 10.0 : 10.5);
-  ex.finishRound(6, true);
+  commitStage1OnC4(ex, c, 1, 1, 10.0, 10.5);
   ASSERT_TRUE(ex.beginDuel(6));
   ex.extendPlan(100);
   uint64_t end = ex.planEnd();
@@ -296,10 +297,7 @@ TEST(Explorer, DuelShortOfSamplesKeepsTheStage1Winner) {
 TEST(Explorer, ChannelStageNeedsAClearWin) {
   BucketExplorer ex;
   auto c = sixCandidates();
-  ex.beginStage1(c, 0, params(1, 0), true, 1);
-  ex.extendPlan(100);
-  for (int k = 0; k < 6; ++k) feed(ex, c[k], 1, k == 4 ? 10.0 : 20.0);
-  ex.finishRound(6, true);
+  commitStage1OnC4(ex, c, 1, 1, 10.0, 20.0);
   ASSERT_TRUE(ex.beginStage2(6));
   ex.extendPlan(100);
   feed(ex, c[4], 2, 9.5, 0, 4);  // 5% better: within noise
