@@ -109,13 +109,18 @@ bool BucketExplorer::confident(int win) const {
   return false;
 }
 
-bool BucketExplorer::everyArmHasMin() const {
+bool BucketExplorer::enoughAfterGrace() const {
   // Stage 2 only waits for the unchanged channel count: NCCL may not honour a channel variant (tiny sizes run on
-  // one channel whatever we ask), so its samples may never come; an unmeasured variant just cannot win.
+  // one channel whatever we ask), so its samples may never come; an unmeasured variant just cannot win. A duel
+  // waits for all but one call's samples of every block: the first samples to arrive are a block's first calls,
+  // the ones that follow a switch (2 H200, 2 GiB: a duel decided on the first two of eight samples).
   int n = stage_ == kChannels ? std::min(nBins_, 1) : nBins_;
   for (int i = 0; i < n; ++i) {
     const Bin& b = bins_[i];
-    if (b.planned > b.unmeasured && usable(b) < needSamples(i)) return false;
+    int calls = static_cast<int>(b.planned) - static_cast<int>(b.unmeasured);
+    if (calls > 0 && usable(b) < needSamples(i)) return false;
+    if (stage_ == kDuel && calls > 1 && b.n < static_cast<uint32_t>(calls - 1) * static_cast<uint32_t>(spc_))
+      return false;
   }
   return true;
 }
@@ -297,21 +302,11 @@ bool BucketExplorer::roundDone(uint64_t issued) const {
     if (bins_[i].n < static_cast<uint32_t>(calls) * static_cast<uint32_t>(spc_)) all = false;
   }
   if (all) return true;
-  // Samples still missing. After the grace calls, minSamples per arm is enough to decide; a round short of
-  // that keeps waiting (late samples end it through addSample) until the give-up cap. A duel waits for all but
-  // one call's samples of every block: the first samples to arrive are a block's first calls, the ones that
-  // follow a switch (2 H200, 2 GiB: a duel decided on the first two of eight samples).
+  // Samples still missing. After the grace calls, enoughAfterGrace() decides; a round short of that keeps waiting
+  // (late samples end it through addSample) until the give-up cap.
   uint64_t grace = static_cast<uint64_t>(std::max(0, p_.graceCalls));
-  if (issued >= planEnd() + grace && everyArmHasMin() && (stage_ != kDuel || duelBlocksNearlyIn())) return true;
+  if (issued >= planEnd() + grace && enoughAfterGrace()) return true;
   return issued >= planEnd() + std::max(grace, static_cast<uint64_t>(std::max(0, p_.giveUpCalls)));
-}
-
-bool BucketExplorer::duelBlocksNearlyIn() const {
-  for (int i = 0; i < nBins_; ++i) {
-    int calls = static_cast<int>(bins_[i].planned) - static_cast<int>(bins_[i].unmeasured) - 1;
-    if (calls > 0 && bins_[i].n < static_cast<uint32_t>(calls) * static_cast<uint32_t>(spc_)) return false;
-  }
-  return true;
 }
 
 int BucketExplorer::leader(bool byKernel) const {

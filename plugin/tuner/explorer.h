@@ -186,8 +186,7 @@ class BucketExplorer {
   // the unchanged channel count in stage 2) need minSamples usable samples; in stage 1 NCCL's choice itself only
   // wins against at least one other arm with minSamples.
   bool confident(int win) const;
-  bool everyArmHasMin() const;
-  bool duelBlocksNearlyIn() const;  // every duel arm has its samples but for one call's
+  bool enoughAfterGrace() const;  // every arm measured enough to decide once the grace calls are over
   uint32_t needSamples(int bin) const;
   // Best bin by `byKernel` ranking (stage 2: a channel variant must win clearly); -1 if none measured.
   int leader(bool byKernel) const;
