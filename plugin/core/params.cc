@@ -88,6 +88,12 @@ bool getBool(Id id) { return get(id).num != 0; }
 const std::string& getString(Id id) { return get(id).str; }
 bool isSetByUser(Id id) { return get(id).fromEnv; }
 
+std::string getStringNow(Id id) {
+  const Info& p = table()[static_cast<size_t>(id)];
+  const char* env = std::getenv(p.name);
+  return env ? env : p.defaultValue;
+}
+
 void logOnce() {
   static std::once_flag once;
   std::call_once(once, [] {

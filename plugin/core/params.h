@@ -29,6 +29,9 @@ int64_t getInt(Id id);
 bool getBool(Id id);
 const std::string& getString(Id id);  // String and Enum
 bool isSetByUser(Id id);
+// The environment's value now rather than at first use, for settings read once per communicator (ICN_TUNER,
+// ICN_TUNER_CACHE), so one process can run communicators in different modes. String and Enum only.
+std::string getStringNow(Id id);
 
 // Logs every setting (value and origin) once per process at INFO/INIT.
 void logOnce();

@@ -15,7 +15,9 @@ constexpr int kSampleWindow = 32;
 
 ContextConfig ContextConfig::fromEnvironment() {
   ContextConfig c;
-  const std::string& mode = params::getString(params::Id::Tuner);
+  // Read at every communicator's init (not cached for the process): a benchmark or a framework can give
+  // communicators in one process different modes, e.g. NCCL's default next to ICN online.
+  const std::string mode = params::getStringNow(params::Id::Tuner);
   if (mode == "off") {
     c.group.mode = Mode::Off;
   } else if (mode == "static") {
@@ -25,7 +27,7 @@ ContextConfig ContextConfig::fromEnvironment() {
       ICN_WARN(subsys::Tuning, "ICN_TUNER=%s is not one of online|static|off; using online", mode.c_str());
     c.group.mode = Mode::Online;
   }
-  c.group.cachePath = params::getString(params::Id::TunerCache);
+  c.group.cachePath = params::getStringNow(params::Id::TunerCache);
   int calls = static_cast<int>(params::getInt(params::Id::TunerExploreCalls));
   if (calls < 1 || calls > 16) {
     ICN_WARN(subsys::Tuning, "ICN_TUNER_EXPLORE_CALLS=%d out of range 1..16; using 2", calls);

@@ -324,6 +324,42 @@ TEST(PluginAbi, ReorderedCompletionsStillMeasure) {
   unsetenv("ICN_TUNER");
 }
 
+// ICN_TUNER and ICN_TUNER_CACHE are read at each communicator's init, so one process can hold NCCL's own choice
+// next to an online communicator (the paired device benchmark relies on it), and the online one's profiling, which
+// NCCL switches on process-wide, must not move the other's decisions.
+TEST(PluginAbi, TunerModeIsPerCommunicator) {
+  unsetenv("ICN_TUNER_CACHE");
+  unsetenv("ICN_HEATMAP_FILE");
+  setenv("ICN_TUNER_EXPLORE_CALLS", "2", 1);
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  Plugin p("percomm");
+  ASSERT_NE(p.lib, nullptr) << dlerror();
+  int mask = 0;
+  uint64_t clock = 1'000'000;
+  Rank off[2], online[2];
+  setenv("ICN_TUNER", "off", 1);
+  ASSERT_NO_FATAL_FAILURE(initRanks(p, off, 0x0ff0ff0ff0ULL, &mask));
+  setenv("ICN_TUNER", "online", 1);
+  ASSERT_NO_FATAL_FAILURE(initRanks(p, online, 0x0a0a0a0a0aULL, &mask));
+  unsetenv("ICN_TUNER");
+  bool maskWasOn = false;
+  for (int it = 0; it < 100; ++it)
+    for (int r = 0; r < 2; ++r) {
+      collective(p, off[r], &mask, &clock, 4 << 20);
+      maskWasOn |= (mask & ncclProfileKernelCh) != 0;
+      collective(p, online[r], &mask, &clock, 4 << 20);
+    }
+  EXPECT_TRUE(maskWasOn);
+  for (const auto& pick : off[0].picks) ASSERT_EQ(pick, std::make_pair(1, 2)) << "ICN_TUNER=off keeps NCCL's Ring/Simple";
+  EXPECT_EQ(online[0].picks.back(), std::make_pair(1, 1)) << "the online communicator converges to Ring/LL128";
+  for (Rank* rs : {off, online})
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(p.tuner->finalize(rs[r].tctx), ncclSuccess);
+      EXPECT_EQ(p.prof->finalize(rs[r].pctx), ncclSuccess);
+    }
+}
+
 TEST(PluginAbi, UserAlgoProtoWin) {
   setenv("NCCL_ALGO", "Tree", 1);
   {
