@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Summarises test/device/paired_proof.sh: per process, each configuration's median time per size divided by the
+best fixed NCCL_ALGO x NCCL_PROTO choice's median in the same process; over processes, the median of those ratios.
+
+    paired_summary.py <dir with paired-<path>-p<k>.json>
+"""
+import json
+import math
+import os
+import re
+import statistics
+import sys
+from collections import defaultdict
+
+FIXED = [f"{a}-{p}" for a in ("Tree", "Ring") for p in ("LL", "LL128", "Simple")]
+SHOWN = ["default", "online", "static"]
+TARGET = 1.03
+
+
+def fmt_size(b):
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= div and b % div == 0:
+            return f"{b // div} {unit}"
+    return f"{b} B"
+
+
+def load(directory):
+    """{path: [ {config: {size: median_us}} per process ]}"""
+    runs = defaultdict(list)
+    for name in sorted(os.listdir(directory)):
+        m = re.match(r"^paired-(\w+)-p(\d+)\.json$", name)
+        if not m:
+            continue
+        with open(os.path.join(directory, name)) as f:
+            doc = json.load(f)
+        medians = {c["name"]: {int(s): statistics.median(v) for s, v in c["us"].items() if v} for c in doc["configs"]}
+        runs[m.group(1)].append(medians)
+    return runs
+
+
+def summarise(path, procs):
+    sizes = sorted({s for p in procs for s in p.get("default", {})})
+    ratios = {c: defaultdict(list) for c in SHOWN}
+    best_names = defaultdict(list)
+    times = {c: defaultdict(list) for c in SHOWN + ["best"]}
+    speedups = {c: defaultdict(list) for c in ("online", "static")}
+    for p in procs:
+        for s in sizes:
+            fixed = [(p[c][s], c) for c in FIXED if c in p and s in p[c]]
+            if not fixed:
+                continue
+            best, name = min(fixed)
+            best_names[s].append(name)
+            times["best"][s].append(best)
+            for c in SHOWN:
+                if c in p and s in p[c]:
+                    ratios[c][s].append(p[c][s] / best)
+                    times[c][s].append(p[c][s])
+            for c in speedups:
+                if c in p and s in p[c] and s in p.get("default", {}):
+                    speedups[c][s].append(p["default"][s] / p[c][s])
+    lines = [f"## {path}: {len(procs)} processes, each configuration's median / the best fixed choice's median "
+             "in the same process, then the median over processes", "",
+             "| size | best fixed (us) | default/best | online/best | static/best | online (us) |",
+             "|---:|---|---:|---:|---:|---:|"]
+    within = {c: 0 for c in ("online", "static")}
+    counted = {c: 0 for c in ("online", "static")}
+    for s in sizes:
+        if not best_names[s]:
+            continue
+        name = max(set(best_names[s]), key=best_names[s].count)
+        cells = []
+        for c in SHOWN:
+            if ratios[c][s]:
+                r = statistics.median(ratios[c][s])
+                flag = " !" if c != "default" and r > TARGET else ""
+                cells.append(f"{r:.3f}{flag}")
+                if c in within:
+                    counted[c] += 1
+                    within[c] += r <= TARGET
+            else:
+                cells.append("-")
+        online_us = f"{statistics.median(times['online'][s]):.1f}" if times["online"][s] else "-"
+        lines.append(f"| {fmt_size(s)} | {statistics.median(times['best'][s]):.1f} ({name}) | " + " | ".join(cells) +
+                     f" | {online_us} |")
+    lines.append("")
+    for c in ("online", "static"):
+        per_size = [statistics.median(speedups[c][s]) for s in sizes if speedups[c][s]]
+        if per_size:
+            geo = math.exp(sum(math.log(x) for x in per_size) / len(per_size))
+            lines.append(f"ICN {c}: within {TARGET}x of the best fixed choice at {within[c]}/{counted[c]} sizes; "
+                         f"geomean speed-up over NCCL's default {geo:.3f}x.")
+    lines.append("")
+    return lines
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    runs = load(sys.argv[1])
+    if not runs:
+        sys.exit(f"no paired-<path>-p<k>.json in {sys.argv[1]}")
+    out = ["# Tuner proof inside one process (test/device/paired_proof.sh)", ""]
+    for path in sorted(runs, key=lambda p: (p != "nvl", p)):
+        out += summarise(path, runs[path])
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
