@@ -8,6 +8,8 @@ namespace icn::tuner {
 // A different channel count must beat NCCL's by this much: channel effects are small and estimates from a handful
 // of samples are noisy, so smaller "wins" are mostly noise.
 constexpr double kChannelWinRatio = 0.92;
+// A channel variant that wins by period may not have a kernel longer than this x the base's.
+constexpr double kChannelKernelSlack = 1.02;
 
 double BucketExplorer::estimate(const float* v, int n, int drop, bool mean) {
   if (n <= 0) return 0;
@@ -196,8 +198,7 @@ int BucketExplorer::nextArm() {
   // Confirm calls are handed out one at a time, each to the best measured arm that still may take one: estimates
   // are read now, so an arm whose screening samples were still in flight a call ago can still make it.
   int perArm = std::max(0, p_.confirmCalls);
-  bool byKernel = hostBound();
-  int lead = leader(byKernel);
+  int lead = leader(hostBound());
   if (lead < 0 || perArm == 0) return -1;
   // The budget is perArm x finalists; a leader that has not been confirmed yet (its screening samples came late)
   // may still take its share on top: the winner should never rest on its screening samples alone.
@@ -208,13 +209,13 @@ int BucketExplorer::nextArm() {
     ++confirms_;
     return lead;
   }
-  double leadUs = score(bins_[lead], byKernel);
+  double leadUs = binEstimate(bins_[lead]);
   int pick = -1;
   double pickUs = 0;
   for (int i = 0; i < nBins_; ++i) {
     const Bin& b = bins_[i];
     if (b.confirms >= perArm || b.n == 0) continue;
-    double us = score(b, byKernel);
+    double us = binEstimate(b);
     if (pick < 0 || us < pickUs) {
       pick = i;
       pickUs = us;
@@ -309,26 +310,58 @@ bool BucketExplorer::roundDone(uint64_t issued) const {
   return issued >= planEnd() + std::max(grace, static_cast<uint64_t>(std::max(0, p_.giveUpCalls)));
 }
 
-int BucketExplorer::leader(bool byKernel) const {
+int BucketExplorer::leader(bool hostBound) const {
   int win = -1;
   double winUs = 0;
   for (int i = 0; i < nBins_; ++i) {
     if (bins_[i].n == 0) continue;
-    double us = score(bins_[i], byKernel);
+    double us = binEstimate(bins_[i]);
     if (win < 0 || us < winUs) {
       win = i;
       winUs = us;
     }
   }
-  if (stage_ == kChannels && win > 0 && bins_[win].chRel != 0 && bins_[0].n > 0 &&
-      winUs > kChannelWinRatio * score(bins_[0], byKernel))
-    win = 0;  // a different channel count must win clearly, not by noise
-  // Leaving NCCL's own choice must pay: GPU time misses some host-side and inter-kernel costs, and a few samples
-  // cannot resolve a difference of a few percent anyway.
-  if (stage_ != kChannels && ncclPick_ >= 0 && win >= 0 && win != ncclPick_ && bins_[ncclPick_].n > 0 &&
-      winUs > (1.0 - p_.ncclMargin) * score(bins_[ncclPick_], byKernel))
-    win = ncclPick_;
-  return win;
+  if (win < 0) return win;
+  // The reference a new choice must beat: NCCL's own (stage 1, duel) or the unchanged channel count (stage 2); in
+  // a host-bound duel without NCCL's choice, the stage-1 winner.
+  int ref = stage_ == kChannels ? 0 : ncclPick_;
+  if (ref < 0 && hostBound && stage_ == kDuel)
+    for (int i = 0; i < nBins_; ++i)
+      if (bins_[i].d == base_) ref = i;
+  if (ref < 0 || bins_[ref].n == 0 || win == ref) return win;
+  double refUs = binEstimate(bins_[ref]);
+  // Host-bound, every arm's loop runs at the host's pace, and the periods measured (the profiler's own host work
+  // included) cannot resolve what separates the arms: the reference stays unless its period is clearly worse.
+  // Inside one process on 2 H200 (paired_proof.sh) every choice costs the same per call within ~5% up to 512 KiB on
+  // NVLink and up to 8 KiB on the net path, and NCCL's own choice is within 1.00-1.03x of the best there; ranking
+  // such rounds by kernel time instead (what this did before) picked arms 2-5% slower a call, and up to 1.25x
+  // where a short kernel hides a long call (Tree/Simple at 2 MiB: 16.5 us kernel, 29 us a call; Ring/LL 23.5).
+  if (hostBound) {
+    if (refUs <= p_.hostTieRatio * winUs) return ref;
+    // The reference is clearly slower; among the arms the host's pace hides alike, the shortest kernel.
+    double bestK = 0;
+    for (int i = 0; i < nBins_; ++i) {
+      double k = bins_[i].n > 0 ? kernelEstimate(bins_[i]) : 0;
+      if (k > 0 && binEstimate(bins_[i]) <= p_.hostTieRatio * winUs && (bestK == 0 || k < bestK)) {
+        bestK = k;
+        win = i;
+      }
+    }
+    winUs = binEstimate(bins_[win]);
+  }
+  if (stage_ == kChannels) {
+    if (win == ref || bins_[win].chRel == 0 || winUs > kChannelWinRatio * refUs) return ref;  // clearly, not by noise
+    // Fewer channels must not cost a longer kernel either: while it measures, the profiler adds host work per
+    // channel, so a variant with fewer channels can show a shorter period only because the host kept up better
+    // (2 H200 NVLink, 2 MiB: Ring/LL128 with 12 channels 34.6 us a period against 39.4 with 24, kernels 23.7 vs
+    // 20.0 us; unprofiled, 24 channels are the faster ones).
+    double kWin = kernelEstimate(bins_[win]), kRef = kernelEstimate(bins_[ref]);
+    if (kWin > 0 && kRef > 0 && kWin > kChannelKernelSlack * kRef) return ref;
+    return win;
+  }
+  // Leaving NCCL's own choice must pay: a few samples cannot resolve a difference of a few percent.
+  if (ref != ncclPick_) return win;
+  return win == ref || winUs > (1.0 - p_.ncclMargin) * refUs ? ref : win;
 }
 
 CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
@@ -358,7 +391,7 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
     }
     info.detail += buf;
   }
-  info.byKernel = hostBound();
+  info.hostBound = hostBound();
   if (stage_ == kScreen) {
     slowdown_.fill(0);
     fastestUs_ = fastest;
@@ -366,7 +399,7 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
       if (int slot = slotOf(bins_[i].d); period[i] > 0 && slot < coll::kNumAlgos * coll::kNumProtos)
         slowdown_[slot] = static_cast<float>(period[i] / fastest);
   }
-  int win = leader(info.byKernel);
+  int win = leader(info.hostBound);
   // Safety: leaving the base needs evidence on both sides; a round that ran out of calls without it keeps
   // NCCL's choice (stage 1; a re-explore falls back to it too) or the stage-1 winner (stage 2).
   if (!confident(win)) {
@@ -410,15 +443,14 @@ bool BucketExplorer::beginDuel(uint64_t start) {
   for (int i = 0; i < nBins_; ++i)
     if (bins_[i].d == current_) win = i;
   if (win < 0 || bins_[win].n == 0) return false;
-  // Challengers: the best other arm as the round ranked them (by kernel time when it was host-bound), and NCCL's
-  // own choice when it came close too (it is the reference a new choice must beat by ncclMargin).
-  bool byKernel = hostBound();
-  double limit = p_.duelRatio * score(bins_[win], byKernel);
+  // Challengers: the best other arm by period, and NCCL's own choice when it came close too (it is the reference
+  // a new choice must beat by ncclMargin).
+  double limit = p_.duelRatio * binEstimate(bins_[win]);
   int other = -1;
   double otherUs = 0;
   for (int i = 0; i < nBins_; ++i) {
     if (i == win || bins_[i].n == 0) continue;
-    double us = score(bins_[i], byKernel);
+    double us = binEstimate(bins_[i]);
     if (other < 0 || us < otherUs) {
       other = i;
       otherUs = us;
@@ -428,7 +460,7 @@ bool BucketExplorer::beginDuel(uint64_t start) {
   std::array<int, 3> arms{other, -1, win};
   int n = 1;
   if (ncclPick_ >= 0 && ncclPick_ != win && ncclPick_ != other && bins_[ncclPick_].n > 0 &&
-      score(bins_[ncclPick_], byKernel) <= limit)
+      binEstimate(bins_[ncclPick_]) <= limit)
     arms[n++] = ncclPick_;
   arms[n++] = win;  // the winner's block last: it goes on running after the plan
   std::array<Bin, 3> fresh{};

@@ -31,15 +31,16 @@
 // correct.
 //
 // Each sample carries two times: the period (end of the previous collective to the end of this one: what a loop
-// pays per call) and the kernel's own work time. Arms are ranked by the period unless the round is host-bound:
-// when the fastest kernel's work time is below `hostBoundRatio` of the best period, the period is mostly time the
-// GPU waited for the host (inflated further by the profiler itself), it is the same for every arm whose GPU cost
-// fits inside it, and its noise decides; the kernel times still order the arms. Measured on 2 H200 (NVLink), the
-// stage-1 rounds of five runs: up to 512 KiB the fastest kernel takes 0.1-0.35 of the best period and ranking by
-// period picked arms 1.4x slower; from 8 MiB up it is above 0.9 and the period also sees per-call costs outside
-// the kernel (Tree/Simple: 8-15 us). 2 MiB sits between (0.54-0.83, lower on a slower host): there Tree/Simple
-// has the shortest kernel (16.5 us) but costs 29 us a call against Ring/LL128's 24.5, so 0.5 is the line.
-// Communicators spanning nodes never rank by kernel time (Group: the network wait is not in it reliably).
+// pays per call) and the kernel's own work time. Arms are ranked by the period. A round is host-bound when the
+// fastest kernel's work time is below `hostBoundRatio` of the best period: the period is then mostly time the GPU
+// waited for the host (inflated further by the profiler itself), the same for every arm whose GPU cost fits
+// inside it, and its noise decides; such a round keeps the reference (NCCL's choice) unless its period is over
+// `hostTieRatio` of the best. Measured on 2 H200 (NVLink), the stage-1 rounds of five runs: up to 512 KiB the
+// fastest kernel takes 0.1-0.35 of the best period; from 8 MiB up it is above 0.9 and the period also sees
+// per-call costs outside the kernel (Tree/Simple: 8-15 us); 2 MiB sits between (0.54-0.83, lower on a slower
+// host). Until session 5 host-bound rounds ranked by kernel time; timed inside one process (paired_proof.sh),
+// that picked arms 2-5% slower per call at small sizes, where NCCL's choice was within 1.00-1.03x of the best.
+// Communicators spanning nodes are never host-bound (Group: the network wait is not in the kernel time reliably).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -58,7 +59,8 @@ struct ExploreParams {
   int finalists = 2;           // confirm budget: confirmCalls x finalists calls
   double keepRatio = 1.15;     // arms within this factor of the leader may take confirm calls
   double ncclMargin = 0.03;    // stage 1: another arm must be this much faster than NCCL's own choice
-  double hostBoundRatio = 0.5; // rank by kernel time when the fastest kernel is < this x the best period
+  double hostBoundRatio = 0.5; // host-bound round: the fastest kernel is < this x the best period ...
+  double hostTieRatio = 1.5;   // ... and then the reference stays unless its period is over this x the best
   bool meanPeriods = false;    // estimate periods by a trimmed mean instead of the lower quartile (across nodes)
   int dropFirstAfter = 2;      // an arm's first call is left out once this many more of its calls were measured
   int graceCalls = 8;          // after the plan: calls to wait for every planned sample before settling for
@@ -91,7 +93,7 @@ struct CommitInfo {
   int stage = 1;       // BucketExplorer::kScreen, kChannels or kDuel
   int calls = 0;       // calls the round's plan used
   bool notEnough = false;  // the round gave up: too few measurements to leave NCCL's choice
-  bool byKernel = false;   // arms were ranked by kernel time (host-bound round)
+  bool hostBound = false;  // host-bound round: the reference stayed unless its period was clearly worse
 };
 
 class BucketExplorer {
@@ -180,7 +182,6 @@ class BucketExplorer {
   uint32_t dropFirst(uint32_t n) const;  // samples of the first call to leave out of an arm's n
   // Rank by kernel time this round? (see the header comment)
   bool hostBound() const;
-  double score(const Bin& b, bool byKernel) const { return byKernel ? kernelEstimate(b) : binEstimate(b); }
   uint32_t usable(const Bin& b) const;  // samples binEstimate() uses
   // May the round leave its base for bin `win`? Both the winner and the reference (NCCL's choice in stage 1,
   // the unchanged channel count in stage 2) need minSamples usable samples; in stage 1 NCCL's choice itself only
@@ -188,8 +189,10 @@ class BucketExplorer {
   bool confident(int win) const;
   bool enoughAfterGrace() const;  // every arm measured enough to decide once the grace calls are over
   uint32_t needSamples(int bin) const;
-  // Best bin by `byKernel` ranking (stage 2: a channel variant must win clearly); -1 if none measured.
-  int leader(bool byKernel) const;
+  // Best bin by period, or the reference (NCCL's choice; stage 2: the unchanged channel count) unless another arm
+  // beats it clearly: by ncclMargin, by kChannelWinRatio with no longer kernel (stage 2), or, in a host-bound round,
+  // with a period over hostTieRatio better. -1 if none measured.
+  int leader(bool hostBound) const;
   int nextArm();       // next plan entry's bin, kWarm for a base call, -1 when the plan is complete
   static constexpr int kWarm = -2;
   void startRound(uint64_t start);

@@ -369,7 +369,7 @@ void Group::logCommit(int c, int bkt, const CommitInfo& ci, bool committed) {
              describe(ci.before, before, sizeof before), ci.before == ci.after ? "stays" : "->",
              describe(ci.after, after, sizeof after), ci.afterUs,
              static_cast<unsigned long long>(buckets_[c][bkt].ex.currentFrom()), ci.calls,
-             ci.byKernel ? "kernel time (host-bound: periods are launch-limited)" : "period", ci.detail.c_str());
+             ci.hostBound ? "period (host-bound: the reference stays within 1.5x)" : "period", ci.detail.c_str());
   } else {
     ICN_INFO(subsys::Tuning,
              "tuner: comm 0x%llx %s 2^%d B: learned %s (%.2fus) but keeps %s: %s; measured: %s",

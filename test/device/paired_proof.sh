@@ -8,7 +8,8 @@
 #   test/device/paired_proof.sh <dir with libnccl-net-icn.so> <icn-paired-allreduce binary>
 #
 # NVLink path 8 B..2 GiB, net path (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1) 8 B..32 MiB, -f 4.
-# Env: OUT (results), ICN_PAIRED_PROCS (4 processes per path), ICN_PAIRED_ROUNDS (10), ICN_PAIRED_PATHS ("nvl net").
+# Env: OUT (results), ICN_PAIRED_PROCS (4 processes per path), ICN_PAIRED_ROUNDS (10), ICN_PAIRED_PATHS ("nvl net"),
+#      ICN_PAIRED_DEBUG=1 (NCCL_DEBUG=INFO for TUNING: the online communicator's decisions go to the .log files).
 # Writes $OUT/paired-<path>-p<k>.{json,log,csv} and $OUT/paired_proof.md.
 set -u
 SO=$(readlink -f "${1:?usage: paired_proof.sh <so dir> <icn-paired-allreduce>}/libnccl-net-icn.so")
@@ -25,6 +26,7 @@ for a in Tree Ring; do
 done
 for path in ${ICN_PAIRED_PATHS:-nvl net}; do
   if [ "$path" = net ]; then max=32M; penv=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1); else max=2G; penv=(); fi
+  [ "${ICN_PAIRED_DEBUG:-0}" = 1 ] && penv+=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING)
   prev=""
   for k in $(seq 1 "$PROCS"); do
     cache="$OUT/paired-$path-p$k.csv"

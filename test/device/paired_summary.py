@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Summarises test/device/paired_proof.sh: per process, each configuration's median time per size divided by the
-best fixed NCCL_ALGO x NCCL_PROTO choice's median in the same process; over processes, the median of those ratios.
+"""Summarises test/device/paired_proof.sh. Per process and size, the best fixed NCCL_ALGO x NCCL_PROTO choice is
+the one with the lowest median; each configuration's ratio to it is the median over rounds of the two times
+measured in the same round (neighbours in time: the machine's latency mode drifts within a process too); over
+processes, the median of those ratios.
 
     paired_summary.py <dir with paired-<path>-p<k>.json>
 """
@@ -25,7 +27,7 @@ def fmt_size(b):
 
 
 def load(directory):
-    """{path: [ {config: {size: median_us}} per process ]}"""
+    """{path: [ {config: {size: [us per round]}} per process ]}"""
     runs = defaultdict(list)
     for name in sorted(os.listdir(directory)):
         m = re.match(r"^paired-(\w+)-p(\d+)\.json$", name)
@@ -33,8 +35,7 @@ def load(directory):
             continue
         with open(os.path.join(directory, name)) as f:
             doc = json.load(f)
-        medians = {c["name"]: {int(s): statistics.median(v) for s, v in c["us"].items() if v} for c in doc["configs"]}
-        runs[m.group(1)].append(medians)
+        runs[m.group(1)].append({c["name"]: {int(s): v for s, v in c["us"].items() if v} for c in doc["configs"]})
     return runs
 
 
@@ -44,9 +45,12 @@ def summarise(path, procs):
     best_names = defaultdict(list)
     times = {c: defaultdict(list) for c in SHOWN + ["best"]}
     speedups = {c: defaultdict(list) for c in ("online", "static")}
+    def paired(a, b):  # median over rounds of a[r] / b[r]
+        return statistics.median(x / y for x, y in zip(a, b))
+
     for p in procs:
         for s in sizes:
-            fixed = [(p[c][s], c) for c in FIXED if c in p and s in p[c]]
+            fixed = [(statistics.median(p[c][s]), c) for c in FIXED if c in p and s in p[c]]
             if not fixed:
                 continue
             best, name = min(fixed)
@@ -54,13 +58,13 @@ def summarise(path, procs):
             times["best"][s].append(best)
             for c in SHOWN:
                 if c in p and s in p[c]:
-                    ratios[c][s].append(p[c][s] / best)
-                    times[c][s].append(p[c][s])
+                    ratios[c][s].append(paired(p[c][s], p[name][s]))
+                    times[c][s].append(statistics.median(p[c][s]))
             for c in speedups:
                 if c in p and s in p[c] and s in p.get("default", {}):
-                    speedups[c][s].append(p["default"][s] / p[c][s])
-    lines = [f"## {path}: {len(procs)} processes, each configuration's median / the best fixed choice's median "
-             "in the same process, then the median over processes", "",
+                    speedups[c][s].append(paired(p["default"][s], p[c][s]))
+    lines = [f"## {path}: {len(procs)} processes; time / the best fixed choice's time in the same round, median over "
+             "rounds, then over processes", "",
              "| size | best fixed (us) | default/best | online/best | static/best | online (us) |",
              "|---:|---|---:|---:|---:|---:|"]
     within = {c: 0 for c in ("online", "static")}

@@ -336,7 +336,8 @@ TEST(PluginAbi, TunerModeIsPerCommunicator) {
   Plugin p("percomm");
   ASSERT_NE(p.lib, nullptr) << dlerror();
   int mask = 0;
-  uint64_t clock = 1'000'000;
+  // One timeline per rank and communicator: the other communicator's calls are no part of a period.
+  uint64_t offClock[2] = {1'000'000, 1'000'000}, onlineClock[2] = {1'000'000, 1'000'000};
   Rank off[2], online[2];
   setenv("ICN_TUNER", "off", 1);
   ASSERT_NO_FATAL_FAILURE(initRanks(p, off, 0x0ff0ff0ff0ULL, &mask));
@@ -346,9 +347,9 @@ TEST(PluginAbi, TunerModeIsPerCommunicator) {
   bool maskWasOn = false;
   for (int it = 0; it < 100; ++it)
     for (int r = 0; r < 2; ++r) {
-      collective(p, off[r], &mask, &clock, 4 << 20);
+      collective(p, off[r], &mask, &offClock[r], 4 << 20);
       maskWasOn |= (mask & ncclProfileKernelCh) != 0;
-      collective(p, online[r], &mask, &clock, 4 << 20);
+      collective(p, online[r], &mask, &onlineClock[r], 4 << 20);
     }
   EXPECT_TRUE(maskWasOn);
   for (const auto& pick : off[0].picks) ASSERT_EQ(pick, std::make_pair(1, 2)) << "ICN_TUNER=off keeps NCCL's Ring/Simple";

@@ -305,6 +305,32 @@ TEST(Explorer, ChannelStageNeedsAClearWin) {
   EXPECT_EQ(ex.finishRound(10, true).after, (Decision{1, 1, 0}));
 }
 
+// While it measures, the profiler adds host work per channel, so fewer channels can show a shorter period only
+// because the host kept up better. 2 H200 NVLink, 2 MiB: Ring/LL128 with 12 channels 34.6 us a period against 39.4
+// with 24, kernels 23.7 vs 20.0 us (unprofiled, 24 channels are faster). A shorter period wins a channel variant
+// only with a kernel that is not longer.
+TEST(Explorer, ChannelStageDistrustsAShorterPeriodWithALongerKernel) {
+  for (double fewerKernelUs : {23.7, 19.0}) {
+    BucketExplorer ex;
+    auto c = sixCandidates();
+    ex.beginStage1(c, 0, params(1, 0), true, 1);
+    ex.extendPlan(100);
+    for (int k = 0; k < 6; ++k) ex.addSample(Sample{c[k].algo, c[k].proto, 8, k == 4 ? 39.4 : 60.0, k == 4 ? 20.0 : 50.0});
+    ex.finishRound(6, true);
+    ASSERT_EQ(ex.current(), c[4]);
+    ASSERT_TRUE(ex.beginStage2(6));
+    ex.extendPlan(100);
+    for (int i = 0; i < 4; ++i) ex.addSample(Sample{1, 1, 8, 39.4, 20.0});
+    for (int i = 0; i < 2; ++i) ex.addSample(Sample{1, 1, 4, 34.6, fewerKernelUs});
+    for (int i = 0; i < 2; ++i) ex.addSample(Sample{1, 1, 16, 45.0, 19.5});
+    Decision after = ex.finishRound(10, true).after;
+    if (fewerKernelUs > 20.0)
+      EXPECT_EQ(after, (Decision{1, 1, 0})) << "the longer kernel gives the shorter period away";
+    else
+      EXPECT_EQ(after, (Decision{1, 1, 4})) << "shorter period and no longer kernel: fewer channels win";
+  }
+}
+
 TEST(Explorer, DriftNeedsSustainedSlowdown) {
   BucketExplorer ex;
   auto c = sixCandidates();
