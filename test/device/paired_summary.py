@@ -4,7 +4,7 @@ the one with the lowest median; each configuration's ratio to it is the median o
 measured in the same round (neighbours in time: the machine's latency mode drifts within a process too); over
 processes, the median of those ratios.
 
-    paired_summary.py <dir with paired-<path>-p<k>.json>
+    paired_summary.py <dir with paired-<path>-p<k>.json> [--plot out.png]
 """
 import json
 import math
@@ -39,7 +39,28 @@ def load(directory):
     return runs
 
 
-def summarise(path, procs):
+def plot(series, out):
+    """series: {path: {config: [(size, ratio)]}} -> one panel per path (needs matplotlib)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(series), figsize=(6 * len(series), 4), squeeze=False)
+    for ax, (path, cfgs) in zip(axes[0], sorted(series.items(), key=lambda kv: (kv[0] != "nvl", kv[0]))):
+        for c, pts in cfgs.items():
+            if pts:
+                ax.plot([s for s, _ in pts], [r for _, r in pts], marker="o", label=c)
+        ax.axhline(1.0, color="gray", lw=0.8)
+        ax.axhline(TARGET, color="red", lw=0.8, ls="--", label=f"{TARGET}x")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("all_reduce size (bytes)")
+        ax.set_ylabel("time / best fixed choice (same round)")
+        ax.set_title(f"{path}: inside one process")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def summarise(path, procs, series=None):
     sizes = sorted({s for p in procs for s in p.get("default", {})})
     ratios = {c: defaultdict(list) for c in SHOWN}
     best_names = defaultdict(list)
@@ -84,6 +105,10 @@ def summarise(path, procs):
                     within[c] += r <= TARGET
             else:
                 cells.append("-")
+        if series is not None:
+            for c in SHOWN:
+                if ratios[c][s]:
+                    series.setdefault(path, {}).setdefault(c, []).append((s, statistics.median(ratios[c][s])))
         online_us = f"{statistics.median(times['online'][s]):.1f}" if times["online"][s] else "-"
         lines.append(f"| {fmt_size(s)} | {statistics.median(times['best'][s]):.1f} ({name}) | " + " | ".join(cells) +
                      f" | {online_us} |")
@@ -99,15 +124,26 @@ def summarise(path, procs):
 
 
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    plot_to = None
+    if "--plot" in args:
+        i = args.index("--plot")
+        if i + 1 >= len(args):
+            sys.exit(__doc__)
+        plot_to = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 1:
         sys.exit(__doc__)
-    runs = load(sys.argv[1])
+    runs = load(args[0])
     if not runs:
         sys.exit(f"no paired-<path>-p<k>.json in {sys.argv[1]}")
     out = ["# Tuner proof inside one process (test/device/paired_proof.sh)", ""]
+    series = {}
     for path in sorted(runs, key=lambda p: (p != "nvl", p)):
-        out += summarise(path, runs[path])
+        out += summarise(path, runs[path], series)
     print("\n".join(out))
+    if plot_to:
+        plot(series, plot_to)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,17 @@ class PairedSummary(unittest.TestCase):
             self.assertIn("1.100 !", out)
             self.assertIn("at 0/1 sizes", out)
 
+    @unittest.skipUnless(__import__("importlib").util.find_spec("matplotlib"), "python3-matplotlib not installed")
+    def test_plot_is_written(self):
+        with tempfile.TemporaryDirectory() as d:
+            write(d, "nvl", 1, 1.0, 10.2)
+            png = os.path.join(d, "out.png")
+            r = subprocess.run([sys.executable, os.path.join(HERE, "paired_summary.py"), d, "--plot", png],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(png, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
     def test_empty_directory_is_an_error(self):
         with tempfile.TemporaryDirectory() as d:
             r = subprocess.run([sys.executable, os.path.join(HERE, "paired_summary.py"), d],
