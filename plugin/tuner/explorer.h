@@ -180,7 +180,7 @@ class BucketExplorer {
   double kernelEstimate(const Bin& b) const;     // kernel time estimate, 0 if some sample lacks one
   static double ringEstimate(const std::array<float, kRecent>& ring, uint32_t n, uint32_t drop, bool mean);
   uint32_t dropFirst(uint32_t n) const;  // samples of the first call to leave out of an arm's n
-  // Rank by kernel time this round? (see the header comment)
+  // Host-bound round? (see the header comment)
   bool hostBound() const;
   uint32_t usable(const Bin& b) const;  // samples binEstimate() uses
   // May the round leave its base for bin `win`? Both the winner and the reference (NCCL's choice in stage 1,
