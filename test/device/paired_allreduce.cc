@@ -100,6 +100,24 @@ Config parseConfig(const std::string& arg) {
   return c;
 }
 
+// JSON string body: configuration names and environment values come from the command line.
+std::string jsonEscape(const std::string& in) {
+  std::string out;
+  for (char ch : in) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      char buf[8];
+      snprintf(buf, sizeof buf, "\\u%04x", ch);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 struct Bench {
   Options opt;
   std::vector<Config> configs;
@@ -238,9 +256,10 @@ struct Bench {
             opt.rounds, opt.gpus);
     for (size_t i = 0; i < configs.size(); ++i) {
       const Config& c = configs[i];
-      fprintf(f, "%s{\"name\":\"%s\",\"env\":{", i ? "," : "", c.name.c_str());
+      fprintf(f, "%s{\"name\":\"%s\",\"env\":{", i ? "," : "", jsonEscape(c.name).c_str());
       for (size_t j = 0; j < c.env.size(); ++j)
-        fprintf(f, "%s\"%s\":\"%s\"", j ? "," : "", c.env[j].first.c_str(), c.env[j].second.c_str());
+        fprintf(f, "%s\"%s\":\"%s\"", j ? "," : "", jsonEscape(c.env[j].first).c_str(),
+                jsonEscape(c.env[j].second).c_str());
       fprintf(f, "},\"us\":{");
       bool first = true;
       for (const auto& kv : c.us) {
