@@ -10,7 +10,7 @@
 # NVLink path 8 B..2 GiB, net path (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1) 8 B..32 MiB, -f 4.
 # Env: OUT (results), ICN_PAIRED_PROCS (4 processes per path), ICN_PAIRED_ROUNDS (10), ICN_PAIRED_PATHS ("nvl net"),
 #      ICN_PAIRED_DEBUG=1 (NCCL_DEBUG=INFO for TUNING: the online communicator's decisions go to the .log files).
-# Writes $OUT/paired-<path>-p<k>.{json,log,csv} and $OUT/paired_proof.md.
+# Writes $OUT/paired-<path>-p<k>.{json,log,csv}, $OUT/paired_proof.md and (with matplotlib) paired_proof.png.
 set -u
 SO=$(readlink -f "${1:?usage: paired_proof.sh <so dir> <icn-paired-allreduce>}/libnccl-net-icn.so")
 BIN=$(readlink -f "${2:?usage: paired_proof.sh <so dir> <icn-paired-allreduce>}")
@@ -40,4 +40,4 @@ for path in ${ICN_PAIRED_PATHS:-nvl net}; do
     prev="$cache"
   done
 done
-python3 "$(dirname "$0")/paired_summary.py" "$OUT" | tee "$OUT/paired_proof.md"
+python3 "$(dirname "$0")/paired_summary.py" "$OUT" --plot "$OUT/paired_proof.png" | tee "$OUT/paired_proof.md"

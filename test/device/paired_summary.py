@@ -41,7 +41,11 @@ def load(directory):
 
 def plot(series, out):
     """series: {path: {config: [(size, ratio)]}} -> one panel per path (needs matplotlib)."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"no matplotlib: {out} not drawn", file=sys.stderr)
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, len(series), figsize=(6 * len(series), 4), squeeze=False)
