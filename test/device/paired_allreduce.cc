@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "core/json.h"
+
 namespace {
 
 // Every wait is bounded: a hung collective ends the run with a message instead of a hang.
@@ -98,24 +100,6 @@ Config parseConfig(const std::string& arg) {
     at = comma + 1;
   }
   return c;
-}
-
-// JSON string body: configuration names and environment values come from the command line.
-std::string jsonEscape(const std::string& in) {
-  std::string out;
-  for (char ch : in) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20) {
-      char buf[8];
-      snprintf(buf, sizeof buf, "\\u%04x", ch);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out;
 }
 
 struct Bench {
@@ -256,10 +240,11 @@ struct Bench {
             opt.rounds, opt.gpus);
     for (size_t i = 0; i < configs.size(); ++i) {
       const Config& c = configs[i];
-      fprintf(f, "%s{\"name\":\"%s\",\"env\":{", i ? "," : "", jsonEscape(c.name).c_str());
+      // Configuration names and environment values come from the command line: quoted as JSON strings.
+      fprintf(f, "%s{\"name\":%s,\"env\":{", i ? "," : "", icn::json::quote(c.name).c_str());
       for (size_t j = 0; j < c.env.size(); ++j)
-        fprintf(f, "%s\"%s\":\"%s\"", j ? "," : "", jsonEscape(c.env[j].first).c_str(),
-                jsonEscape(c.env[j].second).c_str());
+        fprintf(f, "%s%s:%s", j ? "," : "", icn::json::quote(c.env[j].first).c_str(),
+                icn::json::quote(c.env[j].second).c_str());
       fprintf(f, "},\"us\":{");
       bool first = true;
       for (const auto& kv : c.us) {
