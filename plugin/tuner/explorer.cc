@@ -311,14 +311,15 @@ bool BucketExplorer::roundDone(uint64_t issued) const {
 }
 
 int BucketExplorer::leader(bool hostBound) const {
+  std::array<double, kMaxArms> period{};  // each arm's estimate, read once (0: unmeasured)
   int win = -1;
   double winUs = 0;
   for (int i = 0; i < nBins_; ++i) {
     if (bins_[i].n == 0) continue;
-    double us = binEstimate(bins_[i]);
-    if (win < 0 || us < winUs) {
+    period[i] = binEstimate(bins_[i]);
+    if (win < 0 || period[i] < winUs) {
       win = i;
-      winUs = us;
+      winUs = period[i];
     }
   }
   if (win < 0) return win;
@@ -329,7 +330,7 @@ int BucketExplorer::leader(bool hostBound) const {
     for (int i = 0; i < nBins_; ++i)
       if (bins_[i].d == base_) ref = i;
   if (ref < 0 || bins_[ref].n == 0 || win == ref) return win;
-  double refUs = binEstimate(bins_[ref]);
+  double refUs = period[ref];
   // Host-bound, every arm's loop runs at the host's pace, and the periods measured (the profiler's own host work
   // included) cannot resolve what separates the arms: the reference stays unless its period is clearly worse.
   // Inside one process on 2 H200 (paired_proof.sh) every choice costs the same per call within ~5% up to 512 KiB on
@@ -342,12 +343,12 @@ int BucketExplorer::leader(bool hostBound) const {
     double bestK = 0;
     for (int i = 0; i < nBins_; ++i) {
       double k = bins_[i].n > 0 ? kernelEstimate(bins_[i]) : 0;
-      if (k > 0 && binEstimate(bins_[i]) <= p_.hostTieRatio * winUs && (bestK == 0 || k < bestK)) {
+      if (k > 0 && period[i] <= p_.hostTieRatio * winUs && (bestK == 0 || k < bestK)) {
         bestK = k;
         win = i;
       }
     }
-    winUs = binEstimate(bins_[win]);
+    winUs = period[win];
   }
   if (stage_ == kChannels) {
     if (win == ref || bins_[win].chRel == 0 || winUs > kChannelWinRatio * refUs) return ref;  // clearly, not by noise
