@@ -1,6 +1,7 @@
 #include "tuner/group.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include "core/log.h"
@@ -211,11 +212,16 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
       if (b.skipped > 0)
         snprintf(skipped, sizeof skipped, "; %d more skipped: over %.0fx slower than the fastest at 2^%d B",
                  b.skipped, kSkipSlowdown, b.skippedFrom);
-      ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: exploring %d candidates from %s, at most %d calls (%s)%s",
+      char modelSkipped[160] = "";
+      if (b.modelSkipped > 0)
+        snprintf(modelSkipped, sizeof modelSkipped, "; %d skipped: NCCL's model puts them over %.1fx its choice (%s)",
+                 b.modelSkipped, cfg_.modelSkipRatio, b.modelSkippedList.data());
+      ICN_INFO(subsys::Tuning,
+               "tuner: comm 0x%llx %s 2^%d B: exploring %d candidates from %s, at most %d calls (%s)%s%s",
                static_cast<unsigned long long>(commId_), coll::collName(c), bkt, b.nCands,
                describe(b.cands[0], first, sizeof first),
                BucketExplorer::stage1MaxCalls(b.nCands, cfg_.explore, adaptive),
-               adaptive ? "screen + confirm" : "fixed plan, ranks in other processes", skipped);
+               adaptive ? "screen + confirm" : "fixed plan, ranks in other processes", modelSkipped, skipped);
     } else {
       b.ex.settle(Decision{}, 0, 0);
     }
@@ -265,10 +271,42 @@ void Group::collectCandidates(int c, int bkt, const CostTable& table, bool adapt
   Decision pick = table.ncclChoice();
   b.skipped = 0;
   b.skippedFrom = -1;
+  skipModelSlower(b, table, pick);
   if (adaptive) skipFarSlower(c, bkt, pick);
   b.ncclPick = -1;
   for (int i = 0; i < b.nCands; ++i)
     if (b.cands[i].algo == pick.algo && b.cands[i].proto == pick.proto) b.ncclPick = i;
+}
+
+void Group::skipModelSlower(Bucket& b, const CostTable& table, const Decision& ncclPick) {
+  // Where NCCL's model predicts a long call, its bandwidth terms decide and rank arms the way the GPUs do, only
+  // too kindly to LL: on 2 H200 it puts Ring/LL at 2x Ring/Simple (NCCL halves LL's bandwidth) where LL measured
+  // 2.4-2.7x on NVLink (32-512 MiB) and 3.3-8.7x on the net path (2-32 MiB). A screening call of such an arm costs
+  // milliseconds there, and with nccl-tests' ascending warm-up (5 calls a size) no smaller bucket has finished a
+  // round to tell us so (skipFarSlower): 512 MiB on the net path ran at 8.4 GB/s with the tuner exploring vs 25.1
+  // without. The cost table is the same on every rank, so fixed plans across processes skip alike.
+  b.modelSkipped = 0;
+  b.modelSkippedList[0] = '\0';
+  float ref = table.at(ncclPick.algo, ncclPick.proto);
+  const double ratio = cfg_.modelSkipRatio;
+  if (ratio <= 0 || ref < kModelSkipFromUs) return;
+  int kept = 0;
+  size_t used = 0;
+  for (int i = 0; i < b.nCands; ++i) {
+    const Decision& d = b.cands[i];
+    float cost = table.at(d.algo, d.proto);
+    bool isNccl = d.algo == ncclPick.algo && d.proto == ncclPick.proto;
+    if (!isNccl && cost > ratio * ref) {
+      ++b.modelSkipped;
+      char name[48];
+      int n = snprintf(b.modelSkippedList.data() + used, b.modelSkippedList.size() - used, "%s%s %.1fx",
+                       used ? " " : "", describe(d, name, sizeof name), cost / ref);
+      if (n > 0) used = std::min(b.modelSkippedList.size() - 1, used + static_cast<size_t>(n));
+      continue;
+    }
+    b.cands[kept++] = d;
+  }
+  b.nCands = kept;
 }
 
 void Group::skipFarSlower(int c, int bkt, const Decision& ncclPick) {

@@ -361,6 +361,57 @@ TEST(PluginAbi, TunerModeIsPerCommunicator) {
     }
 }
 
+TEST(PluginAbi, ModelSkipIsLoggedAndCanBeTurnedOff) {
+  // 512 MiB, nothing measured before: NCCL's model (realisticTable) puts both LL arms over 1.9x its choice, so
+  // they are not screened and the log says why; ICN_TUNER_MODEL_SKIP=0 screens them; a bad value warns and
+  // keeps the default.
+  unsetenv("ICN_TUNER_CACHE");
+  unsetenv("ICN_HEATMAP_FILE");
+  unsetenv("ICN_TUNER");
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  setenv("ICN_TUNER_EXPLORE_CALLS", "2", 1);
+  struct Case {
+    const char* value;
+    bool llScreened;
+  };
+  for (Case c : {Case{nullptr, false}, Case{"0", true}, Case{"fast", false}}) {
+    if (c.value)
+      setenv("ICN_TUNER_MODEL_SKIP", c.value, 1);
+    else
+      unsetenv("ICN_TUNER_MODEL_SKIP");
+    {
+      std::lock_guard<std::mutex> lock(g_logMu);
+      g_logs.clear();
+    }
+    Plugin p(c.value ? c.value : "skipdefault");
+    ASSERT_NE(p.lib, nullptr) << dlerror();
+    int mask = 0;
+    uint64_t clock[2] = {1'000'000, 1'000'000};
+    Rank ranks[2];
+    ASSERT_NO_FATAL_FAILURE(initRanks(p, ranks, 0x5C1B0000ULL + (c.value ? c.value[0] : 1), &mask));
+    for (int it = 0; it < 60; ++it)
+      for (int r = 0; r < 2; ++r) collective(p, ranks[r], &mask, &clock[r], size_t{512} << 20);
+    int ll = 0;
+    for (const auto& pick : ranks[0].picks) ll += pick.second == 0;
+    const char* v = c.value ? c.value : "(unset)";
+    if (c.llScreened) {
+      EXPECT_GE(ll, 2) << "ICN_TUNER_MODEL_SKIP=" << v;
+      EXPECT_FALSE(logged("NCCL's model puts them")) << v;
+    } else {
+      EXPECT_EQ(ll, 0) << "ICN_TUNER_MODEL_SKIP=" << v;
+      EXPECT_TRUE(logged("skipped: NCCL's model puts them over 1.9x its choice (", 0x40)) << v;
+      EXPECT_TRUE(logged("RING/LL 7.")) << v;  // realisticTable: Ring/LL 7.x times Ring/Simple at 512 MiB
+    }
+    EXPECT_EQ(logged("ICN_TUNER_MODEL_SKIP=fast is not 0 or a ratio"), std::string(v) == "fast");
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(p.tuner->finalize(ranks[r].tctx), ncclSuccess);
+      EXPECT_EQ(p.prof->finalize(ranks[r].pctx), ncclSuccess);
+    }
+  }
+  unsetenv("ICN_TUNER_MODEL_SKIP");
+}
+
 TEST(PluginAbi, UserAlgoProtoWin) {
   setenv("NCCL_ALGO", "Tree", 1);
   {

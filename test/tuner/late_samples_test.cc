@@ -97,6 +97,12 @@ TEST(LateSamples, RoundsWaitForSamplesThatArriveAfterTheHostMovedOn) {
       EXPECT_EQ(d.algo, 0) << "bucket " << b << ": Tree/Simple is fastest";
       EXPECT_EQ(d.proto, 2) << "bucket " << b;
       EXPECT_EQ(sim.history[b][0], sim.history[b][1]) << "local ranks disagreed in bucket " << b;
+      if (b >= 25) {
+        // NCCL's model (realisticTable) predicts the LL arms far slower from 32 MiB up: they are not screened, and
+        // with four arms the screening samples are back before the size's 40 calls end.
+        for (const Decision& d : sim.history[b][0]) EXPECT_NE(d.proto, 0) << "bucket " << b << ": LL screened";
+        continue;
+      }
       // While the samples were in flight nothing was compared yet: the calls after the plan ran NCCL's choice.
       int plan = BucketExplorer::stage1MaxCalls(6, ExploreParams{}, true);
       for (int i = plan; i < 40; ++i) EXPECT_FALSE(sim.history[b][0][i].valid()) << "bucket " << b << " call " << i;
