@@ -38,8 +38,8 @@ ContextConfig ContextConfig::fromEnvironment() {
   char* end = nullptr;
   double ratio = std::strtod(skip.c_str(), &end);
   if (skip.empty() || end == skip.c_str() || *end != '\0' || !(ratio == 0 || (ratio >= 1.0 && ratio <= 1000.0))) {
-    ICN_WARN(subsys::Tuning, "ICN_TUNER_MODEL_SKIP=%s is not 0 or a ratio in 1..1000; using 1.9", skip.c_str());
-    ratio = 1.9;
+    ICN_WARN(subsys::Tuning, "ICN_TUNER_MODEL_SKIP=%s is not 0 or a ratio in 1..1000; using 1.5", skip.c_str());
+    ratio = 1.5;
   }
   c.group.modelSkipRatio = ratio;
   c.rulesPath = params::getString(params::Id::TunerRules);

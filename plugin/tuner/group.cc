@@ -214,7 +214,7 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
                  b.skipped, kSkipSlowdown, b.skippedFrom);
       char modelSkipped[160] = "";
       if (b.modelSkipped > 0)
-        snprintf(modelSkipped, sizeof modelSkipped, "; %d skipped: NCCL's model puts them over %.1fx its choice (%s)",
+        snprintf(modelSkipped, sizeof modelSkipped, "; %d LL skipped: NCCL's model puts them over %.1fx its choice (%s)",
                  b.modelSkipped, cfg_.modelSkipRatio, b.modelSkippedList.data());
       ICN_INFO(subsys::Tuning,
                "tuner: comm 0x%llx %s 2^%d B: exploring %d candidates from %s, at most %d calls (%s)%s%s",
@@ -271,20 +271,23 @@ void Group::collectCandidates(int c, int bkt, const CostTable& table, bool adapt
   Decision pick = table.ncclChoice();
   b.skipped = 0;
   b.skippedFrom = -1;
-  skipModelSlower(b, table, pick);
+  skipSlowLl(b, table, pick);
   if (adaptive) skipFarSlower(c, bkt, pick);
   b.ncclPick = -1;
   for (int i = 0; i < b.nCands; ++i)
     if (b.cands[i].algo == pick.algo && b.cands[i].proto == pick.proto) b.ncclPick = i;
 }
 
-void Group::skipModelSlower(Bucket& b, const CostTable& table, const Decision& ncclPick) {
-  // Where NCCL's model predicts a long call, its bandwidth terms decide and rank arms the way the GPUs do, only
-  // too kindly to LL: on 2 H200 it puts Ring/LL at 2x Ring/Simple (NCCL halves LL's bandwidth) where LL measured
-  // 2.4-2.7x on NVLink (32-512 MiB) and 3.3-8.7x on the net path (2-32 MiB). A screening call of such an arm costs
-  // milliseconds there, and with nccl-tests' ascending warm-up (5 calls a size) no smaller bucket has finished a
-  // round to tell us so (skipFarSlower): 512 MiB on the net path ran at 8.4 GB/s with the tuner exploring vs 25.1
-  // without. The cost table is the same on every rank, so fixed plans across processes skip alike.
+void Group::skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPick) {
+  // LL carries 8 bytes of data per 16-byte line (the rest is flags), so where a call is long its bandwidth, not
+  // its latency, decides and LL cannot keep up: on 2 H200, LL measured 1.6-2.7x the best arm on NVLink from
+  // 8 MiB up and 1.5-6.8x on the net path from 128 KiB up. NCCL's model knows (it halves LL's bandwidth, or
+  // divides it by 3.8 for Tree) but is kinder than the GPUs: Ring/LL 1.8-2.0x on the net path from 8 MiB where it
+  // measured 6.8x at 8 MiB. A screening call of such an arm costs milliseconds there, and with nccl-tests'
+  // ascending warm-up (5-20 calls a size) no smaller bucket has finished a round to tell us (skipFarSlower):
+  // 512 MiB on the net path ran at 8.4 GB/s with the tuner exploring vs 25.1 without. Only LL: for the other
+  // protocols the model has no such floor and is wrong both ways (NVLink 32 MiB: Tree/Simple predicted 2.1x
+  // Ring/Simple, measured 1.05x). The cost table is the same on every rank, so fixed plans skip alike.
   b.modelSkipped = 0;
   b.modelSkippedList[0] = '\0';
   float ref = table.at(ncclPick.algo, ncclPick.proto);
@@ -296,7 +299,7 @@ void Group::skipModelSlower(Bucket& b, const CostTable& table, const Decision& n
     const Decision& d = b.cands[i];
     float cost = table.at(d.algo, d.proto);
     bool isNccl = d.algo == ncclPick.algo && d.proto == ncclPick.proto;
-    if (!isNccl && cost > ratio * ref) {
+    if (!isNccl && d.proto == kProtoLL && cost > ratio * ref) {
       ++b.modelSkipped;
       char name[48];
       int n = snprintf(b.modelSkippedList.data() + used, b.modelSkippedList.size() - used, "%s%s %.1fx",

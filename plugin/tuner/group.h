@@ -27,9 +27,9 @@ enum class Mode { Off, Static, Online };
 struct GroupConfig {
   Mode mode = Mode::Online;
   ExploreParams explore;
-  // Candidates NCCL's model predicts over this many times its own choice are not screened where that choice is
+  // LL candidates NCCL's model predicts over this many times its own choice are not screened where that choice is
   // predicted to take kModelSkipFromUs or more (ICN_TUNER_MODEL_SKIP; 0: screen every supported candidate).
-  double modelSkipRatio = 1.9;
+  double modelSkipRatio = 1.5;
   std::string cachePath;
 };
 
@@ -73,7 +73,7 @@ class Group {
     int ncclPick = -1;  // index of NCCL's own choice in cands
     int skipped = 0;       // arms not screened: far slower in the nearest smaller measured bucket ...
     int skippedFrom = -1;  // ... this one
-    int modelSkipped = 0;  // arms not screened: NCCL's own model puts them far above its choice
+    int modelSkipped = 0;  // LL arms not screened: NCCL's own model puts them far above its choice
     std::array<char, 80> modelSkippedList{};  // "RING/LL 2.0x TREE/LL 3.8x" for the log
     bool pendingNext = false, pendingReexplore = false, counted = false;  // pendingNext: duel or stage 2
     uint64_t lastTick = 0;  // process-wide call tick of this bucket's latest exploring call
@@ -81,8 +81,9 @@ class Group {
   Decision slowPath(int slot, int coll, int bucket, uint64_t index, const CostTable& table);
   void collectCandidates(int coll, int bucket, const CostTable& table, bool adaptive);  // mutex held
   void skipFarSlower(int coll, int bucket, const Decision& ncclPick);   // mutex held
-  void skipModelSlower(Bucket& b, const CostTable& table, const Decision& ncclPick);  // mutex held
-  static constexpr double kModelSkipFromUs = 100.0;  // skipModelSlower: NCCL predicts its choice takes this long
+  void skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPick);  // mutex held
+  static constexpr double kModelSkipFromUs = 100.0;  // skipSlowLl: NCCL predicts its choice takes this long
+  static constexpr int kProtoLL = 0;
   static constexpr double kSkipSlowdown = 3.0;  // arms this much slower than the fastest ...
   static constexpr double kSkipFromUs = 100.0;  // ... in a smaller bucket whose fastest call took this long
   void maybeTransition(int coll, int bucket);  // mutex held

@@ -362,7 +362,7 @@ TEST(PluginAbi, TunerModeIsPerCommunicator) {
 }
 
 TEST(PluginAbi, ModelSkipIsLoggedAndCanBeTurnedOff) {
-  // 512 MiB, nothing measured before: NCCL's model (realisticTable) puts both LL arms over 1.9x its choice, so
+  // 512 MiB, nothing measured before: NCCL's model (realisticTable) puts both LL arms over 1.5x its choice, so
   // they are not screened and the log says why; ICN_TUNER_MODEL_SKIP=0 screens them; a bad value warns and
   // keeps the default.
   unsetenv("ICN_TUNER_CACHE");
@@ -400,7 +400,7 @@ TEST(PluginAbi, ModelSkipIsLoggedAndCanBeTurnedOff) {
       EXPECT_FALSE(logged("NCCL's model puts them")) << v;
     } else {
       EXPECT_EQ(ll, 0) << "ICN_TUNER_MODEL_SKIP=" << v;
-      EXPECT_TRUE(logged("skipped: NCCL's model puts them over 1.9x its choice (", 0x40)) << v;
+      EXPECT_TRUE(logged("2 LL skipped: NCCL's model puts them over 1.5x its choice (", 0x40)) << v;
       EXPECT_TRUE(logged("RING/LL 7.")) << v;  // realisticTable: Ring/LL 7.x times Ring/Simple at 512 MiB
     }
     EXPECT_EQ(logged("ICN_TUNER_MODEL_SKIP=fast is not 0 or a ratio"), std::string(v) == "fast");
