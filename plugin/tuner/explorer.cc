@@ -444,8 +444,12 @@ bool BucketExplorer::beginDuel(uint64_t start) {
   for (int i = 0; i < nBins_; ++i)
     if (bins_[i].d == current_) win = i;
   if (win < 0 || bins_[win].n == 0) return false;
-  // Challengers: the best other arm by period, and NCCL's own choice when it came close too (it is the reference
-  // a new choice must beat by ncclMargin).
+  // Challengers: the best other arm by period when it came close, and NCCL's own choice (the reference a new
+  // choice must beat by ncclMargin) whenever the screen left it, however clearly: screening calls come in pairs
+  // right after another arm's, and some arms' first calls after a switch cost far less than their calls back to
+  // back (2 H200, net path 8 MiB: Tree/Simple screened at 325-356 us, ran at 517-568 us, against Ring/Simple's
+  // 497-534; NVLink 2 MiB: Tree/LL screened at 22-25 us, costs 28 us a call, Ring/LL 24). A screen that lucky
+  // skipped a duel reserved for close calls.
   double limit = p_.duelRatio * binEstimate(bins_[win]);
   int other = -1;
   double otherUs = 0;
@@ -457,12 +461,13 @@ bool BucketExplorer::beginDuel(uint64_t start) {
       otherUs = us;
     }
   }
-  if (other < 0 || otherUs > limit) return false;
-  std::array<int, 3> arms{other, -1, win};
-  int n = 1;
-  if (ncclPick_ >= 0 && ncclPick_ != win && ncclPick_ != other && bins_[ncclPick_].n > 0 &&
-      binEstimate(bins_[ncclPick_]) <= limit)
-    arms[n++] = ncclPick_;
+  // Host-bound rounds only leave NCCL's choice when its period was clearly worse (hostTieRatio): nothing to confirm.
+  bool leftNccl = ncclPick_ >= 0 && ncclPick_ != win && bins_[ncclPick_].n > 0 && !hostBound();
+  std::array<int, 3> arms{-1, -1, win};
+  int n = 0;
+  if (other >= 0 && otherUs <= limit) arms[n++] = other;
+  if (leftNccl && (n == 0 || arms[0] != ncclPick_)) arms[n++] = ncclPick_;
+  if (n == 0) return false;
   arms[n++] = win;  // the winner's block last: it goes on running after the plan
   std::array<Bin, 3> fresh{};
   int nccl = -1;

@@ -16,9 +16,11 @@
 //     `keepRatio` of it, `confirmCalls x finalists` in all; clearly slower arms get nothing more.
 // Adaptive plans need all ranks to share this state (all ranks in one process). Otherwise the plan is a pure
 // function of the index (every arm `callsPerArm + confirmCalls` calls) so separate processes walk the same plan.
-// Duel (adaptive plans, committed winners only): when the best other arm was measured within `duelRatio` of
-// the winner, it, NCCL's choice (when also that close) and the winner run `duelCalls` more calls each, back to
-// back in blocks (the winner's last), and are ranked on these fresh samples alone. A winner chosen on its
+// Duel (adaptive plans, committed winners only): the best other arm when it was measured within `duelRatio` of
+// the winner, NCCL's choice whenever the winner is another arm (outside host-bound rounds), and the winner run
+// `duelCalls` more calls each, back to back in blocks (the winner's last), and are ranked on these fresh samples
+// alone. Screening calls come in pairs right after another arm's, and some arms' first calls after a switch cost
+// far less than back to back (2 H200, net path 8 MiB: Tree/Simple 325-356 us screened, 517-568 us back to back). A winner chosen on its
 // screening calls may rest on one lucky pair of samples (2 H200, 32 MiB: Tree/Simple screened at 131 us, ran at
 // 142-144 us back to back, Ring/Simple 139 us).
 // Stage 2 (committed winners only): half and double the channel count the winner ran on, `channelCalls` each.

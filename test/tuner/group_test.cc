@@ -140,7 +140,7 @@ TEST(Group, ConvergesToFastestOnNoisyModels) {
   const Decision expect[] = {{0, 0, 0}, {1, 1, 0}, {1, 2, 0}, {1, 1, 0}};
   const uint32_t seeds = testSeeds();
   for (int mi = 0; mi < 4; ++mi) {
-    uint32_t exact = 0;
+    uint32_t exact = 0, missed = 0;
     for (uint32_t seed = 1; seed <= seeds; ++seed) {
       Sim sim(2, 2, onlineCfg(), seed * 31 + mi);
       int settledAt = -1;
@@ -157,11 +157,16 @@ TEST(Group, ConvergesToFastestOnNoisyModels) {
       double got = m.time(d.algo, d.proto, d.channels > 0 ? d.channels : m.defaultChannels);
       if (d.algo == expect[mi].algo && d.proto == expect[mi].proto) ++exact;
       // The target: within 1.03x of the best fixed choice. Model 3's best two are 4.8% apart at 2 us with
-      // launch skew twice the kernel time, which ~20 calls cannot always resolve: there, within 1.05x.
-      EXPECT_LE(got, best * (mi == 3 ? 1.05 : 1.03)) << "model " << mi << " seed " << seed;
+      // launch skew twice the kernel time, which ~20 calls cannot always resolve: there, within 1.05x. At most 1%
+      // of seeds may miss: a duel arm whose unskewed samples are hit by two of the 4% outliers (model 0, 1 seed
+      // of 100 since every departure from NCCL's choice is dueled).
+      if (got > best * (mi == 3 ? 1.05 : 1.03)) {
+        ++missed;
+        fprintf(stderr, "model %d seed %u: %.2fx the best\n", mi, seed, got / best);
+      }
       // The learning cost: calls that did not run the final choice. Screening (6 x 2), confirming (~4), the
-      // challengers' duel calls (4 each, up to two challengers within 15%) and the channel variants (2 x 2):
-      // up to ~28 calls.
+      // challengers' duel calls (4 each: the best other arm if within 15%, NCCL's choice if the screen left it)
+      // and the channel variants (2 x 2): up to ~28 calls.
       int off = 0;
       for (size_t i = 0; i < sim.history[0].size(); ++i)
         if (const Decision& h = sim.history[0][i];
@@ -169,16 +174,17 @@ TEST(Group, ConvergesToFastestOnNoisyModels) {
           ++off;
       // With the measurement lag of this model (6 calls), an arm screened last may still be the winner: the
       // confirm calls and the tail went to the leader of the moment (model 0 from a 2 MiB cost table).
-      EXPECT_LE(off, 34) << "model " << mi << " seed " << seed;
+      EXPECT_LE(off, 38) << "model " << mi << " seed " << seed;
       // Settled (every stage committed, the profiler released) within the budget plus the measurement lag.
       EXPECT_GT(settledAt, 0);
-      EXPECT_LE(settledAt, 52) << "model " << mi << " seed " << seed;
+      EXPECT_LE(settledAt, 56) << "model " << mi << " seed " << seed;  // 52 before NCCL's choice joined every duel
       EXPECT_EQ(sim.history[0], sim.history[1]) << "local ranks diverged";
       if (getenv("ICN_TEST_VERBOSE"))
         fprintf(stderr, "model %d seed %u off %d settled %d pick %d/%d/%d\n", mi, seed, off, settledAt, d.algo,
                 d.proto, d.channels);
     }
-    EXPECT_GE(exact, mi == 3 ? seeds * 6 / 10 : seeds) << "model " << mi << ": exact picks";
+    EXPECT_LE(missed, seeds / 100) << "model " << mi << ": picks over the target";
+    EXPECT_GE(exact, mi == 3 ? seeds * 6 / 10 : seeds - seeds / 100) << "model " << mi << ": exact picks";
   }
 }
 
@@ -322,6 +328,19 @@ TEST(Group, DuelOverturnsALuckyScreen) {
   // they are not screened) a screen lucky by over 15% (two discounted calls, noise 3.5 sigma low) skips the duel in
   // 2 of 300 seeds; with them it did in none of 300.
   EXPECT_GE(o.within, seeds - seeds / 100) << "picks within 1.03x of Ring/Simple";
+}
+
+TEST(Group, DuelConfirmsEveryDepartureFromNcclsChoice) {
+  // Net path, 8 MiB, as measured on 2 H200 (paired benchmark, 3 of 3 processes): Tree/Simple's calls right after
+  // another arm's cost 325-356 us, back to back 517-568 us; NCCL's pick Ring/Simple 497-534 us. Screened on two
+  // calls Tree/Simple looks 1.5x faster, far outside the duel's 15%: the screen's departure from NCCL's choice must
+  // still be confirmed back to back.
+  Model m{{{2700.0, 2000.0, 558.0}, {3400.0, 900.0, 533.0}}};
+  m.switchDiscount[0][2] = 0.4;
+  auto cost = [&](int a, int p) { return m.us[a][p]; };
+  const uint32_t seeds = testSeeds();
+  Outcome o = convergeRuns(m, 1 << 23, Decision{1, 2, 0}, seeds, 29, cost);
+  EXPECT_GE(o.within, seeds - seeds / 20) << "picks within 1.03x of Ring/Simple";
 }
 
 TEST(Group, ChannelStageFindsFewerChannels) {

@@ -87,10 +87,13 @@ TEST(LateSamples, RoundsWaitForSamplesThatArriveAfterTheHostMovedOn) {
   int demandBefore = measurementDemand().load();
   {
     LaggedSim sim(cfg(), 7, 30, 0x1A7E1);  // samples come 30 calls late: after the size's 20 warm-up calls
-    sim.sweep(kBuckets, 40);
-    sim.drain();  // the GPU catches up at the end of the run: every round ends from the profiler's thread
-    sim.sweep(kBuckets, 40);
-    sim.drain();
+    // nccl-tests -N 3: three sweeps, the GPU catching up at the end of each (every round ends from the profiler's
+    // thread): stage 1 ends in the first drain, the duel (the screen left NCCL's choice) in the second, the
+    // channel stage in the third.
+    for (int sweep = 0; sweep < 3; ++sweep) {
+      sim.sweep(kBuckets, 40);
+      sim.drain();
+    }
     for (int b : kBuckets) {
       EXPECT_NE(sim.group->phase(coll::kAllReduce, b), BucketExplorer::Phase::Exploring) << "bucket " << b;
       Decision d = sim.group->currentDecision(coll::kAllReduce, b);
