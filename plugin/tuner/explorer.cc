@@ -52,6 +52,19 @@ double BucketExplorer::ringEstimate(const std::array<float, kRecent>& ring, uint
 }
 
 double BucketExplorer::binEstimate(const Bin& b) const {
+  // A duel with duelKeepCalls ranks each arm on its latest calls: across nodes an arm's calls get dearer over
+  // several calls back to back (net path, 8 MiB: Tree/Simple 325-356 us on the first calls after a switch,
+  // 396-459 us over calls 2-4 of a block, 482-560 us running on), and the samples of an arm's calls from before
+  // the duel may still arrive after it began (they come first, so the latest are the block's own).
+  uint32_t keep = stage_ == kDuel ? static_cast<uint32_t>(std::max(0, p_.duelKeepCalls) * spc_) : 0;
+  if (keep > 0 && b.n > keep) {
+    uint32_t n = std::min<uint32_t>(b.n, kRecent);
+    std::array<float, kRecent> ordered{};  // oldest first
+    size_t head = b.n > static_cast<uint32_t>(kRecent) ? b.n % kRecent : 0;
+    for (size_t i = 0; i < n; ++i) ordered[i] = b.recent[(head + i) % kRecent];
+    keep = std::min(keep, n);
+    return estimate(ordered.data(), static_cast<int>(n), static_cast<int>(n - keep), p_.meanPeriods);
+  }
   return ringEstimate(b.recent, b.n, dropFirst(b.n), p_.meanPeriods);
 }
 
@@ -274,10 +287,19 @@ int BucketExplorer::findBin(const Sample& s) const {
   return -1;
 }
 
-bool BucketExplorer::addSample(const Sample& s) {
+bool BucketExplorer::addSample(const Sample& s, uint64_t issued) {
   if (phase_ == Phase::Exploring) {
     int i = findBin(s);
     if (i < 0) return false;
+    if (stage_ == kDuel) {
+      // Calls from before the duel, measured late, must not count as the block's (its first calls would no longer
+      // be the ones dropped, and the round would stop waiting too early): a block's samples can only come once it
+      // was issued, and each local rank completes its calls in order, so after a sample of the block before it.
+      uint64_t blockStart = start_ + static_cast<uint64_t>(i) * static_cast<uint64_t>(std::max(1, p_.duelCalls));
+      if (issued <= blockStart) return false;
+      if (i > 0 && bins_[i - 1].n == 0 && issued <= blockStart + 2 * static_cast<uint64_t>(std::max(1, p_.duelCalls)))
+        return false;
+    }
     Bin& b = bins_[i];
     b.recent[b.n % kRecent] = static_cast<float>(s.us);
     b.recentKernel[b.n % kRecent] = static_cast<float>(s.kernelUs > 0 ? s.kernelUs : 0);

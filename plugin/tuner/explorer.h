@@ -20,7 +20,9 @@
 // the winner, NCCL's choice whenever the winner is another arm (outside host-bound rounds), and the winner run
 // `duelCalls` more calls each, back to back in blocks (the winner's last), and are ranked on these fresh samples
 // alone. Screening calls come in pairs right after another arm's, and some arms' first calls after a switch cost
-// far less than back to back (2 H200, net path 8 MiB: Tree/Simple 325-356 us screened, 517-568 us back to back). A winner chosen on its
+// far less than back to back (2 H200, net path 8 MiB: Tree/Simple 325-356 us screened, 517-568 us back to back).
+// Across nodes (Group) blocks are 8 calls and each arm is ranked on its latest 4 (`duelKeepCalls`): there the
+// cost climbs over several calls. Samples of calls from before the duel, measured late, are kept out of it. A winner chosen on its
 // screening calls may rest on one lucky pair of samples (2 H200, 32 MiB: Tree/Simple screened at 131 us, ran at
 // 142-144 us back to back, Ring/Simple 139 us).
 // Stage 2 (committed winners only): half and double the channel count the winner ran on, `channelCalls` each.
@@ -72,6 +74,7 @@ struct ExploreParams {
   int giveUpCalls = 64;        // after the plan: calls of this bucket after which a round short of samples ends,
                                // keeping NCCL's choice ("not enough measurements")
   int duelCalls = 4;           // duel: calls per arm (0: no duel)
+  int duelKeepCalls = 0;       // duel: rank on each arm's latest calls only (0: all but the first; across nodes 4)
   double duelRatio = 1.15;     // duel when the best other arm was measured within this factor of the winner
   int channelCalls = 2;        // stage 2: calls per channel variant
   bool channelStage = true;
@@ -122,8 +125,10 @@ class BucketExplorer {
   // The call at `index` switched measuring on: NCCL read the profiler's event mask when it was enqueued, before
   // it asked the tuner, so none of its samples will come. The round does not wait for them.
   void noteUnmeasured(uint64_t index);
-  // True when the sample matched an arm of the running round (or the settled decision, for drift).
-  bool addSample(const Sample& s);
+  // True when the sample matched an arm of the running round (or the settled decision, for drift). `issued`: calls
+  // issued so far by the most advanced local rank; in a duel, samples of an arm that arrive before its block was
+  // issued, or before any sample of the block ahead of it, are dropped (calls from before the duel, measured late).
+  bool addSample(const Sample& s, uint64_t issued = UINT64_MAX);
   // Should the round end now? `issued` = calls issued so far by the most advanced local rank. Counted in host
   // calls, which may run far ahead of the GPU (nccl-tests enqueues all its iterations back to back; on the net
   // path 20 calls of 512 KiB take ~3 ms of GPU time): a round waits for its samples rather than for calls, and

@@ -69,14 +69,18 @@ Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std
   // quartiles of 6.5-7.8 us at 512 B-8 KiB and 25 us at 256 KiB for real costs of 16-30 us and 80 us, i.e. calls
   // completing in pairs; the trimmed mean is the cost per call. One node keeps the lower quartile (launch skew of
   // one thread driving two GPUs only ever adds time there).
-  // An arm's first call after another arm also ran cheaper there (Tree/Simple at 8 MiB: 434 us measured in
-  // screening, 554 us per call back to back: part of a call's cost falls on the next call of the same
-  // connections), so each arm gets 3 screening calls and its first one never counts.
+  // An arm's first calls after another arm also ran cheaper there (Tree/Simple at 8 MiB: 434 us measured in
+  // screening, 554 us per call back to back: part of a call's cost falls on the next calls of the same
+  // connections), so each arm gets 3 screening calls and its first one never counts, and a duel runs 8 calls per
+  // arm and ranks each on its latest 4 (with 4-call blocks, net path 8 MiB: Tree/Simple 396-459 us in the duel,
+  // 482-560 running on, against Ring/Simple's 465-512: kept in 3 of 3 processes).
   if (nNodes > 1) {
     cfg_.explore.hostBoundRatio = 0;
     cfg_.explore.meanPeriods = true;
     cfg_.explore.callsPerArm = std::max(cfg_.explore.callsPerArm, 3);
     cfg_.explore.dropFirstAfter = 1;
+    cfg_.explore.duelCalls = std::max(cfg_.explore.duelCalls, 8);
+    cfg_.explore.duelKeepCalls = 4;
   }
   int loaded = 0;
   for (const CacheEntry& e : cache) {
@@ -379,7 +383,7 @@ void Group::addSample(int c, int bkt, const Sample& s) {
   if (c < 0 || c >= coll::kNumColls || bkt < 0 || bkt >= coll::kNumBuckets) return;
   std::lock_guard<std::mutex> lock(mu_);
   Bucket& b = buckets_[c][bkt];
-  if (!b.ex.addSample(s)) return;
+  if (!b.ex.addSample(s, maxNext(c, bkt))) return;
   if (b.ex.phase() == BucketExplorer::Phase::Settled && cfg_.mode == Mode::Online && complete() && b.nCands >= 2 &&
       b.ex.driftDetected()) {
     char cur[48];
