@@ -351,7 +351,7 @@ int BucketExplorer::leader(bool hostBound) const {
   if (ref < 0 && hostBound && stage_ == kDuel)
     for (int i = 0; i < nBins_; ++i)
       if (bins_[i].d == base_) ref = i;
-  if (ref < 0 || bins_[ref].n == 0 || win == ref) return win;
+  if (ref < 0 || bins_[ref].n == 0 || win == ref) return sameAlgoShorterKernel(win, period.data(), winUs);
   double refUs = period[ref];
   // Host-bound, every arm's loop runs at the host's pace, and the periods measured (the profiler's own host work
   // included) cannot resolve what separates the arms: the reference stays unless its period is clearly worse.
@@ -360,7 +360,7 @@ int BucketExplorer::leader(bool hostBound) const {
   // instead (what this did before) picked arms 2-5% slower a call, and up to 1.25x where a short kernel hides a
   // long call (Tree/Simple at 2 MiB: 16.5 us kernel, 29 us a call; Ring/LL 23.5).
   if (hostBound) {
-    if (refUs <= p_.hostTieRatio * winUs) return ref;
+    if (refUs <= p_.hostTieRatio * winUs) return sameAlgoShorterKernel(ref, period.data(), winUs);
     // The reference is clearly slower; among the arms the host's pace hides alike, the shortest kernel.
     double bestK = 0;
     for (int i = 0; i < nBins_; ++i) {
@@ -383,8 +383,31 @@ int BucketExplorer::leader(bool hostBound) const {
     return win;
   }
   // Leaving NCCL's own choice must pay: a few samples cannot resolve a difference of a few percent.
-  if (ref != ncclPick_) return win;
-  return win == ref || winUs > (1.0 - p_.ncclMargin) * refUs ? ref : win;
+  int pick = ref != ncclPick_ || (win != ref && winUs <= (1.0 - p_.ncclMargin) * refUs) ? win : ref;
+  return sameAlgoShorterKernel(pick, period.data(), winUs);
+}
+
+int BucketExplorer::sameAlgoShorterKernel(int pick, const double* period, double bestUs) const {
+  // Within one algorithm the per-call cost outside the kernel is about the same for every protocol (2 H200 NVLink,
+  // 2 MiB, Ring: 5.2-6.7 us), so where periods cannot rank arms (the host's pace while the profiler measures,
+  // 30-48 us a call for real costs of 22-29) a clearly shorter kernel still decides: NCCL's Ring/SIMPLE there has
+  // a 23.6 us kernel and costs 29.3 us a call, Ring/LL 17.5 and 24.3 (kept at 1.26x in 2 of 3 processes, and lost
+  // to period noise in the third). Across algorithms kernels mislead (Tree/Simple: 16.2 us kernel, 29.5 us a
+  // call), and across nodes they miss the network (hostBoundRatio 0 there); stage 2 compares channel counts.
+  if (pick < 0 || p_.hostBoundRatio <= 0 || stage_ == kChannels) return pick;
+  double pickK = kernelEstimate(bins_[pick]);
+  int best = pick;
+  double bestK = pickK;
+  for (int i = 0; pickK > 0 && i < nBins_; ++i) {
+    if (i == pick || bins_[i].n == 0 || bins_[i].d.algo != bins_[pick].d.algo) continue;
+    if (period[i] > p_.hostTieRatio * bestUs) continue;
+    double k = kernelEstimate(bins_[i]);
+    if (k > 0 && k < bestK && k <= pickK * kSameAlgoKernelRatio && k <= pickK - kSameAlgoKernelMinUs) {
+      best = i;
+      bestK = k;
+    }
+  }
+  return best;
 }
 
 CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {

@@ -200,6 +200,11 @@ class BucketExplorer {
   // beats it clearly: by ncclMargin, by kChannelWinRatio with no longer kernel (stage 2), or, in a host-bound round,
   // with a period over hostTieRatio better. -1 if none measured.
   int leader(bool hostBound) const;
+  // One node: an arm of the pick's algorithm with a kernel this much shorter (and a period within hostTieRatio of
+  // the best) replaces the pick.
+  int sameAlgoShorterKernel(int pick, const double* period, double bestUs) const;
+  static constexpr double kSameAlgoKernelRatio = 0.85;
+  static constexpr double kSameAlgoKernelMinUs = 3.0;
   int nextArm();       // next plan entry's bin, kWarm for a base call, -1 when the plan is complete
   static constexpr int kWarm = -2;
   void startRound(uint64_t start);
