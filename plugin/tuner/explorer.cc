@@ -40,36 +40,33 @@ uint32_t BucketExplorer::dropFirst(uint32_t n) const {
   return n >= static_cast<uint32_t>(1 + std::max(1, p_.dropFirstAfter)) * spc ? spc : 0;
 }
 
+uint32_t BucketExplorer::dropHeld(const Bin& b) const {
+  uint32_t held = std::min<uint32_t>(b.n, kRecent);
+  // A duel with duelKeepCalls ranks each arm on its latest calls: across nodes an arm's calls get dearer over
+  // several calls back to back (net path, 8 MiB: Tree/Simple 325-356 us on the first calls after a switch,
+  // 396-459 us over calls 2-4 of a block, 482-560 us running on).
+  uint32_t keep = stage_ == kDuel ? static_cast<uint32_t>(std::max(0, p_.duelKeepCalls) * spc_) : 0;
+  if (keep > 0 && b.n > keep) return held - std::min(keep, held);
+  return b.n <= static_cast<uint32_t>(kRecent) ? dropFirst(b.n) : 0;  // wrapped: the first samples are gone
+}
+
 double BucketExplorer::ringEstimate(const std::array<float, kRecent>& ring, uint32_t n, uint32_t drop, bool mean) {
   if (n == 0) return 0;
   if (n <= static_cast<uint32_t>(kRecent))
     return estimate(ring.data(), static_cast<int>(n), static_cast<int>(drop), mean);
-  // The ring wrapped: the first samples are gone already; pass it oldest first.
+  // The ring wrapped: pass it oldest first.
   std::array<float, kRecent> ordered{};
   size_t head = n % kRecent;
   for (size_t i = 0; i < kRecent; ++i) ordered[i] = ring[(head + i) % kRecent];
-  return estimate(ordered.data(), kRecent, 0, mean);
+  return estimate(ordered.data(), kRecent, static_cast<int>(drop), mean);
 }
 
 double BucketExplorer::binEstimate(const Bin& b) const {
-  // A duel with duelKeepCalls ranks each arm on its latest calls: across nodes an arm's calls get dearer over
-  // several calls back to back (net path, 8 MiB: Tree/Simple 325-356 us on the first calls after a switch,
-  // 396-459 us over calls 2-4 of a block, 482-560 us running on), and the samples of an arm's calls from before
-  // the duel may still arrive after it began (they come first, so the latest are the block's own).
-  uint32_t keep = stage_ == kDuel ? static_cast<uint32_t>(std::max(0, p_.duelKeepCalls) * spc_) : 0;
-  if (keep > 0 && b.n > keep) {
-    uint32_t n = std::min<uint32_t>(b.n, kRecent);
-    std::array<float, kRecent> ordered{};  // oldest first
-    size_t head = b.n > static_cast<uint32_t>(kRecent) ? b.n % kRecent : 0;
-    for (size_t i = 0; i < n; ++i) ordered[i] = b.recent[(head + i) % kRecent];
-    keep = std::min(keep, n);
-    return estimate(ordered.data(), static_cast<int>(n), static_cast<int>(n - keep), p_.meanPeriods);
-  }
-  return ringEstimate(b.recent, b.n, dropFirst(b.n), p_.meanPeriods);
+  return ringEstimate(b.recent, b.n, dropHeld(b), p_.meanPeriods);
 }
 
 double BucketExplorer::kernelEstimate(const Bin& b) const {
-  return b.kernelMissing > 0 ? 0 : ringEstimate(b.recentKernel, b.n, dropFirst(b.n), false);
+  return b.kernelMissing > 0 ? 0 : ringEstimate(b.recentKernel, b.n, dropHeld(b), false);
 }
 
 bool BucketExplorer::hostBound() const {
@@ -92,8 +89,7 @@ bool BucketExplorer::hostBound() const {
 }
 
 uint32_t BucketExplorer::usable(const Bin& b) const {
-  if (b.n > static_cast<uint32_t>(kRecent)) return kRecent;
-  return b.n - dropFirst(b.n);
+  return std::min<uint32_t>(b.n, kRecent) - dropHeld(b);
 }
 
 const char* BucketExplorer::stageName(int stage) {

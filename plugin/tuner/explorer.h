@@ -22,9 +22,9 @@
 // alone. Screening calls come in pairs right after another arm's, and some arms' first calls after a switch cost
 // far less than back to back (2 H200, net path 8 MiB: Tree/Simple 325-356 us screened, 517-568 us back to back).
 // Across nodes (Group) blocks are 8 calls and each arm is ranked on its latest 4 (`duelKeepCalls`): there the
-// cost climbs over several calls. Samples of calls from before the duel, measured late, are kept out of it. A winner chosen on its
-// screening calls may rest on one lucky pair of samples (2 H200, 32 MiB: Tree/Simple screened at 131 us, ran at
-// 142-144 us back to back, Ring/Simple 139 us).
+// cost climbs over several calls. Samples of calls from before the duel, measured late, are kept out of it. A
+// winner chosen on its screening calls may rest on one lucky pair of samples (2 H200, 32 MiB: Tree/Simple
+// screened at 131 us, ran at 142-144 us back to back, Ring/Simple 139 us).
 // Stage 2 (committed winners only): half and double the channel count the winner ran on, `channelCalls` each.
 //
 // Estimates are a low quantile of the samples after dropping each arm's first sample per local rank: with two
@@ -185,8 +185,10 @@ class BucketExplorer {
   int findBin(const Sample& s) const;
   double binEstimate(const Bin& b) const;        // period estimate
   double kernelEstimate(const Bin& b) const;     // kernel time estimate, 0 if some sample lacks one
+  // `drop`: samples to leave out, oldest first, of those the ring still holds (min(n, kRecent)).
   static double ringEstimate(const std::array<float, kRecent>& ring, uint32_t n, uint32_t drop, bool mean);
   uint32_t dropFirst(uint32_t n) const;  // samples of the first call to leave out of an arm's n
+  uint32_t dropHeld(const Bin& b) const;  // samples the estimates leave out of those b still holds
   // Host-bound round? (see the header comment)
   bool hostBound() const;
   uint32_t usable(const Bin& b) const;  // samples binEstimate() uses

@@ -303,7 +303,7 @@ void Group::skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPi
     const Decision& d = b.cands[i];
     float cost = table.at(d.algo, d.proto);
     bool isNccl = d.algo == ncclPick.algo && d.proto == ncclPick.proto;
-    if (!isNccl && d.proto == kProtoLL && cost > ratio * ref) {
+    if (!isNccl && d.proto == coll::kLL && cost > ratio * ref) {
       ++b.modelSkipped;
       char name[48];
       int n = snprintf(b.modelSkippedList.data() + used, b.modelSkippedList.size() - used, "%s%s %.1fx",

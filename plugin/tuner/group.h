@@ -83,7 +83,6 @@ class Group {
   void skipFarSlower(int coll, int bucket, const Decision& ncclPick);   // mutex held
   void skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPick);  // mutex held
   static constexpr double kModelSkipFromUs = 100.0;  // skipSlowLl: NCCL predicts its choice takes this long
-  static constexpr int kProtoLL = 0;
   static constexpr double kSkipSlowdown = 3.0;  // arms this much slower than the fastest ...
   static constexpr double kSkipFromUs = 100.0;  // ... in a smaller bucket whose fastest call took this long
   void maybeTransition(int coll, int bucket);  // mutex held
