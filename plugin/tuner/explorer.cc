@@ -291,10 +291,10 @@ bool BucketExplorer::addSample(const Sample& s, uint64_t issued) {
       // Calls from before the duel, measured late, must not count as the block's (its first calls would no longer
       // be the ones dropped, and the round would stop waiting too early): a block's samples can only come once it
       // was issued, and each local rank completes its calls in order, so after a sample of the block before it.
-      uint64_t blockStart = start_ + static_cast<uint64_t>(i) * static_cast<uint64_t>(std::max(1, p_.duelCalls));
+      uint64_t block = static_cast<uint64_t>(std::max(1, p_.duelCalls));
+      uint64_t blockStart = start_ + static_cast<uint64_t>(i) * block;
       if (issued <= blockStart) return false;
-      if (i > 0 && bins_[i - 1].n == 0 && issued <= blockStart + 2 * static_cast<uint64_t>(std::max(1, p_.duelCalls)))
-        return false;
+      if (i > 0 && bins_[i - 1].n == 0 && issued <= blockStart + 2 * block) return false;
     }
     Bin& b = bins_[i];
     b.recent[b.n % kRecent] = static_cast<float>(s.us);

@@ -205,7 +205,8 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
     // Adaptive: every rank lives here and shares this state. Otherwise ranks in other processes compute the
     // very same (fixed) plan from the cost table alone, which NCCL makes identical on every rank.
     bool adaptive = complete();
-    if (cfg_.mode == Mode::Online) collectCandidates(c, bkt, table, adaptive);
+    SkipReport skips;
+    if (cfg_.mode == Mode::Online) skips = collectCandidates(c, bkt, table, adaptive);
     if (b.nCands >= 2) {
       // Index 0 for everyone.
       b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), 0, cfg_.explore, adaptive,
@@ -213,13 +214,13 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
       startExploring(b);  // the plan's warm calls absorb the calls that cannot be measured yet
       char first[48];
       char skipped[96] = "";
-      if (b.skipped > 0)
+      if (skips.farSlower > 0)
         snprintf(skipped, sizeof skipped, "; %d more skipped: over %.0fx slower than the fastest at 2^%d B",
-                 b.skipped, kSkipSlowdown, b.skippedFrom);
+                 skips.farSlower, kSkipSlowdown, skips.farFrom);
       char modelSkipped[160] = "";
-      if (b.modelSkipped > 0)
+      if (skips.slowLl > 0)
         snprintf(modelSkipped, sizeof modelSkipped, "; %d LL skipped: NCCL's model puts them over %.1fx its choice (%s)",
-                 b.modelSkipped, cfg_.modelSkipRatio, b.modelSkippedList.data());
+                 skips.slowLl, cfg_.modelSkipRatio, skips.slowLlList.data());
       ICN_INFO(subsys::Tuning,
                "tuner: comm 0x%llx %s 2^%d B: exploring %d candidates from %s, at most %d calls (%s)%s%s",
                static_cast<unsigned long long>(commId_), coll::collName(c), bkt, b.nCands,
@@ -250,7 +251,7 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
   return d;
 }
 
-void Group::collectCandidates(int c, int bkt, const CostTable& table, bool adaptive) {
+Group::SkipReport Group::collectCandidates(int c, int bkt, const CostTable& table, bool adaptive) {
   Bucket& b = buckets_[c][bkt];
   for (int a = 0; a < table.algos(); ++a)
     for (int p = 0; p < table.protos(); ++p)
@@ -273,16 +274,16 @@ void Group::collectCandidates(int c, int bkt, const CostTable& table, bool adapt
       }
   }
   Decision pick = table.ncclChoice();
-  b.skipped = 0;
-  b.skippedFrom = -1;
-  skipSlowLl(b, table, pick);
-  if (adaptive) skipFarSlower(c, bkt, pick);
+  SkipReport report;
+  skipSlowLl(b, table, pick, report);
+  if (adaptive) skipFarSlower(c, bkt, pick, report);
   b.ncclPick = -1;
   for (int i = 0; i < b.nCands; ++i)
     if (b.cands[i].algo == pick.algo && b.cands[i].proto == pick.proto) b.ncclPick = i;
+  return report;
 }
 
-void Group::skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPick) {
+void Group::skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPick, SkipReport& report) {
   // LL carries 8 bytes of data per 16-byte line (the rest is flags), so where a call is long its bandwidth, not
   // its latency, decides and LL cannot keep up: on 2 H200, LL measured 1.6-2.7x the best arm on NVLink from
   // 8 MiB up and 1.5-6.8x on the net path from 128 KiB up. NCCL's model knows (it halves LL's bandwidth, or
@@ -292,31 +293,22 @@ void Group::skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPi
   // 512 MiB on the net path ran at 8.4 GB/s with the tuner exploring vs 25.1 without. Only LL: for the other
   // protocols the model has no such floor and is wrong both ways (NVLink 32 MiB: Tree/Simple predicted 2.1x
   // Ring/Simple, measured 1.05x). The cost table is the same on every rank, so fixed plans skip alike.
-  b.modelSkipped = 0;
-  b.modelSkippedList[0] = '\0';
   float ref = table.at(ncclPick.algo, ncclPick.proto);
   const double ratio = cfg_.modelSkipRatio;
   if (ratio <= 0 || ref < kModelSkipFromUs) return;
-  int kept = 0;
   size_t used = 0;
-  for (int i = 0; i < b.nCands; ++i) {
-    const Decision& d = b.cands[i];
+  report.slowLl = removeCandidates(b, ncclPick, [&](const Decision& d) {
     float cost = table.at(d.algo, d.proto);
-    bool isNccl = d.algo == ncclPick.algo && d.proto == ncclPick.proto;
-    if (!isNccl && d.proto == coll::kLL && cost > ratio * ref) {
-      ++b.modelSkipped;
-      char name[48];
-      int n = snprintf(b.modelSkippedList.data() + used, b.modelSkippedList.size() - used, "%s%s %.1fx",
-                       used ? " " : "", describe(d, name, sizeof name), cost / ref);
-      if (n > 0) used = std::min(b.modelSkippedList.size() - 1, used + static_cast<size_t>(n));
-      continue;
-    }
-    b.cands[kept++] = d;
-  }
-  b.nCands = kept;
+    if (d.proto != coll::kLL || cost <= ratio * ref) return false;
+    char name[48];
+    int n = snprintf(report.slowLlList.data() + used, report.slowLlList.size() - used, "%s%s %.1fx", used ? " " : "",
+                     describe(d, name, sizeof name), cost / ref);
+    if (n > 0) used = std::min(report.slowLlList.size() - 1, used + static_cast<size_t>(n));
+    return true;
+  });
 }
 
-void Group::skipFarSlower(int c, int bkt, const Decision& ncclPick) {
+void Group::skipFarSlower(int c, int bkt, const Decision& ncclPick, SkipReport& report) {
   // Large buckets only skip arms measured far slower in the nearest smaller measured bucket: there a screening
   // call of a slow arm costs milliseconds (LL at 512 MiB on the net path: ~10x Simple, 3 calls) and the ratio only
   // grows with size (net path LL/Simple: 3.3x at 2 MiB, 5.2x at 8 MiB, 8.7x at 32 MiB). Small buckets keep every
@@ -326,20 +318,11 @@ void Group::skipFarSlower(int c, int bkt, const Decision& ncclPick) {
   for (int nb = bkt - 1; nb >= 0 && !ref; --nb)
     if (buckets_[c][nb].ex.fastestPeriodUs() > 0) {
       ref = &buckets_[c][nb].ex;
-      b.skippedFrom = nb;
+      report.farFrom = nb;
     }
   if (!ref || ref->fastestPeriodUs() < kSkipFromUs) return;
-  int kept = 0;
-  for (int i = 0; i < b.nCands; ++i) {
-    const Decision& d = b.cands[i];
-    bool isNccl = d.algo == ncclPick.algo && d.proto == ncclPick.proto;
-    if (!isNccl && ref->slowdown(d.algo, d.proto) > kSkipSlowdown) {
-      ++b.skipped;
-      continue;
-    }
-    b.cands[kept++] = d;
-  }
-  b.nCands = kept;
+  report.farSlower = removeCandidates(
+      b, ncclPick, [&](const Decision& d) { return ref->slowdown(d.algo, d.proto) > kSkipSlowdown; });
 }
 
 void Group::maybeTransition(int c, int bkt) {
@@ -383,7 +366,9 @@ void Group::addSample(int c, int bkt, const Sample& s) {
   if (c < 0 || c >= coll::kNumColls || bkt < 0 || bkt >= coll::kNumBuckets) return;
   std::lock_guard<std::mutex> lock(mu_);
   Bucket& b = buckets_[c][bkt];
-  if (!b.ex.addSample(s, maxNext(c, bkt))) return;
+  // Only a duel looks at how far the ranks got (every measured collective comes through here).
+  bool duel = b.ex.phase() == BucketExplorer::Phase::Exploring && b.ex.stage() == BucketExplorer::kDuel;
+  if (!b.ex.addSample(s, duel ? maxNext(c, bkt) : UINT64_MAX)) return;
   if (b.ex.phase() == BucketExplorer::Phase::Settled && cfg_.mode == Mode::Online && complete() && b.nCands >= 2 &&
       b.ex.driftDetected()) {
     char cur[48];

@@ -71,18 +71,35 @@ class Group {
     std::array<Decision, BucketExplorer::kMaxArms> cands{};
     int nCands = 0;
     int ncclPick = -1;  // index of NCCL's own choice in cands
-    int skipped = 0;       // arms not screened: far slower in the nearest smaller measured bucket ...
-    int skippedFrom = -1;  // ... this one
-    int modelSkipped = 0;  // LL arms not screened: NCCL's own model puts them far above its choice
-    std::array<char, 80> modelSkippedList{};  // "RING/LL 2.0x TREE/LL 3.8x" for the log
     bool pendingNext = false, pendingReexplore = false, counted = false;  // pendingNext: duel or stage 2
     uint64_t lastTick = 0;  // process-wide call tick of this bucket's latest exploring call
   };
+  // Candidates collectCandidates() left out, for the "exploring" log line.
+  struct SkipReport {
+    int slowLl = 0;                      // LL arms NCCL's own model puts far above its choice ...
+    std::array<char, 80> slowLlList{};   // ... "RING/LL 2.0x TREE/LL 3.8x"
+    int farSlower = 0;                   // arms far slower in the nearest smaller measured bucket ...
+    int farFrom = -1;                    // ... this one
+  };
   Decision slowPath(int slot, int coll, int bucket, uint64_t index, const CostTable& table);
-  void collectCandidates(int coll, int bucket, const CostTable& table, bool adaptive);  // mutex held
-  void skipFarSlower(int coll, int bucket, const Decision& ncclPick);   // mutex held
-  void skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPick);  // mutex held
+  SkipReport collectCandidates(int coll, int bucket, const CostTable& table, bool adaptive);  // mutex held
+  void skipFarSlower(int coll, int bucket, const Decision& ncclPick, SkipReport& report);   // mutex held
+  void skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPick, SkipReport& report);  // mutex held
   static constexpr double kModelSkipFromUs = 100.0;  // skipSlowLl: NCCL predicts its choice takes this long
+  // Removes the candidates `skip` names, never NCCL's own choice (the reference); returns how many.
+  template <typename Skip>
+  static int removeCandidates(Bucket& b, const Decision& ncclPick, Skip skip) {
+    int kept = 0;
+    for (int i = 0; i < b.nCands; ++i) {
+      const Decision& d = b.cands[i];
+      bool isNccl = d.algo == ncclPick.algo && d.proto == ncclPick.proto;
+      if (!isNccl && skip(d)) continue;
+      b.cands[kept++] = d;
+    }
+    int removed = b.nCands - kept;
+    b.nCands = kept;
+    return removed;
+  }
   static constexpr double kSkipSlowdown = 3.0;  // arms this much slower than the fastest ...
   static constexpr double kSkipFromUs = 100.0;  // ... in a smaller bucket whose fastest call took this long
   void maybeTransition(int coll, int bucket);  // mutex held
