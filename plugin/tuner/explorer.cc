@@ -504,13 +504,31 @@ bool BucketExplorer::beginDuel(uint64_t start) {
   }
   // Host-bound rounds only leave NCCL's choice when its period was clearly worse (hostTieRatio): nothing to confirm.
   bool leftNccl = ncclPick_ >= 0 && ncclPick_ != win && bins_[ncclPick_].n > 0 && !hostBound();
-  std::array<int, 3> arms{-1, -1, win};
+  std::array<int, 4> arms{-1, -1, -1, -1};
   int n = 0;
   if (other >= 0 && otherUs <= limit) arms[n++] = other;
   if (leftNccl && (n == 0 || arms[0] != ncclPick_)) arms[n++] = ncclPick_;
   if (n == 0) return false;
+  // One node: the duel ends with the same-algorithm kernel rule (leader()), which can only pick among the duel's
+  // arms. An arm of NCCL's algorithm with a clearly shorter stage-1 kernel comes along, or a duel that keeps NCCL's
+  // choice keeps it over that arm (2 H200 NVLink, 2 MiB: a duel of Tree/SIMPLE, Tree/LL and Ring/SIMPLE kept
+  // NCCL's Ring/SIMPLE, 23.5 us kernel and 28 us a call, where Ring/LL, 17.5 and 22.4, was measured in stage 1).
+  bool ncclInDuel = ncclPick_ >= 0 && (ncclPick_ == win || std::find(arms.begin(), arms.begin() + n, ncclPick_) !=
+                                                                  arms.begin() + n);
+  if (ncclInDuel && bins_[ncclPick_].n > 0) {
+    std::array<double, kMaxArms> period{};
+    double bestUs = 0;
+    for (int i = 0; i < nBins_; ++i) {
+      if (bins_[i].n == 0) continue;
+      period[i] = binEstimate(bins_[i]);
+      if (bestUs == 0 || period[i] < bestUs) bestUs = period[i];
+    }
+    int shorter = sameAlgoShorterKernel(ncclPick_, period.data(), bestUs);
+    if (shorter != ncclPick_ && shorter != win && std::find(arms.begin(), arms.begin() + n, shorter) == arms.begin() + n)
+      arms[n++] = shorter;
+  }
   arms[n++] = win;  // the winner's block last: it goes on running after the plan
-  std::array<Bin, 3> fresh{};
+  std::array<Bin, 4> fresh{};
   int nccl = -1;
   for (int k = 0; k < n; ++k) {
     fresh[k] = Bin{bins_[arms[k]].d};

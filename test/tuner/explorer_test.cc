@@ -431,3 +431,46 @@ TEST(Explorer, UnmeasuredCallsAreNotAwaited) {
   EXPECT_TRUE(ex.roundDone(12));
   EXPECT_EQ(ex.finishRound(12, true).after, c[0]);
 }
+
+// 2 H200 NVLink, 2 MiB (paired_proof call e): stage 1 crowned a lucky Tree/SIMPLE; its duel against Tree/LL and
+// NCCL's Ring/SIMPLE kept Ring/SIMPLE (28 us a call) because Ring/LL (17.5 us kernel, 22.4 a call), measured in
+// stage 1, was not in the duel and the same-algorithm kernel rule only looks among the duel's arms.
+TEST(Explorer, DuelTakesAlongTheArmOfNcclsAlgorithmWithAClearlyShorterKernel) {
+  auto c = sixCandidates();  // c[0..2] Tree LL/LL128/SIMPLE, c[3..5] Ring LL/LL128/SIMPLE
+  auto feedK = [](BucketExplorer& ex, const Decision& d, int n, double us, double kernelUs) {
+    for (int i = 0; i < n; ++i) ex.addSample(Sample{d.algo, d.proto, 8, us, kernelUs});
+  };
+  for (bool withShorterKernel : {true, false}) {
+    BucketExplorer ex;
+    ex.beginStage1(c, 0, params(2, 0), true, 1, /*ncclPick=*/5);
+    ex.extendPlan(100);
+    // Stage-1 periods/kernels as measured (period of the best 31.6 us, fastest kernel 16.0: not host-bound).
+    const double period[6] = {33.6, 39.4, 31.6, 42.3, 43.5, 58.2};
+    const double kernel[6] = {17.0, 22.7, 16.0, withShorterKernel ? 17.5 : 21.0, withShorterKernel ? 18.9 : 21.0, 23.2};
+    for (int k = 0; k < 6; ++k) feedK(ex, c[k], 3, period[k], kernel[k]);
+    ASSERT_EQ(ex.finishRound(12, true).after, c[2]);
+    ASSERT_TRUE(ex.beginNext(12));
+    ASSERT_EQ(ex.stage(), BucketExplorer::kDuel);
+    ex.extendPlan(100);
+    if (!withShorterKernel) {
+      // No Ring kernel 15% shorter than Ring/SIMPLE's: nothing comes along.
+      EXPECT_EQ(ex.planEnd(), 12u + 12u);
+      continue;
+    }
+    ASSERT_EQ(ex.planEnd(), 12u + 16u) << "Tree/LL, NCCL's Ring/SIMPLE, Ring/LL, the winner: 4 calls each";
+    EXPECT_EQ(ex.decisionFor(12), c[0]);
+    EXPECT_EQ(ex.decisionFor(16), c[5]);
+    EXPECT_EQ(ex.decisionFor(20), c[3]);
+    EXPECT_EQ(ex.decisionFor(24), c[2]);
+    // Back to back Ring/SIMPLE is the fastest by period, Ring/LL within NCCL's 3% margin of it, with a kernel
+    // 26% shorter: the kernel rule takes Ring/LL.
+    feedK(ex, c[0], 4, 36.0, 17.0);
+    feedK(ex, c[5], 4, 31.6, 23.5);
+    feedK(ex, c[3], 4, 32.0, 17.4);
+    feedK(ex, c[2], 4, 34.1, 16.0);
+    ASSERT_TRUE(ex.roundDone(28));
+    CommitInfo ci = ex.finishRound(28, true);
+    EXPECT_EQ(ci.stage, BucketExplorer::kDuel);
+    EXPECT_EQ(ci.after, c[3]) << ci.detail;
+  }
+}
