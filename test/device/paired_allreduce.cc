@@ -6,12 +6,15 @@
 // with its own environment: NCCL reads NCCL_ALGO/NCCL_PROTO and ICN reads ICN_TUNER/ICN_TUNER_CACHE at each
 // communicator's init.
 //
-//   icn-paired-allreduce [-b 8] [-e 32M] [-f 4] [-n 20] [-w 5] [-l 2] [-L 40] [-r 10] [-g 2] [-o out.json] CONFIG...
+//   icn-paired-allreduce [-b 8] [-e 32M] [-f 4] [-n 20] [-w 5] [-l 2] [-L 40] [-r 10] [-R 10] [-g 2] [-o out.json]
+//                        CONFIG...
 //   CONFIG = name[:VAR=VALUE[,VAR=VALUE...]]   e.g. default:ICN_TUNER=off  Ring-LL:NCCL_ALGO=Ring,NCCL_PROTO=LL
 //
 // Phases: learning (-l sweeps; every size, every configuration in turn, -L untimed calls), then -r measured
 // rounds: per size, the configurations in an order rotated each round, each a block of -w untimed calls then -n
-// timed ones (host clock from the first launch to both streams done, divided by n: nccl-tests' measure).
+// timed ones (host clock from the first launch to both streams done, divided by n: nccl-tests' measure). Sizes up
+// to 1 MiB take -R rounds instead: their blocks last microseconds and each lands in one of the latency modes, so
+// many more of them cost nothing and resolve a few percent where -r rounds cannot.
 // Prints a Markdown table (median per configuration and size) and writes every sample as JSON.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -42,6 +45,9 @@ struct Config {
 struct Options {
   size_t minBytes = 8, maxBytes = 32u << 20;
   int factor = 4, iters = 20, warmup = 5, learnSweeps = 2, learnCalls = 40, rounds = 10, gpus = 2;
+  int smallRounds = -1;  // -R: rounds for sizes up to kSmallBytes (-1: as -r)
+  static constexpr size_t kSmallBytes = 1u << 20;
+  int roundsFor(size_t bytes) const { return bytes <= kSmallBytes && smallRounds >= 0 ? smallRounds : rounds; }
   std::string json;
 };
 
@@ -202,9 +208,10 @@ struct Bench {
           syncAll();
         }
     const size_t n = configs.size();
-    for (int r = 0; r < opt.rounds; ++r)
+    const int total = std::max(opt.rounds, opt.smallRounds);
+    for (int r = 0; r < total; ++r)
       for (size_t bytes : sizes())
-        for (size_t k = 0; k < n; ++k) {
+        for (size_t k = 0; k < n && r < opt.roundsFor(bytes); ++k) {
           Config& c = configs[(k + r) % n];
           c.us[bytes].push_back(timedBlock(c, bytes));
         }
@@ -236,8 +243,8 @@ struct Bench {
     if (opt.json.empty()) return;
     FILE* f = fopen(opt.json.c_str(), "w");
     if (!f) die("cannot write", opt.json.c_str());
-    fprintf(f, "{\"iters\":%d,\"warmup\":%d,\"rounds\":%d,\"gpus\":%d,\"configs\":[", opt.iters, opt.warmup,
-            opt.rounds, opt.gpus);
+    fprintf(f, "{\"iters\":%d,\"warmup\":%d,\"rounds\":%d,\"small_rounds\":%d,\"gpus\":%d,\"configs\":[", opt.iters,
+            opt.warmup, opt.rounds, opt.roundsFor(1), opt.gpus);
     for (size_t i = 0; i < configs.size(); ++i) {
       const Config& c = configs[i];
       // Configuration names and environment values come from the command line: quoted as JSON strings.
@@ -262,8 +269,8 @@ struct Bench {
 
 void usage() {
   fprintf(stderr,
-          "usage: icn-paired-allreduce [-b 8] [-e 32M] [-f 4] [-n 20] [-w 5] [-l 2] [-L 40] [-r 10] [-g 2] "
-          "[-o out.json] CONFIG...\n  CONFIG = name[:VAR=VALUE[,VAR=VALUE...]]\n");
+          "usage: icn-paired-allreduce [-b 8] [-e 32M] [-f 4] [-n 20] [-w 5] [-l 2] [-L 40] [-r 10] [-R 10] "
+          "[-g 2] [-o out.json] CONFIG...\n  CONFIG = name[:VAR=VALUE[,VAR=VALUE...]]\n");
   exit(2);
 }
 
@@ -284,6 +291,7 @@ int main(int argc, char** argv) {
       case 'l': b.opt.learnSweeps = parseInt(v, 0, 1000); break;
       case 'L': b.opt.learnCalls = parseInt(v, 1, 100000); break;
       case 'r': b.opt.rounds = parseInt(v, 1, 100000); break;
+      case 'R': b.opt.smallRounds = parseInt(v, 1, 100000); break;
       case 'g': b.opt.gpus = parseInt(v, 1, 64); break;
       case 'o': b.opt.json = v; break;
       default: usage();

@@ -8,7 +8,8 @@
 #   test/device/paired_proof.sh <dir with libnccl-net-icn.so> <icn-paired-allreduce binary>
 #
 # NVLink path 8 B..2 GiB, net path (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1) 8 B..32 MiB, -f 4.
-# Env: OUT (results), ICN_PAIRED_PROCS (4 processes per path), ICN_PAIRED_ROUNDS (10), ICN_PAIRED_PATHS ("nvl net"),
+# Env: OUT (results), ICN_PAIRED_PROCS (4 processes per path), ICN_PAIRED_ROUNDS (10), ICN_PAIRED_SMALL_ROUNDS (40:
+#      rounds for sizes up to 1 MiB, which cost microseconds a block), ICN_PAIRED_PATHS ("nvl net"),
 #      ICN_PAIRED_DEBUG=1 (NCCL_DEBUG=INFO for TUNING: the online communicator's decisions go to the .log files).
 # Writes $OUT/paired-<path>-p<k>.{json,log,csv}, $OUT/paired_proof.md and (with matplotlib) paired_proof.png.
 set -u
@@ -17,6 +18,7 @@ BIN=$(readlink -f "${2:?usage: paired_proof.sh <so dir> <icn-paired-allreduce>}"
 OUT=${OUT:-$PWD/paired-proof}
 PROCS=${ICN_PAIRED_PROCS:-4}
 ROUNDS=${ICN_PAIRED_ROUNDS:-10}
+SMALL_ROUNDS=${ICN_PAIRED_SMALL_ROUNDS:-40}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 NCCL_NET_PLUGIN="$SO"
 unset NCCL_ALGO NCCL_PROTO ICN_TUNER ICN_TUNER_CACHE ICN_TUNER_RULES ICN_HEATMAP_FILE
@@ -34,7 +36,7 @@ for path in ${ICN_PAIRED_PATHS:-nvl net}; do
     configs=("default:ICN_TUNER=off" "${fixed[@]}" "online:ICN_TUNER=online,ICN_TUNER_CACHE=$cache")
     [ -n "$prev" ] && [ -s "$prev" ] && configs+=("static:ICN_TUNER=static,ICN_TUNER_CACHE=$prev")
     start=$(date +%s)
-    env "${penv[@]}" timeout 300 "$BIN" -b 8 -e "$max" -f 4 -n 20 -w 5 -l 2 -L 40 -r "$ROUNDS" \
+    env "${penv[@]}" timeout 300 "$BIN" -b 8 -e "$max" -f 4 -n 20 -w 5 -l 2 -L 40 -r "$ROUNDS" -R "$SMALL_ROUNDS" \
       -o "$OUT/paired-$path-p$k.json" "${configs[@]}" > "$OUT/paired-$path-p$k.log" 2>&1
     echo "[paired-proof] $path process $k: rc=$? in $(( $(date +%s) - start )) s"
     prev="$cache"
