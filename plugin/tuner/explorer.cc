@@ -502,8 +502,10 @@ bool BucketExplorer::beginDuel(uint64_t start) {
       otherUs = us;
     }
   }
-  // Host-bound rounds only leave NCCL's choice when its period was clearly worse (hostTieRatio): nothing to confirm.
-  bool leftNccl = ncclPick_ >= 0 && ncclPick_ != win && bins_[ncclPick_].n > 0 && !hostBound();
+  // Host-bound rounds too: they leave NCCL's choice when its period was over hostTieRatio the best, and the host's
+  // pace wanders enough for a screen to show that by luck (2 H200 NVLink, 128 KiB: periods 13.5-35 us for calls of
+  // 15-16; Ring/LL at 20.5 against a lucky Tree/LL128 at 13.5, which runs 1.05x slower back to back).
+  bool leftNccl = ncclPick_ >= 0 && ncclPick_ != win && bins_[ncclPick_].n > 0;
   std::array<int, 4> arms{-1, -1, -1, -1};
   int n = 0;
   if (other >= 0 && otherUs <= limit) arms[n++] = other;
