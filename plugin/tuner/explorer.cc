@@ -378,8 +378,12 @@ int BucketExplorer::leader(bool hostBound) const {
     if (kWin > 0 && kRef > 0 && kWin > kChannelKernelSlack * kRef) return ref;
     return win;
   }
-  // Leaving NCCL's own choice must pay: a few samples cannot resolve a difference of a few percent.
-  int pick = ref != ncclPick_ || (win != ref && winUs <= (1.0 - p_.ncclMargin) * refUs) ? win : ref;
+  // Leaving NCCL's own choice must pay: a few samples cannot resolve a difference of a few percent, except on long
+  // GPU-bound calls (2 H200 NVLink, 2 GiB: Tree/SIMPLE 6077-6120 us in five duels, NCCL's Ring/SIMPLE 6167-6290,
+  // 1.0-2.8% slower, and 2.6% slower unprofiled; a 3% margin kept Ring/SIMPLE in all five).
+  double margin = p_.longCallUs > 0 && refUs >= p_.longCallUs ? std::min(p_.ncclMargin, p_.longCallMargin)
+                                                               : p_.ncclMargin;
+  int pick = ref != ncclPick_ || (win != ref && winUs <= (1.0 - margin) * refUs) ? win : ref;
   return sameAlgoShorterKernel(pick, period.data(), winUs);
 }
 

@@ -62,7 +62,9 @@ struct ExploreParams {
   int confirmCalls = 2;        // extra calls for each finalist
   int finalists = 2;           // confirm budget: confirmCalls x finalists calls
   double keepRatio = 1.15;     // arms within this factor of the leader may take confirm calls
-  double ncclMargin = 0.03;    // stage 1: another arm must be this much faster than NCCL's own choice
+  double ncclMargin = 0.03;    // stage 1: another arm must be this much faster than NCCL's own choice ...
+  double longCallMargin = 0.01; // ... or this much where NCCL's choice takes longCallUs or more a call: GPU-bound
+  double longCallUs = 1000;     //     calls that long agree within ~1% (0: no exception; across nodes: ncclMargin)
   double hostBoundRatio = 0.5; // host-bound round: the fastest kernel is < this x the best period ...
   double hostTieRatio = 1.5;   // ... and then the reference stays unless its period is over this x the best
   bool meanPeriods = false;    // estimate periods by a trimmed mean instead of the lower quartile (across nodes)

@@ -81,6 +81,7 @@ Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std
     cfg_.explore.dropFirstAfter = 1;
     cfg_.explore.duelCalls = std::max(cfg_.explore.duelCalls, 8);
     cfg_.explore.duelKeepCalls = 4;
+    cfg_.explore.longCallMargin = cfg_.explore.ncclMargin;  // network periods wander more than a GPU's
   }
   int loaded = 0;
   for (const CacheEntry& e : cache) {
