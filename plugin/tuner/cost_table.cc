@@ -20,20 +20,6 @@ const char* describe(const Decision& d, char* buf, unsigned long size) {
   return buf;
 }
 
-CostTable::CostTable(float* data, int numAlgo, int numProto)
-    : data_(data),
-      nAlgo_(data ? std::clamp(numAlgo, 0, coll::kNumAlgos) : 0),
-      nProto_(data ? std::clamp(numProto, 0, coll::kNumProtos) : 0),
-      stride_(numProto > 0 ? numProto : 0) {}
-
-bool CostTable::supported(int a, int p) const {
-  if (a < 0 || a >= nAlgo_ || p < 0 || p >= nProto_) return false;
-  float v = *cell(a, p);
-  return v >= 0.f && v < kIgnoreAbove;
-}
-
-float CostTable::at(int a, int p) const { return supported(a, p) ? *cell(a, p) : -1.f; }
-
 Decision CostTable::ncclChoice() const {
   Decision best;
   float bestV = kIgnoreAbove;
@@ -52,22 +38,35 @@ bool CostTable::force(const Decision& d) {
   // Resolve a wildcard to the cheapest supported entry of the fixed dimension.
   int ba = -1, bp = -1;
   float bestV = kIgnoreAbove;
-  for (int a = 0; a < nAlgo_; ++a) {
-    if (d.algo >= 0 && a != d.algo) continue;
-    for (int p = 0; p < nProto_; ++p) {
-      if (d.proto >= 0 && p != d.proto) continue;
-      if (supported(a, p) && *cell(a, p) < bestV) {
-        bestV = *cell(a, p);
-        ba = a;
-        bp = p;
+  if (d.algo >= 0 && d.proto >= 0) {  // the usual case: no search
+    if (supported(d.algo, d.proto)) {
+      ba = d.algo;
+      bp = d.proto;
+    }
+  } else {
+    for (int a = 0; a < nAlgo_; ++a) {
+      if (d.algo >= 0 && a != d.algo) continue;
+      for (int p = 0; p < nProto_; ++p) {
+        if (d.proto >= 0 && p != d.proto) continue;
+        if (supported(a, p) && *cell(a, p) < bestV) {
+          bestV = *cell(a, p);
+          ba = a;
+          bp = p;
+        }
       }
     }
   }
   if (ba < 0) return false;
-  // Another supported entry already at 0.0 would tie and win if it comes first: lift it just above ours.
-  for (int a = 0; a < nAlgo_; ++a)
-    for (int p = 0; p < nProto_; ++p)
-      if ((a != ba || p != bp) && supported(a, p) && *cell(a, p) == 0.f) *cell(a, p) = 1.f;
+  // Another entry already at 0.0 would tie, and NCCL keeps the first minimum (algorithm-major): lift those that come
+  // before ours just above it. Only they can win, so only they are looked at (a few cells: this runs every call).
+  if (stride_ == nProto_) {  // every row is ours (NCCL passes 3 protocols): one flat run
+    for (float *c = data_, *end = cell(ba, bp); c < end; ++c)
+      if (*c == 0.f) *c = 1.f;
+  } else {
+    for (int a = 0; a <= ba; ++a)
+      for (int p = 0; p < (a == ba ? bp : nProto_); ++p)
+        if (*cell(a, p) == 0.f) *cell(a, p) = 1.f;
+  }
   *cell(ba, bp) = 0.f;
   return true;
 }

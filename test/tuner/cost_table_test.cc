@@ -71,6 +71,32 @@ TEST(CostTable, TieWithEarlierZeroIsBroken) {
   EXPECT_EQ(ncclPick(g.t()), std::make_pair(1, 2));
 }
 
+TEST(CostTable, OnlyZerosAheadOfOursAreLifted) {
+  // NCCL keeps the first minimum in algorithm-major order, so a 0.0 after ours cannot win: it is left alone (the
+  // lift runs on every call and only looks at the cells ahead).
+  Guarded g;
+  realisticTable(g.t(), 64);
+  g.t()[0 * 3 + 1] = 0.f;  // Tree/LL128, ahead of Ring/LL
+  g.t()[1 * 3 + 2] = 0.f;  // Ring/SIMPLE, after it
+  CostTable ct(g.t(), 7, 3);
+  ASSERT_TRUE(ct.force(Decision{1, 0, 0}));
+  EXPECT_EQ(ncclPick(g.t()), std::make_pair(1, 0));
+  EXPECT_EQ(g.t()[0 * 3 + 1], 1.f);
+  EXPECT_EQ(g.t()[1 * 3 + 2], 0.f);
+}
+
+TEST(CostTable, LiftStaysInsideOurColumnsOfAWiderTable) {
+  // numProto 4: column 3 is not ours even when it holds a 0.0 ahead of our choice.
+  std::vector<float> mem(8 * 4, 50.f);
+  mem[0 * 4 + 3] = 0.f;
+  mem[0 * 4 + 1] = 0.f;
+  CostTable ct(mem.data(), 8, 4);
+  ASSERT_TRUE(ct.force(Decision{1, 2, 0}));
+  EXPECT_EQ(mem[1 * 4 + 2], 0.f);
+  EXPECT_EQ(mem[0 * 4 + 1], 1.f);
+  EXPECT_EQ(mem[0 * 4 + 3], 0.f);
+}
+
 TEST(CostTable, StrideFollowsNcclDimensions) {
   // A hypothetical wider table (numProto 4): we must index with NCCL's stride and leave column 3 alone.
   std::vector<float> mem(8 * 4, 50.f);
