@@ -328,18 +328,25 @@ bool BucketExplorer::roundDone(uint64_t issued) const {
   return issued >= planEnd() + std::max(grace, static_cast<uint64_t>(std::max(0, p_.giveUpCalls)));
 }
 
-int BucketExplorer::leader(bool hostBound) const {
-  std::array<double, kMaxArms> period{};  // each arm's estimate, read once (0: unmeasured)
-  int win = -1;
-  double winUs = 0;
+int BucketExplorer::periodEstimates(std::array<double, kMaxArms>& period, double& fastestUs) const {
+  int fastest = -1;
+  fastestUs = 0;
   for (int i = 0; i < nBins_; ++i) {
+    period[i] = 0;
     if (bins_[i].n == 0) continue;
     period[i] = binEstimate(bins_[i]);
-    if (win < 0 || period[i] < winUs) {
-      win = i;
-      winUs = period[i];
+    if (fastest < 0 || period[i] < fastestUs) {
+      fastest = i;
+      fastestUs = period[i];
     }
   }
+  return fastest;
+}
+
+int BucketExplorer::leader(bool hostBound) const {
+  std::array<double, kMaxArms> period{};  // each arm's estimate, read once (0: unmeasured)
+  double winUs = 0;
+  int win = periodEstimates(period, winUs);
   if (win < 0) return win;
   // The reference a new choice must beat: NCCL's own (stage 1, duel) or the unchanged channel count (stage 2); in
   // a host-bound duel without NCCL's choice, the stage-1 winner.
@@ -516,22 +523,18 @@ bool BucketExplorer::beginDuel(uint64_t start) {
   if (leftNccl && (n == 0 || arms[0] != ncclPick_)) arms[n++] = ncclPick_;
   if (n == 0) return false;
   // One node: the duel ends with the same-algorithm kernel rule (leader()), which can only pick among the duel's
-  // arms. An arm of NCCL's algorithm with a clearly shorter stage-1 kernel comes along, or a duel that keeps NCCL's
-  // choice keeps it over that arm (2 H200 NVLink, 2 MiB: a duel of Tree/SIMPLE, Tree/LL and Ring/SIMPLE kept
-  // NCCL's Ring/SIMPLE, 23.5 us kernel and 28 us a call, where Ring/LL, 17.5 and 22.4, was measured in stage 1).
-  bool ncclInDuel = ncclPick_ >= 0 && (ncclPick_ == win || std::find(arms.begin(), arms.begin() + n, ncclPick_) !=
-                                                                  arms.begin() + n);
-  if (ncclInDuel && bins_[ncclPick_].n > 0) {
+  // arms, so an arm of NCCL's algorithm with a clearly shorter stage-1 kernel comes along. Without it a duel that
+  // kept NCCL's choice kept it over that arm (2 H200 NVLink, 2 MiB: a duel of Tree/SIMPLE, Tree/LL and Ring/SIMPLE
+  // kept NCCL's Ring/SIMPLE, 23.5 us kernel and 28 us a call, where Ring/LL, 17.5 and 22.4, was measured in stage 1).
+  auto inDuel = [&](int bin) {
+    return bin == win || std::find(arms.begin(), arms.begin() + n, bin) != arms.begin() + n;
+  };
+  if (ncclPick_ >= 0 && inDuel(ncclPick_) && bins_[ncclPick_].n > 0) {
     std::array<double, kMaxArms> period{};
     double bestUs = 0;
-    for (int i = 0; i < nBins_; ++i) {
-      if (bins_[i].n == 0) continue;
-      period[i] = binEstimate(bins_[i]);
-      if (bestUs == 0 || period[i] < bestUs) bestUs = period[i];
-    }
+    periodEstimates(period, bestUs);
     int shorter = sameAlgoShorterKernel(ncclPick_, period.data(), bestUs);
-    if (shorter != ncclPick_ && shorter != win && std::find(arms.begin(), arms.begin() + n, shorter) == arms.begin() + n)
-      arms[n++] = shorter;
+    if (!inDuel(shorter)) arms[n++] = shorter;
   }
   arms[n++] = win;  // the winner's block last: it goes on running after the plan
   std::array<Bin, 4> fresh{};

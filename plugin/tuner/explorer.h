@@ -17,7 +17,8 @@
 // Adaptive plans need all ranks to share this state (all ranks in one process). Otherwise the plan is a pure
 // function of the index (every arm `callsPerArm + confirmCalls` calls) so separate processes walk the same plan.
 // Duel (adaptive plans, committed winners only): the best other arm when it was measured within `duelRatio` of
-// the winner, NCCL's choice whenever the winner is another arm (outside host-bound rounds), and the winner run
+// the winner, NCCL's choice whenever the winner is another arm (host-bound rounds included), on one node also the
+// arm of NCCL's algorithm with a clearly shorter stage-1 kernel (sameAlgoShorterKernel), and the winner run
 // `duelCalls` more calls each, back to back in blocks (the winner's last), and are ranked on these fresh samples
 // alone. Screening calls come in pairs right after another arm's, and some arms' first calls after a switch cost
 // far less than back to back (2 H200, net path 8 MiB: Tree/Simple 325-356 us screened, 517-568 us back to back).
@@ -204,6 +205,8 @@ class BucketExplorer {
   // beats it clearly: by ncclMargin, by kChannelWinRatio with no longer kernel (stage 2), or, in a host-bound round,
   // with a period over hostTieRatio better. -1 if none measured.
   int leader(bool hostBound) const;
+  // Each measured arm's period estimate into `period` (0: unmeasured); returns the fastest arm (-1: none).
+  int periodEstimates(std::array<double, kMaxArms>& period, double& fastestUs) const;
   // One node: an arm of the pick's algorithm with a kernel this much shorter (and a period within hostTieRatio of
   // the best) replaces the pick.
   int sameAlgoShorterKernel(int pick, const double* period, double bestUs) const;
