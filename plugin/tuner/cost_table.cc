@@ -59,13 +59,11 @@ bool CostTable::force(const Decision& d) {
   if (ba < 0) return false;
   // Another entry already at 0.0 would tie, and NCCL keeps the first minimum (algorithm-major): lift those that come
   // before ours just above it. Only they can win, so only they are looked at (a few cells: this runs every call).
-  if (stride_ == nProto_) {  // every row is ours (NCCL passes 3 protocols): one flat run
-    for (float *c = data_, *end = cell(ba, bp); c < end; ++c)
-      if (*c == 0.f) *c = 1.f;
-  } else {
-    for (int a = 0; a <= ba; ++a)
-      for (int p = 0; p < (a == ba ? bp : nProto_); ++p)
-        if (*cell(a, p) == 0.f) *cell(a, p) = 1.f;
+  for (int a = 0; a <= ba; ++a) {
+    float* row = cell(a, 0);
+    const int end = a == ba ? bp : nProto_;
+    for (int p = 0; p < end; ++p)
+      if (row[p] == 0.f) row[p] = 1.f;
   }
   *cell(ba, bp) = 0.f;
   return true;

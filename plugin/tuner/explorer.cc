@@ -502,37 +502,29 @@ bool BucketExplorer::beginDuel(uint64_t start) {
   // back (2 H200, net path 8 MiB: Tree/Simple screened at 325-356 us, ran at 517-568 us, against Ring/Simple's
   // 497-534; NVLink 2 MiB: Tree/LL screened at 22-25 us, costs 28 us a call, Ring/LL 24). A screen that lucky
   // skipped a duel reserved for close calls.
-  double limit = p_.duelRatio * binEstimate(bins_[win]);
+  std::array<double, kMaxArms> period{};  // stage 1's estimates, read once
+  double bestUs = 0;
+  periodEstimates(period, bestUs);
   int other = -1;
-  double otherUs = 0;
-  for (int i = 0; i < nBins_; ++i) {
-    if (i == win || bins_[i].n == 0) continue;
-    double us = binEstimate(bins_[i]);
-    if (other < 0 || us < otherUs) {
-      other = i;
-      otherUs = us;
-    }
-  }
+  for (int i = 0; i < nBins_; ++i)
+    if (i != win && bins_[i].n > 0 && (other < 0 || period[i] < period[other])) other = i;
+  std::array<int, 4> arms{-1, -1, -1, -1};
+  int n = 0;
+  auto inDuel = [&](int bin) {
+    return bin == win || std::find(arms.begin(), arms.begin() + n, bin) != arms.begin() + n;
+  };
+  bool ncclMeasured = ncclPick_ >= 0 && bins_[ncclPick_].n > 0;
+  if (other >= 0 && period[other] <= p_.duelRatio * period[win]) arms[n++] = other;
   // Host-bound rounds too: they leave NCCL's choice when its period was over hostTieRatio the best, and the host's
   // pace wanders enough for a screen to show that by luck (2 H200 NVLink, 128 KiB: periods 13.5-35 us for calls of
   // 15-16; Ring/LL at 20.5 against a lucky Tree/LL128 at 13.5, which runs 1.05x slower back to back).
-  bool leftNccl = ncclPick_ >= 0 && ncclPick_ != win && bins_[ncclPick_].n > 0;
-  std::array<int, 4> arms{-1, -1, -1, -1};
-  int n = 0;
-  if (other >= 0 && otherUs <= limit) arms[n++] = other;
-  if (leftNccl && (n == 0 || arms[0] != ncclPick_)) arms[n++] = ncclPick_;
+  if (ncclMeasured && !inDuel(ncclPick_)) arms[n++] = ncclPick_;
   if (n == 0) return false;
   // One node: the duel ends with the same-algorithm kernel rule (leader()), which can only pick among the duel's
   // arms, so an arm of NCCL's algorithm with a clearly shorter stage-1 kernel comes along. Without it a duel that
   // kept NCCL's choice kept it over that arm (2 H200 NVLink, 2 MiB: a duel of Tree/SIMPLE, Tree/LL and Ring/SIMPLE
   // kept NCCL's Ring/SIMPLE, 23.5 us kernel and 28 us a call, where Ring/LL, 17.5 and 22.4, was measured in stage 1).
-  auto inDuel = [&](int bin) {
-    return bin == win || std::find(arms.begin(), arms.begin() + n, bin) != arms.begin() + n;
-  };
-  if (ncclPick_ >= 0 && inDuel(ncclPick_) && bins_[ncclPick_].n > 0) {
-    std::array<double, kMaxArms> period{};
-    double bestUs = 0;
-    periodEstimates(period, bestUs);
+  if (ncclMeasured) {
     int shorter = sameAlgoShorterKernel(ncclPick_, period.data(), bestUs);
     if (!inDuel(shorter)) arms[n++] = shorter;
   }

@@ -244,7 +244,7 @@ struct Bench {
     FILE* f = fopen(opt.json.c_str(), "w");
     if (!f) die("cannot write", opt.json.c_str());
     fprintf(f, "{\"iters\":%d,\"warmup\":%d,\"rounds\":%d,\"small_rounds\":%d,\"gpus\":%d,\"configs\":[", opt.iters,
-            opt.warmup, opt.rounds, opt.roundsFor(1), opt.gpus);
+            opt.warmup, opt.rounds, opt.roundsFor(Options::kSmallBytes), opt.gpus);
     for (size_t i = 0; i < configs.size(); ++i) {
       const Config& c = configs[i];
       // Configuration names and environment values come from the command line: quoted as JSON strings.
