@@ -71,7 +71,7 @@ struct ProfilerCtx {
       const icn::telemetry::CollTiming& c = ready[i].timing;
       group->addSample(c.coll, icn::coll::bucketOf(c.bytes),
                        icn::tuner::Sample{c.algo, c.proto, c.channels, ready[i].periodUs,
-                                          static_cast<double>(c.gpuNs) / 1000.0});
+                                          static_cast<double>(c.gpuNs) / 1000.0, ready[i].calls});
     }
   }
 };
@@ -95,7 +95,7 @@ ncclResult_t init(void** ctx, uint64_t commId, int* eActivationMask, const char*
     g_alwaysOn.store(icn::params::isSetByUser(icn::params::Id::HeatmapFile));
     if (eActivationMask) g_mask.store(eActivationMask);
     icn::tuner::setDemandHook(applyMask);
-    applyMask(icn::tuner::measurementDemand().load() > 0);
+    applyMask(icn::tuner::measurementWanted());
     ICN_INFO(icn::subsys::Profile | icn::subsys::Tuning, "profiler: comm 0x%llx (%s) rank %d/%d: timing collectives",
              static_cast<unsigned long long>(commId), commName ? commName : "", rank, nranks);
     *ctx = p.release();
@@ -121,6 +121,7 @@ ncclResult_t startEvent(void* ctx, void** eHandle, ncclProfilerEventDescr_v5_t* 
     info.count = d->coll.count;
     info.nChannels = d->coll.nChannels;
     info.epoch = g_epoch.load(std::memory_order_relaxed);
+    info.ncclSeq = d->coll.seqNumber;
     *eHandle = p->timer->startColl(info);
   } else if (d->type == ncclProfileKernelCh) {
     *eHandle = p->timer->startKernelCh(d->parentObj, d->kernelCh.channelId, d->kernelCh.pTimer);
@@ -144,19 +145,20 @@ ncclResult_t finalize(void* ctx) {
   if (!p) return ncclSuccess;
   try {
     auto s = p->timer->stats();
-    uint64_t periods = 0, reordered = 0;
+    uint64_t periods = 0, reordered = 0, spans = 0;
     {
       std::lock_guard<std::mutex> lock(p->periodMu);
       periods = p->periods.periods();
       reordered = p->periods.reordered();
+      spans = p->periods.spans();
     }
     ICN_INFO(icn::subsys::Profile | icn::subsys::Tuning,
              "profiler: comm 0x%llx rank %d: %llu collectives timed, %llu dropped, %llu evicted, %llu stale handles; "
-             "%llu periods (%llu completed after their successor)",
+             "%llu periods (%llu spans over untimed calls, %llu completed after their successor)",
              static_cast<unsigned long long>(p->commId), p->rank, static_cast<unsigned long long>(s.completed),
              static_cast<unsigned long long>(s.droppedNoSlot), static_cast<unsigned long long>(s.evicted),
              static_cast<unsigned long long>(s.staleHandles), static_cast<unsigned long long>(periods),
-             static_cast<unsigned long long>(reordered));
+             static_cast<unsigned long long>(spans), static_cast<unsigned long long>(reordered));
     icn::telemetry::heatmap::unregisterComm(p->entry);
   } catch (...) {
     return ncclInternalError;

@@ -48,6 +48,7 @@ struct KernelTimer::CollRec {
   int coll = -1, algo = -1, proto = -1, expected = 1;
   uint64_t bytes = 0;
   uint32_t epoch = 0;
+  uint64_t ncclSeq = CollTiming::kNoNcclSeq;
 };
 
 struct KernelTimer::ChRec {
@@ -104,6 +105,7 @@ void* KernelTimer::startColl(const CollStartInfo& info) {
       r.proto = coll::parseProto(info.proto);
       r.expected = info.nChannels > 0 ? info.nChannels : 1;
       r.epoch = info.epoch;
+      r.ncclSeq = info.ncclSeq;
       uint64_t tsize = coll::datatypeSize(info.datatype);
       uint64_t mult = (c == coll::kAllGather || c == coll::kReduceScatter) ? static_cast<uint64_t>(nRanks_) : 1;
       r.bytes = info.count * (tsize ? tsize : 1) * mult;
@@ -211,7 +213,8 @@ void KernelTimer::childDone(CollRec& r, uint64_t start, uint64_t stop, bool vali
   uint64_t lo = r.minStart.load(std::memory_order_acquire), hi = r.maxStop.load(std::memory_order_acquire);
   if (r.validChildren.load(std::memory_order_acquire) == 0 || hi < lo) return;
   completed_.fetch_add(1, std::memory_order_relaxed);
-  if (sink_) sink_(CollTiming{r.coll, r.bytes, r.algo, r.proto, r.expected, hi - lo, hi, r.seq, r.epoch});
+  if (sink_)
+    sink_(CollTiming{r.coll, r.bytes, r.algo, r.proto, r.expected, hi - lo, hi, r.seq, r.epoch, r.ncclSeq});
 }
 
 void KernelTimer::stop(void* handle) {

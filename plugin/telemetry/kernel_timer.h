@@ -27,6 +27,8 @@ struct CollTiming {
   uint64_t stopNs = 0;     // GPU timestamp of the last channel stop
   uint64_t seq = 0;        // order of the collective's Coll event among this timer's collectives
   uint32_t epoch = 0;      // CollStartInfo::epoch
+  uint64_t ncclSeq = kNoNcclSeq;  // CollStartInfo::ncclSeq
+  static constexpr uint64_t kNoNcclSeq = UINT64_MAX;
 };
 
 struct CollStartInfo {
@@ -34,6 +36,9 @@ struct CollStartInfo {
   uint64_t count = 0;
   int nChannels = 0;
   uint32_t epoch = 0;  // caller's tag, handed back in CollTiming (the adapter counts profiler on-phases with it)
+  // NCCL's own count of this communicator's collectives of this function (profiler v5 `coll.seqNumber`), which
+  // advances for untimed collectives too: it tells how many calls lie between two timed ones.
+  uint64_t ncclSeq = CollTiming::kNoNcclSeq;
 };
 
 struct KernelTimerStats {

@@ -34,6 +34,12 @@ ContextConfig ContextConfig::fromEnvironment() {
     calls = 2;
   }
   c.group.explore.callsPerArm = calls;
+  int quiet = static_cast<int>(params::getInt(params::Id::TunerQuietDuel));
+  if (quiet != 0 && (quiet < 3 || quiet > 32)) {
+    ICN_WARN(subsys::Tuning, "ICN_TUNER_QUIET_DUEL=%d is not 0 or in 3..32; using 8", quiet);
+    quiet = 8;
+  }
+  c.group.explore.quietDuelCalls = quiet;
   const std::string& skip = params::getString(params::Id::TunerModelSkip);
   char* end = nullptr;
   double ratio = std::strtod(skip.c_str(), &end);

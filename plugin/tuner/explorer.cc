@@ -61,12 +61,51 @@ double BucketExplorer::ringEstimate(const std::array<float, kRecent>& ring, uint
   return estimate(ordered.data(), kRecent, static_cast<int>(drop), mean);
 }
 
+namespace {
+// The least of a block's spans (one per local rank, over the same calls): launch skew and a slow call seen by one
+// rank only ever add time. 0 when some span lacks the value.
+double leastOf(const float* v, uint32_t n) {
+  double least = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (v[i] <= 0) return 0;
+    least = i == 0 ? v[i] : std::min<double>(least, v[i]);
+  }
+  return least;
+}
+}  // namespace
+
 double BucketExplorer::binEstimate(const Bin& b) const {
+  if (spanRanked()) return leastOf(b.span.data(), std::min<uint32_t>(b.nSpan, kRecent));
   return ringEstimate(b.recent, b.n, dropHeld(b), p_.meanPeriods);
 }
 
 double BucketExplorer::kernelEstimate(const Bin& b) const {
+  if (spanRanked()) return leastOf(b.spanKernel.data(), std::min<uint32_t>(b.nSpan, kRecent));
   return b.kernelMissing > 0 ? 0 : ringEstimate(b.recentKernel, b.n, dropHeld(b), false);
+}
+
+bool BucketExplorer::spanRanked() const {
+  if (stage_ != kDuel || !quiet_ || nBins_ == 0) return false;
+  for (int i = 0; i < nBins_; ++i)
+    if (bins_[i].nSpan == 0) return false;
+  return true;
+}
+
+uint64_t BucketExplorer::blockLen() const {
+  return static_cast<uint64_t>(std::max(1, quiet_ ? p_.quietDuelCalls : p_.duelCalls));
+}
+
+uint64_t BucketExplorer::spanLen() const {
+  uint64_t len = blockLen();
+  return p_.quietSpanCalls > 0 ? std::clamp<uint64_t>(static_cast<uint64_t>(p_.quietSpanCalls), 2, len - 1) : len - 1;
+}
+
+bool BucketExplorer::measures(uint64_t index) const {
+  if (!quietDuel() || index < start_) return true;
+  uint64_t o = index - start_, len = blockLen();
+  if (o >= len * static_cast<uint64_t>(nBins_)) return true;  // after the blocks: the winner runs timed
+  uint64_t pos = o % len;
+  return pos == len - 1 || pos == len - 1 - spanLen();
 }
 
 bool BucketExplorer::hostBound() const {
@@ -75,7 +114,7 @@ bool BucketExplorer::hostBound() const {
   bool any = false;
   for (int i = 0; i < nBins_; ++i) {
     const Bin& b = bins_[i];
-    if (b.n == 0) continue;
+    if (!measured(b)) continue;
     double k = kernelEstimate(b);
     if (k <= 0) return false;  // some arm has no kernel times: periods are all we can compare
     double per = binEstimate(b);
@@ -89,6 +128,7 @@ bool BucketExplorer::hostBound() const {
 }
 
 uint32_t BucketExplorer::usable(const Bin& b) const {
+  if (spanRanked()) return std::min<uint32_t>(b.nSpan, kRecent);
   return std::min<uint32_t>(b.n, kRecent) - dropHeld(b);
 }
 
@@ -103,13 +143,16 @@ const char* BucketExplorer::stageName(int stage) {
 
 uint32_t BucketExplorer::needSamples(int bin) const {
   // minSamples, or all an arm's calls can give when the plan gives it fewer (ICN_TUNER_EXPLORE_CALLS=1, one rank).
-  // Stage 2's reference (bin 0) was measured in stage 1.
+  // Stage 2's reference (bin 0) was measured in stage 1. One span already averages a block.
+  if (spanRanked()) return 1;
   int calls = stage_ == kChannels && bin != 0 ? p_.channelCalls : stage_ == kDuel ? p_.duelCalls : p_.callsPerArm;
   return static_cast<uint32_t>(std::clamp(p_.minSamples, 1, std::max(1, calls * spc_)));
 }
 
 bool BucketExplorer::confident(int win) const {
   if (win < 0 || win >= nBins_) return false;
+  // A quiet duel's timed calls alone are each block's first (the switch) and last: not a ranking.
+  if (stage_ == kDuel && quiet_ && !spanRanked()) return false;
   if (usable(bins_[win]) < needSamples(win)) return false;
   int ref = stage_ == kChannels ? 0 : ncclPick_;
   if (ref >= 0 && ref != win) return usable(bins_[ref]) >= needSamples(ref);
@@ -125,6 +168,7 @@ bool BucketExplorer::enoughAfterGrace() const {
   // one channel whatever we ask), so its samples may never come; an unmeasured variant just cannot win. A duel
   // waits for all but one call's samples of every block: the first samples to arrive are a block's first calls,
   // the ones that follow a switch (2 H200, 2 GiB: a duel decided on the first two of eight samples).
+  if (stage_ == kDuel && quiet_) return spanRanked();
   int n = stage_ == kChannels ? std::min(nBins_, 1) : nBins_;
   for (int i = 0; i < n; ++i) {
     const Bin& b = bins_[i];
@@ -185,13 +229,14 @@ void BucketExplorer::beginStage1(std::span<const Decision> candidates, uint64_t 
   }
   ncclPick_ = ncclPick >= 0 && ncclPick < nBins_ ? ncclPick : -1;
   stage_ = kScreen;
+  quiet_ = false;
   startRound(start);
 }
 
 int BucketExplorer::nextArm() {
   if (stage_ == kDuel) {
     // One block per arm, in bin order (the winner's last).
-    int k = planLen_ / std::max(1, p_.duelCalls);
+    int k = planLen_ / static_cast<int>(blockLen());
     return k < nBins_ ? k : -1;
   }
   if (stage_ == kChannels) {
@@ -284,6 +329,7 @@ int BucketExplorer::findBin(const Sample& s) const {
 }
 
 bool BucketExplorer::addSample(const Sample& s, uint64_t issued) {
+  if (s.calls > 1 && !quietDuel()) return false;  // spans only rank a quiet duel
   if (phase_ == Phase::Exploring) {
     int i = findBin(s);
     if (i < 0) return false;
@@ -291,8 +337,17 @@ bool BucketExplorer::addSample(const Sample& s, uint64_t issued) {
       // Calls from before the duel, measured late, must not count as the block's (its first calls would no longer
       // be the ones dropped, and the round would stop waiting too early): a block's samples can only come once it
       // was issued, and each local rank completes its calls in order, so after a sample of the block before it.
-      uint64_t block = static_cast<uint64_t>(std::max(1, p_.duelCalls));
+      uint64_t block = blockLen();
       uint64_t blockStart = start_ + static_cast<uint64_t>(i) * block;
+      if (s.calls > 1) {
+        // A quiet block's span: from its first call's end to its last call's, once the last was issued.
+        if (!quiet_ || s.calls != static_cast<int>(spanLen()) || issued < blockStart + block) return false;
+        Bin& b = bins_[i];
+        b.span[b.nSpan % kRecent] = static_cast<float>(s.us);
+        b.spanKernel[b.nSpan % kRecent] = static_cast<float>(s.kernelUs > 0 ? s.kernelUs : 0);
+        b.nSpan++;
+        return true;
+      }
       if (issued <= blockStart) return false;
       if (i > 0 && bins_[i - 1].n == 0 && issued <= blockStart + 2 * block) return false;
     }
@@ -317,6 +372,10 @@ bool BucketExplorer::roundDone(uint64_t issued) const {
   if (phase_ != Phase::Exploring || !planFinal_ || issued < planEnd()) return false;
   bool all = true;
   for (int i = 0; i < nBins_; ++i) {
+    if (stage_ == kDuel && quiet_) {  // one span per local rank
+      if (bins_[i].nSpan < static_cast<uint32_t>(spc_)) all = false;
+      continue;
+    }
     int calls = std::max(0, static_cast<int>(bins_[i].planned) - static_cast<int>(bins_[i].unmeasured));
     if (bins_[i].n < static_cast<uint32_t>(calls) * static_cast<uint32_t>(spc_)) all = false;
   }
@@ -333,7 +392,7 @@ int BucketExplorer::periodEstimates(std::array<double, kMaxArms>& period, double
   fastestUs = 0;
   for (int i = 0; i < nBins_; ++i) {
     period[i] = 0;
-    if (bins_[i].n == 0) continue;
+    if (!measured(bins_[i])) continue;
     period[i] = binEstimate(bins_[i]);
     if (fastest < 0 || period[i] < fastestUs) {
       fastest = i;
@@ -354,7 +413,7 @@ int BucketExplorer::leader(bool hostBound) const {
   if (ref < 0 && hostBound && stage_ == kDuel)
     for (int i = 0; i < nBins_; ++i)
       if (bins_[i].d == base_) ref = i;
-  if (ref < 0 || bins_[ref].n == 0 || win == ref) return sameAlgoShorterKernel(win, period.data(), winUs);
+  if (ref < 0 || !measured(bins_[ref]) || win == ref) return sameAlgoShorterKernel(win, period.data(), winUs);
   double refUs = period[ref];
   // Host-bound, every arm's loop runs at the host's pace, and the periods measured (the profiler's own host work
   // included) cannot resolve what separates the arms: the reference stays unless its period is clearly worse.
@@ -367,7 +426,7 @@ int BucketExplorer::leader(bool hostBound) const {
     // The reference is clearly slower; among the arms the host's pace hides alike, the shortest kernel.
     double bestK = 0;
     for (int i = 0; i < nBins_; ++i) {
-      double k = bins_[i].n > 0 ? kernelEstimate(bins_[i]) : 0;
+      double k = measured(bins_[i]) ? kernelEstimate(bins_[i]) : 0;
       if (k > 0 && period[i] <= p_.hostTieRatio * winUs && (bestK == 0 || k < bestK)) {
         bestK = k;
         win = i;
@@ -406,7 +465,7 @@ int BucketExplorer::sameAlgoShorterKernel(int pick, const double* period, double
   int best = pick;
   double bestK = pickK;
   for (int i = 0; pickK > 0 && i < nBins_; ++i) {
-    if (i == pick || bins_[i].n == 0 || bins_[i].d.algo != bins_[pick].d.algo) continue;
+    if (i == pick || !measured(bins_[i]) || bins_[i].d.algo != bins_[pick].d.algo) continue;
     if (period[i] > p_.hostTieRatio * bestUs) continue;
     double k = kernelEstimate(bins_[i]);
     if (k > 0 && k < bestK && k <= pickK * kSameAlgoKernelRatio && k <= pickK - kSameAlgoKernelMinUs) {
@@ -425,22 +484,29 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
   info.calls = planLen_;
   std::array<double, kMaxArms> period{};  // each arm's period estimate, 0 = unmeasured
   double fastest = 0;
-  char buf[96], name[48];
+  bool spans = spanRanked();
+  char buf[112], name[48];
   for (int i = 0; i < nBins_; ++i) {
     const Bin& b = bins_[i];
     Decision shown = b.d;
     if (stage_ == kChannels && b.chRel == 0 && b.chSeen > 0) shown.channels = static_cast<int16_t>(b.chSeen);
     const char* sep = info.detail.empty() ? "" : " ";
-    if (b.n == 0) {
+    if (!measured(b)) {
       snprintf(buf, sizeof buf, "%s%s -", sep, describe(shown, name, sizeof name));
     } else {
       period[i] = binEstimate(b);
       if (fastest == 0 || period[i] < fastest) fastest = period[i];
       double k = kernelEstimate(b);
-      if (k > 0)
-        snprintf(buf, sizeof buf, "%s%s %.2fus/k%.2f(%u)", sep, describe(shown, name, sizeof name), period[i], k, b.n);
+      // Span-ranked: "(2 spans)"; otherwise the number of per-call samples.
+      char count[24];
+      if (spans)
+        snprintf(count, sizeof count, "(%u span%s)", b.nSpan, b.nSpan == 1 ? "" : "s");
       else
-        snprintf(buf, sizeof buf, "%s%s %.2fus(%u)", sep, describe(shown, name, sizeof name), period[i], b.n);
+        snprintf(count, sizeof count, "(%u)", b.n);
+      if (k > 0)
+        snprintf(buf, sizeof buf, "%s%s %.2fus/k%.2f%s", sep, describe(shown, name, sizeof name), period[i], k, count);
+      else
+        snprintf(buf, sizeof buf, "%s%s %.2fus%s", sep, describe(shown, name, sizeof name), period[i], count);
     }
     info.detail += buf;
   }
@@ -465,7 +531,7 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
   if (win >= 0) {
     learned_ = winner;
     learnedUs_ = winUs;
-    learnedSamples_ = bins_[win].n;
+    learnedSamples_ = std::max(bins_[win].n, bins_[win].nSpan);
     if (stage_ != kChannels) baseChannels_ = bins_[win].chSeen;
   }
   Decision applied = (mayCommit && win >= 0) ? winner : base_;
@@ -540,6 +606,7 @@ bool BucketExplorer::beginDuel(uint64_t start) {
   ncclPick_ = nccl;
   base_ = current_;
   stage_ = kDuel;
+  quiet_ = p_.quietDuelCalls >= 3;  // at least one untimed call between a block's timed ends
   startRound(start);
   return true;
 }
@@ -576,6 +643,7 @@ bool BucketExplorer::beginStage2(uint64_t start) {
   if (nBins_ == 1) return false;
   base_ = current_;
   stage_ = kChannels;
+  quiet_ = false;
   startRound(start);
   return true;
 }

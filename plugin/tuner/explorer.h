@@ -26,6 +26,14 @@
 // cost climbs over several calls. Samples of calls from before the duel, measured late, are kept out of it. A
 // winner chosen on its screening calls may rest on one lucky pair of samples (2 H200, 32 MiB: Tree/Simple
 // screened at 131 us, ran at 142-144 us back to back, Ring/Simple 139 us).
+// Quiet duels (quietDuelCalls; the plugin's default is 8): profiling slows some arms far more than others, because NCCL adds a
+// proxy op per channel to read a timed kernel's timestamps (2 H200, net path, 128 KiB: Tree/Simple 114-127 us a
+// period timed against 82-91 us untimed, Ring/LL and Tree/LL within a few us of their untimed cost; duels kept
+// NCCL's Ring/LL at 1.04-1.56x). So a duel block times only its first and last call (measures() tells the group
+// when to switch NCCL's event mask, which NCCL reads as a call is enqueued, before it asks the tuner), and arms
+// are ranked by spans: the end of the first call to the end of the last, per call. A span carries one timed call
+// out of its 7 (the block's first call, the one after the switch, is left out). Without a span for every arm
+// (other buckets kept every call timed, or a rank fell out of step with the mask) the duel keeps its base.
 // Stage 2 (committed winners only): half and double the channel count the winner ran on, `channelCalls` each.
 //
 // Estimates are a low quantile of the samples after dropping each arm's first sample per local rank: with two
@@ -77,6 +85,10 @@ struct ExploreParams {
   int giveUpCalls = 64;        // after the plan: calls of this bucket after which a round short of samples ends,
                                // keeping NCCL's choice ("not enough measurements")
   int duelCalls = 4;           // duel: calls per arm (0: no duel)
+  int quietDuelCalls = 0;      // duel blocks of this many calls, timed at their first and last call only and ranked
+                               // by spans (0 or < 3: every call timed, duelCalls a block); ICN_TUNER_QUIET_DUEL, 8
+  int quietSpanCalls = 0;      // calls a quiet block's span covers, ending with its last (0: all after the first;
+                               // across nodes duelKeepCalls); the call before them is the block's other timed one
   int duelKeepCalls = 0;       // duel: rank on each arm's latest calls only (0: all but the first; across nodes 4)
   double duelRatio = 1.15;     // duel when the best other arm was measured within this factor of the winner
   int channelCalls = 2;        // stage 2: calls per channel variant
@@ -92,6 +104,7 @@ struct Sample {
   int algo = -1, proto = -1, channels = 0;
   double us = 0;        // period: previous collective's end to this one's end (cost per call in a loop)
   double kernelUs = 0;  // the kernel's own work time; 0 = unknown (then only periods rank arms)
+  int calls = 1;        // > 1: a span: `us` is the cost per call over this many calls, only the last one timed
 };
 
 struct CommitInfo {
@@ -142,6 +155,10 @@ class BucketExplorer {
   CommitInfo finishRound(uint64_t effectiveFrom, bool mayCommit);
   // Starts the duel after a committed stage 1; false when no other arm came close (or plans are fixed).
   bool beginDuel(uint64_t start);
+  // Should the profiler time the call at `index`? False only inside a quiet duel's blocks (between their first
+  // and last call); the caller switches NCCL's event mask before that call is enqueued.
+  bool measures(uint64_t index) const;
+  bool quietDuel() const { return phase_ == Phase::Exploring && stage_ == kDuel && quiet_; }
   // Starts stage 2 (channels) after a committed stage 1 or duel; false when there is nothing to try.
   bool beginStage2(uint64_t start);
   // After a committed round: the duel, else stage 2 (when enabled); false when the search is over.
@@ -183,6 +200,9 @@ class BucketExplorer {
     std::array<float, kRecent> recent{};
     std::array<float, kRecent> recentKernel{};  // same slots as `recent`; 0 where unknown
     uint32_t kernelMissing = 0;                 // samples without a kernel time
+    // Quiet duel: spans over the block's untimed calls (one per local rank), and the timed last call's kernel.
+    std::array<float, kRecent> span{}, spanKernel{};
+    uint32_t nSpan = 0;
     int chSeen = -1;  // channels seen most recently for this bin
   };
   int findBin(const Sample& s) const;
@@ -195,6 +215,12 @@ class BucketExplorer {
   // Host-bound round? (see the header comment)
   bool hostBound() const;
   uint32_t usable(const Bin& b) const;  // samples binEstimate() uses
+  // A quiet duel with a span for every arm ranks on spans alone; without (other measurements kept every call
+  // timed, or a rank lost step with the event mask) it has nothing to rank on.
+  bool spanRanked() const;
+  bool measured(const Bin& b) const { return spanRanked() ? b.nSpan > 0 : b.n > 0; }
+  uint64_t blockLen() const;  // a duel's calls per arm
+  uint64_t spanLen() const;   // calls a quiet block's span covers
   // May the round leave its base for bin `win`? Both the winner and the reference (NCCL's choice in stage 1,
   // the unchanged channel count in stage 2) need minSamples usable samples; in stage 1 NCCL's choice itself only
   // wins against at least one other arm with minSamples.
@@ -220,6 +246,7 @@ class BucketExplorer {
   Phase phase_ = Phase::Unseen;
   int stage_ = 0;
   bool adaptive_ = false;
+  bool quiet_ = false;  // the duel times only its blocks' first and last calls
   int spc_ = 1;
   std::array<Bin, kMaxArms> bins_{};
   int nBins_ = 0;

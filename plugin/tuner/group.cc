@@ -22,6 +22,16 @@ Decision unpack(uint64_t w) {
 
 std::atomic<void (*)(bool)> g_hook{nullptr};
 std::atomic<uint64_t> g_tick{0};
+// Demand and quiet requests change together under this lock, so the hook sees every flip in order.
+std::mutex g_demandMu;
+int g_quiet = 0;        // buckets asking for the next call untimed (quiet duels)
+bool g_wanted = false;  // what the hook was last told
+void updateWantedLocked() {
+  bool want = measurementDemand().load() - g_quiet > 0;
+  if (want == g_wanted) return;
+  g_wanted = want;
+  if (auto hook = g_hook.load()) hook(want);
+}
 
 struct Registry {
   std::mutex mu;
@@ -54,11 +64,18 @@ void parkIdleElsewhere(const Group* self, uint64_t tick) {
 }
 }  // namespace
 void demandChanged(int delta) {
-  int prev = measurementDemand().fetch_add(delta);
-  auto hook = g_hook.load();
-  if (!hook) return;
-  if (prev <= 0 && prev + delta > 0) hook(true);
-  if (prev > 0 && prev + delta <= 0) hook(false);
+  std::lock_guard<std::mutex> lock(g_demandMu);
+  measurementDemand().fetch_add(delta);
+  updateWantedLocked();
+}
+void quietChanged(int delta) {
+  std::lock_guard<std::mutex> lock(g_demandMu);
+  g_quiet += delta;
+  updateWantedLocked();
+}
+bool measurementWanted() {
+  std::lock_guard<std::mutex> lock(g_demandMu);
+  return measurementDemand().load() - g_quiet > 0;
 }
 
 Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std::vector<CacheEntry>& cache)
@@ -82,6 +99,12 @@ Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std
     cfg_.explore.duelCalls = std::max(cfg_.explore.duelCalls, 8);
     cfg_.explore.duelKeepCalls = 4;
     cfg_.explore.longCallMargin = cfg_.explore.ncclMargin;  // network periods wander more than a GPU's
+    // Quiet duels there: blocks of 12 ranked by a span over the latest 8 (the climb is over by then, and the timed
+    // last call's toll is shared by 8).
+    if (cfg_.explore.quietDuelCalls >= 3) {
+      cfg_.explore.quietDuelCalls = std::max(cfg_.explore.quietDuelCalls, 12);
+      cfg_.explore.quietSpanCalls = 8;
+    }
   }
   int loaded = 0;
   for (const CacheEntry& e : cache) {
@@ -98,8 +121,10 @@ Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std
 
 Group::~Group() {
   for (auto& row : buckets_)
-    for (Bucket& b : row)
+    for (Bucket& b : row) {
       if (b.counted) demandChanged(-1);
+      if (b.quiet) quietChanged(-1);
+    }
   if (cfg_.mode == Mode::Off || cfg_.cachePath.empty()) return;
   if (rankKnown_.load() && !hasRank0_.load()) return;  // the process holding rank 0 writes the shared file
   std::vector<CacheEntry> entries = learnedEntries();
@@ -149,7 +174,14 @@ uint64_t Group::minDecided(int c, int b) const {
   return m == UINT64_MAX ? 0 : m;
 }
 
+void Group::setQuiet(Bucket& b, bool on) {
+  if (on == b.quiet) return;
+  b.quiet = on;
+  quietChanged(on ? 1 : -1);
+}
+
 void Group::setExploring(Bucket& b, bool on) {
+  if (!on) setQuiet(b, false);
   if (on == b.counted) return;
   b.counted = on;
   held_.fetch_add(on ? 1 : -1);
@@ -248,6 +280,8 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
   maybeTransition(c, bkt);
   b.ex.extendPlan(maxNext(c, bkt) + ahead);
   Decision d = b.ex.decisionFor(index);
+  // NCCL read the event mask for the next call before asking us about it: set it now for the next call.
+  setQuiet(b, b.ex.quietDuel() && !b.ex.measures(maxNext(c, bkt)));
   publish(b);
   return d;
 }
@@ -334,6 +368,7 @@ void Group::maybeTransition(int c, int bkt) {
     int stage = b.ex.stage();
     bool commit = online && complete();
     CommitInfo ci = b.ex.finishRound(maxNext(c, bkt), commit);
+    setQuiet(b, false);
     logCommit(c, bkt, ci, commit);
     if (commit && stage != BucketExplorer::kChannels) {
       // Keep measuring into the duel or stage 2: switching the profiler off and on again would cost its first

@@ -72,6 +72,7 @@ class Group {
     int nCands = 0;
     int ncclPick = -1;  // index of NCCL's own choice in cands
     bool pendingNext = false, pendingReexplore = false, counted = false;  // pendingNext: duel or stage 2
+    bool quiet = false;  // asks for the next call untimed (quiet duel)
     uint64_t lastTick = 0;  // process-wide call tick of this bucket's latest exploring call
   };
   // Candidates collectCandidates() left out, for the "exploring" log line.
@@ -104,7 +105,8 @@ class Group {
   static constexpr double kSkipFromUs = 100.0;  // ... in a smaller bucket whose fastest call took this long
   void maybeTransition(int coll, int bucket);  // mutex held
   void publish(Bucket& b);                     // mutex held
-  void setExploring(Bucket& b, bool on);
+  void setExploring(Bucket& b, bool on);  // off also ends a quiet request
+  void setQuiet(Bucket& b, bool on);
   void startExploring(Bucket& b);  // demand on, counted as called now
   uint64_t maxNext(int coll, int bucket) const;
   uint64_t minDecided(int coll, int bucket) const;
@@ -137,6 +139,11 @@ std::atomic<int>& measurementDemand();
 // Called when measurementDemand() crosses 0 <-> 1 (the profiler adapter installs it to flip NCCL's event mask).
 void setDemandHook(void (*hook)(bool wanted));
 void demandChanged(int delta);
+// A quiet duel asks for its next call untimed (+1) or timed again (-1). The profiler measures while the demand
+// exceeds the quiet requests: a bucket measuring densely elsewhere keeps every call timed.
+void quietChanged(int delta);
+// Whether the profiler should time the next call now (demand beyond quiet requests).
+bool measurementWanted();
 // Process-wide count of tuner decisions made while something measures (all groups): the clock for parking idle
 // exploring buckets.
 uint64_t tunerTick();

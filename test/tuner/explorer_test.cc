@@ -495,3 +495,104 @@ TEST(Explorer, DuelTakesAlongTheArmOfNcclsAlgorithmWithAClearlyShorterKernel) {
     EXPECT_EQ(ci.after, c[3]) << ci.detail;
   }
 }
+
+namespace {
+// As commitStage1OnC4, with quiet duels of `quiet` calls (spans over `span`; 0: all but the first).
+void commitStage1OnC4Quiet(BucketExplorer& ex, const std::vector<Decision>& c, int spc, double winUs,
+                           double othersUs, int ncclPick, int quiet = 8, int span = 0) {
+  ExploreParams p = params(1, 0);
+  p.quietDuelCalls = quiet;
+  p.quietSpanCalls = span;
+  ex.beginStage1(c, 0, p, true, spc, ncclPick);
+  ex.extendPlan(100);
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 2 * spc, k == 4 ? winUs : othersUs);
+  ex.finishRound(6, true);
+}
+Sample span(const Decision& d, double us, int calls, double kernelUs = 0) {
+  return Sample{d.algo, d.proto, 4, us, kernelUs, calls};
+}
+}  // namespace
+
+// Net path, 128 KiB on 2 H200: timed, Tree/Simple (c[4]) costs 114-127 us a period, untimed 82-91; NCCL's Ring/LL
+// (c[3]) barely moves. A quiet duel times only each block's first and last call and ranks the spans between.
+TEST(Explorer, QuietDuelTimesOnlyTheEndsOfEachBlockAndRanksSpans) {
+  BucketExplorer ex;
+  auto c = sixCandidates();
+  commitStage1OnC4Quiet(ex, c, 2, 100.0, 110.0, /*ncclPick=*/3);
+  ASSERT_EQ(ex.current(), c[4]);
+  ASSERT_TRUE(ex.beginDuel(6));
+  ASSERT_TRUE(ex.quietDuel());
+  ex.extendPlan(100);
+  // Challengers: the best other arm (c[0], first of the tied) and NCCL's c[3]; the winner's block last.
+  ASSERT_EQ(ex.planEnd(), 6u + 24u);
+  EXPECT_EQ(ex.decisionFor(6), c[0]);
+  EXPECT_EQ(ex.decisionFor(14), c[3]);
+  EXPECT_EQ(ex.decisionFor(22), c[4]);
+  for (uint64_t i = 0; i < 24; ++i)
+    EXPECT_EQ(ex.measures(6 + i), i % 8 == 0 || i % 8 == 7) << "offset " << i;
+  EXPECT_TRUE(ex.measures(5)) << "before the duel";
+  EXPECT_TRUE(ex.measures(30)) << "after the blocks the winner runs timed";
+  // Every timed call's own period says c[4] is slow (the profiler's toll); its spans say otherwise.
+  for (int k : {0, 3, 4}) feed(ex, c[k], 4, k == 4 ? 120.0 : k == 3 ? 126.0 : 130.0);
+  EXPECT_FALSE(ex.addSample(span(c[4], 90.0, 6), 30)) << "a span of another length is not this duel's";
+  EXPECT_FALSE(ex.addSample(span(c[4], 90.0, 7), 29)) << "before the block's last call was issued";
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(ex.addSample(span(c[0], 131.0 + r, 7, 30.0), 30));
+    EXPECT_TRUE(ex.addSample(span(c[3], 125.0 + r, 7, 110.0), 30));
+    EXPECT_FALSE(ex.roundDone(30)) << "the winner's spans are still missing";
+    EXPECT_TRUE(ex.addSample(span(c[4], 90.0 + r, 7, 19.0), 30));
+  }
+  ASSERT_TRUE(ex.roundDone(30));
+  CommitInfo ci = ex.finishRound(30, true);
+  EXPECT_EQ(ci.after, c[4]);
+  EXPECT_NEAR(ci.afterUs, 90.0, 1e-3) << "the least of the block's spans (one per local rank)";
+  EXPECT_NE(ci.detail.find("(2 spans)"), std::string::npos) << ci.detail;
+  EXPECT_TRUE(ex.measures(31)) << "settled: no quiet requests";
+}
+
+TEST(Explorer, QuietDuelWithoutASpanForEveryArmKeepsItsBase) {
+  BucketExplorer ex;
+  auto c = sixCandidates();
+  commitStage1OnC4Quiet(ex, c, 1, 100.0, 104.0, /*ncclPick=*/3);
+  ASSERT_EQ(ex.current(), c[4]);
+  ASSERT_TRUE(ex.beginDuel(6));
+  ex.extendPlan(100);
+  uint64_t end = ex.planEnd();
+  // Something else kept every call timed: per-call periods only, which a quiet duel does not rank on.
+  for (int k : {0, 3}) feed(ex, c[k], 8, 80.0);
+  feed(ex, c[4], 8, 120.0);
+  ex.addSample(span(c[0], 80.0, 7), end);
+  EXPECT_FALSE(ex.roundDone(end + 20)) << "after the grace calls: still not every arm's span";
+  ASSERT_TRUE(ex.roundDone(end + 64));
+  CommitInfo ci = ex.finishRound(end + 64, true);
+  EXPECT_TRUE(ci.notEnough);
+  EXPECT_EQ(ci.after, c[4]);
+}
+
+TEST(Explorer, QuietSpansCoverTheLatestCallsWhereAsked) {
+  BucketExplorer ex;
+  auto c = sixCandidates();
+  commitStage1OnC4Quiet(ex, c, 1, 100.0, 101.0, /*ncclPick=*/4, 8, /*span=*/4);
+  ASSERT_TRUE(ex.beginDuel(6));
+  ex.extendPlan(100);
+  ASSERT_EQ(ex.planEnd(), 6u + 16u);
+  for (uint64_t i = 0; i < 16; ++i) EXPECT_EQ(ex.measures(6 + i), i % 8 == 3 || i % 8 == 7) << "offset " << i;
+  EXPECT_FALSE(ex.addSample(span(c[0], 90.0, 7), 22)) << "spans cover 4 calls here";
+  EXPECT_TRUE(ex.addSample(span(c[0], 90.0, 4), 22));
+  EXPECT_TRUE(ex.addSample(span(c[4], 100.0, 4), 22));
+  ASSERT_TRUE(ex.roundDone(22));
+  EXPECT_EQ(ex.finishRound(22, true).after, c[0]) << "NCCL's c[4] beaten by over 3%";
+}
+
+TEST(Explorer, SpansOnlyRankQuietDuels) {
+  BucketExplorer ex;
+  auto c = sixCandidates();
+  ex.beginStage1(c, 0, params(1, 0), true, 1);
+  ex.extendPlan(100);
+  EXPECT_FALSE(ex.addSample(span(c[0], 10.0, 7), 100)) << "stage 1 ranks per-call periods";
+  commitStage1OnC4(ex, c, 1, 1, 10.0, 10.5);
+  ASSERT_TRUE(ex.beginDuel(6));
+  EXPECT_FALSE(ex.quietDuel()) << "quietDuelCalls 0: every call timed";
+  for (uint64_t i = 6; i < 20; ++i) EXPECT_TRUE(ex.measures(i));
+  EXPECT_FALSE(ex.addSample(span(c[0], 10.0, 3), 100));
+}

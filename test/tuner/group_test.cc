@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nccl_pick.h"
+#include "telemetry/period_tracker.h"
 #include "tuner/group.h"
 
 using namespace icn;
@@ -37,6 +38,8 @@ struct Model {
   double switchDiscount[2][3] = {};
   // ... fading out over this many calls of the same arm (1: only the first call after a switch is cheaper).
   int switchRampCalls = 1;
+  // A timed call costs this much more (NCCL's proxy op per channel reading the kernel's timestamps).
+  double profiled[2][3] = {};
   double kernelTime(int a, int p, int ch) const {
     return kernel[a][p] > 0 ? kernel[a][p] * time(a, p, ch) / us[a][p] : 0.95 * time(a, p, ch);
   }
@@ -58,6 +61,11 @@ struct Sim {
   uint64_t calls = 0;
   int prevArm[16];
   int sinceSwitch[16] = {};  // calls of the same arm since the last switch, per slot
+  // The profiler adapter's side, per slot: GPU clock, timed collectives, and the real period tracker.
+  double clock[16] = {};
+  uint64_t timed[16] = {};
+  uint32_t epoch = 0;
+  std::array<telemetry::PeriodTracker, 16> trackers{};
   std::vector<std::vector<Decision>> history;  // per slot, per call index
   void (*table)(float*, double) = realisticTable;  // NCCL's cost table for a call of this many bytes
   Sim(int nRanks, int localSlots, GroupConfig cfg, uint32_t seed, int lag_ = 6, uint64_t commId = 0, int nNodes = 1)
@@ -71,10 +79,10 @@ struct Sim {
   void step(const Model& m, uint64_t bytes) {
     std::normal_distribution<double> noise(1.0, m.noise);
     // Like NCCL: the event mask is read when the collectives are enqueued, before the tuner is asked; and like
-    // the profiler adapter: a call's cost is measured from the end of the previous timed call, so the first timed
-    // call after an untimed one gives no sample.
-    bool measured = measurementDemand().load() > 0;
-    bool sampled = measured && prevMeasured;
+    // the profiler adapter: a call's cost is measured from the end of the previous timed call (PeriodTracker), so
+    // the first timed call after an untimed one gives no sample of its own, only a span where it qualifies.
+    bool measured = measurementWanted();
+    if (measured && !prevMeasured) ++epoch;
     prevMeasured = measured;
     for (size_t s = 0; s < slots.size(); ++s) {
       float t[21];
@@ -94,9 +102,18 @@ struct Sim {
       prevArm[s] = a * 3 + p;
       double ramp = std::max(0.0, 1.0 - static_cast<double>(sinceSwitch[s]) / std::max(1, m.switchRampCalls));
       gpu *= 1 - m.switchDiscount[a][p] * ramp;
+      if (measured) gpu *= 1 + m.profiled[a][p];
       double us = std::max(gpu * (1 + alt), host) * outlier + skew;
       double kernelUs = m.kernelTime(a, p, ch) * n * outlier + skew;
-      if (sampled) inflight.push_back(Sample{a, p, ch, us, kernelUs});
+      clock[s] += us;
+      if (!measured) continue;
+      telemetry::CollTiming done{coll::kAllReduce, bytes, a, p, ch, static_cast<uint64_t>(kernelUs * 1000),
+                                 static_cast<uint64_t>(clock[s] * 1000), timed[s]++, epoch, calls};
+      std::array<telemetry::PeriodSample, 2> out;
+      for (int i = 0, k = trackers[s].complete(done, out); i < k; ++i) {
+        const telemetry::CollTiming& c = out[i].timing;
+        inflight.push_back(Sample{c.algo, c.proto, c.channels, out[i].periodUs, c.gpuNs / 1000.0, out[i].calls});
+      }
     }
     ++calls;
     while (inflight.size() > static_cast<size_t>(lag) * slots.size()) {
@@ -203,11 +220,11 @@ struct Outcome {
 };
 template <typename Cost>
 Outcome convergeRuns(const Model& m, uint64_t bytes, Decision expect, uint32_t seeds, uint32_t salt, Cost cost,
-                     int nNodes = 1, void (*table)(float*, double) = realisticTable) {
+                     int nNodes = 1, void (*table)(float*, double) = realisticTable, GroupConfig cfg = onlineCfg()) {
   Outcome o;
   int bucket = coll::bucketOf(bytes);
   for (uint32_t seed = 1; seed <= seeds; ++seed) {
-    Sim sim(2, 2, onlineCfg(), seed * 131 + salt, 6, 0, nNodes);
+    Sim sim(2, 2, cfg, seed * 131 + salt, 6, 0, nNodes);
     sim.table = table;
     for (int i = 0; i < 120; ++i) sim.step(m, bytes);
     EXPECT_EQ(sim.group->phase(coll::kAllReduce, bucket), BucketExplorer::Phase::Settled);
@@ -404,6 +421,72 @@ TEST(Group, AcrossNodesDuelsRankOnCallsPastTheSwitch) {
   const uint32_t seeds = testSeeds();
   Outcome o = convergeRuns(m, 1 << 23, Decision{1, 2, 0}, seeds, 31, cost, /*nNodes=*/2);
   EXPECT_GE(o.within, seeds - seeds / 20) << "picks within 1.03x of Ring/Simple";
+}
+
+TEST(Group, QuietDuelsRankWhatTheProfilerSlowsByItsUntimedCalls) {
+  // 128 KiB on the net path of 2 H200 (paired_proof, session 7; NCCL sees two nodes there): untimed, Tree/Simple
+  // costs 89 us a call, NCCL's Ring/LL 127, Tree/LL 100; timed, Tree/Simple's calls cost 40% more (114-127 us),
+  // the others' 2%. Its first calls after a switch are cheaper, so it wins the screen, and then duels: back to
+  // back, every call timed, it looks no better than Ring/LL and worse than Tree/LL.
+  Model m{{{100, 112, 89}, {127, 120, 98}}};
+  for (auto& row : m.profiled) std::fill(std::begin(row), std::end(row), 0.02);
+  m.profiled[0][2] = 0.40;
+  m.switchDiscount[0][2] = 0.45;
+  m.switchRampCalls = 3;
+  auto cost = [&](int a, int p) { return m.us[a][p]; };
+  auto ringLlFirst = [](float* t, double bytes) {  // NCCL 2.28 picks Ring/LL there
+    realisticTable(t, bytes);
+    t[1 * 3 + 0] = 0.9f * std::min(t[1 * 3 + 1], t[1 * 3 + 2]);
+  };
+  const uint32_t seeds = testSeeds();
+  GroupConfig quiet = onlineCfg(), dense = onlineCfg();
+  quiet.explore.quietDuelCalls = 8;  // the plugin's default (ICN_TUNER_QUIET_DUEL); 12 with a span of 8 here
+  Outcome q = convergeRuns(m, 1 << 17, Decision{0, 2, 0}, seeds, 53, cost, 2, ringLlFirst, quiet);
+  Outcome d = convergeRuns(m, 1 << 17, Decision{0, 2, 0}, seeds, 53, cost, 2, ringLlFirst, dense);
+  EXPECT_GE(q.within, seeds * 9 / 10) << "quiet duels: Tree/Simple";
+  EXPECT_LE(d.within, seeds / 2) << "every call timed: the profiler's toll decides (the model still shows it)";
+}
+
+TEST(Group, QuietDuelsSwitchTheProfilerOffInsideTheirBlocks) {
+  // What NCCL is told, call by call: while a quiet duel runs, only each block's first and last call are timed.
+  Model m{{{100, 112, 89}, {127, 120, 96}}};
+  m.switchDiscount[0][2] = 0.35;
+  GroupConfig cfg = onlineCfg();
+  cfg.explore.quietDuelCalls = 8;
+  auto ringLlFirst = [](float* t, double bytes) {
+    realisticTable(t, bytes);
+    t[1 * 3 + 0] = 0.9f * std::min(t[1 * 3 + 1], t[1 * 3 + 2]);
+  };
+  int demandBefore = measurementDemand().load();
+  {
+    Sim sim(2, 2, cfg, 7, 6, 0, 1);
+    sim.table = ringLlFirst;
+    std::vector<bool> timed;
+    for (int i = 0; i < 120; ++i) {
+      timed.push_back(measurementWanted());
+      sim.step(m, 1 << 17);
+    }
+    // Between the first and the last timed call (the exploration), untimed calls come in runs of six.
+    size_t first = 0, last = timed.size() - 1;
+    while (first < timed.size() && !timed[first]) ++first;
+    while (last > first && !timed[last]) --last;
+    int untimed = 0, runs = 0, run = 0;
+    for (size_t i = first; i <= last; ++i) {
+      if (!timed[i]) {
+        ++untimed;
+        ++run;
+      } else if (run > 0) {
+        EXPECT_EQ(run, 6) << "call " << i << ": six untimed calls between a block's timed ends";
+        ++runs;
+        run = 0;
+      }
+    }
+    EXPECT_GE(runs, 2) << "a duel has two blocks or more";
+    EXPECT_EQ(untimed, 6 * runs);
+    EXPECT_EQ(sim.group->phase(coll::kAllReduce, 17), BucketExplorer::Phase::Settled);
+    EXPECT_FALSE(measurementWanted()) << "settled: the profiler is off";
+  }
+  EXPECT_EQ(measurementDemand().load(), demandBefore);
 }
 
 TEST(Group, LongCallsOnOneNodeLeaveNcclsChoiceForATwoPercentGain) {

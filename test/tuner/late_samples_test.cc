@@ -40,7 +40,7 @@ struct LaggedSim {
   }
   void call(int bucket) {
     std::normal_distribution<double> noise(1.0, 0.03);
-    bool measured = measurementDemand().load() > 0;  // read at enqueue, before the tuner is asked
+    bool measured = measurementWanted();  // read at enqueue, before the tuner is asked
     bool sampled = measured && prevMeasured;
     prevMeasured = measured;
     auto& h = history[bucket];

@@ -59,3 +59,84 @@ TEST(PeriodTracker, NoPeriodAcrossAnUntimedGap) {
   // A slot reused 16 calls later is not mistaken for the predecessor.
   EXPECT_EQ(p.complete(call(3 + PeriodTracker::kWindow + 1, 2000, 2), out), 0);
 }
+
+namespace {
+// A timed call with NCCL's sequence number: the tuner timed only some of a run of identical calls.
+CollTiming numbered(uint64_t seq, uint64_t ncclSeq, uint64_t stopUs, uint32_t epoch, int algo = 0) {
+  CollTiming t = call(seq, stopUs, epoch, algo);
+  t.bytes = 131072;
+  t.channels = 4;
+  t.ncclSeq = ncclSeq;
+  return t;
+}
+}  // namespace
+
+// Block of 8: timed first (NCCL seq 10) and last (17), six untimed between: one span of 7 calls, per call.
+TEST(PeriodTracker, TimedEndsOfIdenticalCallsGiveASpan) {
+  PeriodTracker p;
+  std::array<PeriodSample, 2> out;
+  EXPECT_EQ(p.complete(numbered(0, 10, 1000, 1), out), 0);
+  ASSERT_EQ(p.complete(numbered(1, 17, 1630, 2), out), 1) << "the profiler was off between: a new epoch";
+  EXPECT_EQ(out[0].calls, 7);
+  EXPECT_DOUBLE_EQ(out[0].periodUs, 90.0);
+  EXPECT_EQ(out[0].timing.ncclSeq, 17u);
+  EXPECT_EQ(p.spans(), 1u);
+  // The next call, timed back to back with the last: a period of its own.
+  ASSERT_EQ(p.complete(numbered(2, 18, 1720, 2), out), 1);
+  EXPECT_EQ(out[0].calls, 1);
+  EXPECT_DOUBLE_EQ(out[0].periodUs, 90.0);
+  EXPECT_EQ(p.periods(), 2u);
+}
+
+TEST(PeriodTracker, ASpanSeenBeforeItsFirstCallStillComes) {
+  PeriodTracker p;
+  std::array<PeriodSample, 2> out;
+  p.complete(numbered(0, 3, 500, 1), out);
+  EXPECT_EQ(p.complete(numbered(2, 12, 1400, 3), out), 0);
+  ASSERT_EQ(p.complete(numbered(1, 5, 700, 2), out), 2);
+  EXPECT_EQ(out[0].calls, 2);
+  EXPECT_DOUBLE_EQ(out[0].periodUs, 100.0);
+  EXPECT_EQ(out[1].calls, 7);
+  EXPECT_DOUBLE_EQ(out[1].periodUs, 100.0);
+  EXPECT_EQ(p.spans(), 2u);
+  EXPECT_EQ(p.reordered(), 1u);
+}
+
+TEST(PeriodTracker, NoSpanAcrossAChangeOrTooLongAGap) {
+  std::array<PeriodSample, 2> out;
+  {
+    PeriodTracker p;
+    p.complete(numbered(0, 10, 1000, 1, 0), out);
+    EXPECT_EQ(p.complete(numbered(1, 17, 1630, 2, 1), out), 0) << "another algorithm: the calls between are unknown";
+  }
+  {
+    PeriodTracker p;
+    CollTiming a = numbered(0, 10, 1000, 1), b = numbered(1, 17, 1630, 2);
+    b.bytes *= 2;
+    p.complete(a, out);
+    EXPECT_EQ(p.complete(b, out), 0) << "another size";
+  }
+  {
+    PeriodTracker p;
+    CollTiming a = numbered(0, 10, 1000, 1), b = numbered(1, 17, 1630, 2);
+    b.coll = 1;
+    p.complete(a, out);
+    EXPECT_EQ(p.complete(b, out), 0) << "another function: NCCL numbers each function apart, epochs differ";
+  }
+  {
+    PeriodTracker p;
+    p.complete(numbered(0, 10, 1000, 1), out);
+    EXPECT_EQ(p.complete(numbered(1, 11 + PeriodTracker::kMaxSpan, 9000, 2), out), 0) << "too many calls between";
+  }
+  {
+    PeriodTracker p;
+    p.complete(numbered(0, 10, 1000, 1), out);
+    EXPECT_EQ(p.complete(numbered(1, 11, 1090, 2), out), 0)
+        << "adjacent numbers but the profiler went off and on: another function's call may lie between";
+  }
+  {
+    PeriodTracker p;
+    p.complete(numbered(0, 10, 1000, 1), out);
+    EXPECT_EQ(p.complete(numbered(1, 10, 1090, 1), out), 0) << "no progress in NCCL's numbers";
+  }
+}
