@@ -167,6 +167,13 @@ uint64_t Group::maxNext(int c, int b) const {
   return m;
 }
 
+uint64_t Group::minNext(int c, int b) const {
+  uint64_t m = UINT64_MAX;
+  for (int i = 0; i < kMaxLocal; ++i)
+    if (active_[i].load()) m = std::min(m, next_[i][c][b].load());
+  return m == UINT64_MAX ? 0 : m;
+}
+
 uint64_t Group::minDecided(int c, int b) const {
   uint64_t m = UINT64_MAX;
   for (int i = 0; i < kMaxLocal; ++i)
@@ -280,8 +287,10 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
   maybeTransition(c, bkt);
   b.ex.extendPlan(maxNext(c, bkt) + ahead);
   Decision d = b.ex.decisionFor(index);
-  // NCCL read the event mask for the next call before asking us about it: set it now for the next call.
-  setQuiet(b, b.ex.quietDuel() && !b.ex.measures(maxNext(c, bkt)));
+  // NCCL reads the event mask as a call is enqueued, before it asks us about it: set it for the call the least
+  // advanced local rank enqueues next (ranks driven one after the other enqueue call i after the first decided it;
+  // ranks in one group enqueue both before either decides).
+  setQuiet(b, b.ex.quietDuel() && !b.ex.measures(minNext(c, bkt)));
   publish(b);
   return d;
 }

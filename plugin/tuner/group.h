@@ -109,6 +109,7 @@ class Group {
   void setQuiet(Bucket& b, bool on);
   void startExploring(Bucket& b);  // demand on, counted as called now
   uint64_t maxNext(int coll, int bucket) const;
+  uint64_t minNext(int coll, int bucket) const;
   uint64_t minDecided(int coll, int bucket) const;
   void logCommit(int coll, int bucket, const CommitInfo& ci, bool committed);
 

@@ -89,6 +89,7 @@ struct Rank {
   void* tctx = nullptr;
   void* pctx = nullptr;
   std::vector<std::pair<int, int>> picks;
+  uint64_t ncclSeq = 0;  // NCCL's comm->seqNumber[AllReduce]: counts every collective, timed or not
 };
 
 const char* kAlgoNames[] = {"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"};
@@ -110,9 +111,14 @@ void collective(const Plugin& p, Rank& r, int* mask, uint64_t* gpuClock, size_t 
   ASSERT_LE(pick.first, 1) << "only Tree/Ring are supported in this table";
   r.picks.push_back(pick);
   int channels = nChannels > 0 ? std::min(nChannels, 16) : 8;
+  uint64_t start = *gpuClock;
+  uint64_t dur = static_cast<uint64_t>(gpuMicros(pick.first, pick.second, channels) * 1000);
+  *gpuClock += dur + 1000;  // the GPU runs the call, timed or not
+  uint64_t seq = r.ncclSeq++;
   if (!(active & ncclProfileColl)) return;
   ncclProfilerEventDescr_v5_t d{};
   d.type = ncclProfileColl;
+  d.coll.seqNumber = seq;
   d.coll.func = "AllReduce";
   d.coll.count = bytes / 4;
   d.coll.datatype = "ncclFloat32";
@@ -124,8 +130,6 @@ void collective(const Plugin& p, Rank& r, int* mask, uint64_t* gpuClock, size_t 
   ASSERT_NE(coll, nullptr);
   ASSERT_EQ(p.prof->stopEvent(coll), ncclSuccess);  // "enqueued"
   if (!(active & ncclProfileKernelCh)) return;
-  uint64_t start = *gpuClock;
-  uint64_t dur = static_cast<uint64_t>(gpuMicros(pick.first, pick.second, channels) * 1000);
   std::vector<void*> chs;
   for (int c = 0; c < channels; ++c) {
     ncclProfilerEventDescr_v5_t k{};
@@ -150,7 +154,6 @@ void collective(const Plugin& p, Rank& r, int* mask, uint64_t* gpuClock, size_t 
     deferred->push_back(stops);
   else
     stops();
-  *gpuClock += dur + 1000;
 }
 
 // Both ranks' profiler and tuner, each rank's profiler first (NCCL's order within a communicator).
@@ -316,12 +319,82 @@ TEST(PluginAbi, ReorderedCompletionsStillMeasure) {
     for (const std::string& l : g_logs) {
       size_t at = l.find(" completed after their successor");
       if (at == std::string::npos) continue;
-      size_t open = l.rfind('(', at);
+      size_t open = l.find_last_of("(,", at);  // "(N spans over untimed calls, M completed after their successor)"
       reordered += std::stoi(l.substr(open + 1, at - open - 1));
     }
   }
   EXPECT_GE(reordered, 10) << "half the calls timed while exploring were reported before their predecessor";
   unsetenv("ICN_TUNER");
+}
+
+// A duel through the C ABI: NCCL's event mask is off for the calls inside each block (NCCL samples it as a call is
+// enqueued), the profiler pairs the blocks' timed ends by NCCL's sequence numbers, and the duel ranks the spans.
+// 4 MiB: NCCL's Ring/Simple against the screen's Ring/LL128, which NCCL's choice always duels.
+TEST(PluginAbi, QuietDuelTimesOnlyTheEndsOfItsBlocks) {
+  unsetenv("ICN_TUNER_CACHE");
+  unsetenv("ICN_HEATMAP_FILE");
+  unsetenv("ICN_TUNER");
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  setenv("ICN_TUNER_EXPLORE_CALLS", "2", 1);
+  for (const char* quiet : {"8", "0"}) {
+    setenv("ICN_TUNER_QUIET_DUEL", quiet, 1);
+    {
+      std::lock_guard<std::mutex> lock(g_logMu);
+      g_logs.clear();
+    }
+    Plugin p(quiet[0] == '8' ? "quiet" : "dense");
+    ASSERT_NE(p.lib, nullptr) << dlerror();
+    int mask = 0;
+    uint64_t clock[2] = {1'000'000, 1'000'000};
+    Rank ranks[2];
+    ASSERT_NO_FATAL_FAILURE(initRanks(p, ranks, 0x9e1e7ULL + static_cast<uint64_t>(quiet[0]), &mask));
+    std::vector<bool> timed;
+    for (int it = 0; it < 100; ++it) {
+      timed.push_back(mask != 0);
+      for (int r = 0; r < 2; ++r) collective(p, ranks[r], &mask, &clock[r], 4 << 20);
+    }
+    EXPECT_EQ(ranks[0].picks, ranks[1].picks);
+    EXPECT_EQ(ranks[0].picks.back(), std::make_pair(1, 1)) << "Ring/LL128, ICN_TUNER_QUIET_DUEL=" << quiet;
+    EXPECT_TRUE(logged("duel: RING/LL128 stays RING/LL128", NCCL_TUNING)) << quiet;
+    // Untimed runs between the first and the last timed call: the duel's blocks (8 calls, timed at both ends).
+    size_t first = 0, last = timed.size() - 1;
+    while (first < last && !timed[first]) ++first;
+    while (last > first && !timed[last]) --last;
+    int runs = 0, run = 0;
+    for (size_t i = first; i <= last; ++i) {
+      if (!timed[i]) {
+        ++run;
+      } else if (run > 0) {
+        EXPECT_EQ(run, 6) << "call " << i;
+        ++runs;
+        run = 0;
+      }
+    }
+    for (Rank& r : ranks) {
+      EXPECT_EQ(p.tuner->finalize(r.tctx), ncclSuccess);
+      EXPECT_EQ(p.prof->finalize(r.pctx), ncclSuccess);
+    }
+    int spans = 0;
+    {
+      std::lock_guard<std::mutex> lock(g_logMu);
+      for (const std::string& l : g_logs)
+        if (size_t at = l.find(" spans over untimed calls"); at != std::string::npos)
+          spans += std::stoi(l.substr(l.rfind('(', at) + 1));
+    }
+    if (getenv("ICN_TEST_VERBOSE"))
+      for (auto& l : g_logs) printf("%s\n", l.c_str());
+    if (quiet[0] == '8') {
+      EXPECT_EQ(runs, 2) << "one block per arm";
+      EXPECT_EQ(spans, 4) << "one span per block and rank";
+      EXPECT_TRUE(logged("(2 spans)", NCCL_TUNING)) << "the duel ranked spans";
+    } else {
+      EXPECT_EQ(runs, 0) << "ICN_TUNER_QUIET_DUEL=0: every call of the exploration timed";
+      EXPECT_EQ(spans, 0);
+      EXPECT_FALSE(logged("spans)", NCCL_TUNING));
+    }
+  }
+  unsetenv("ICN_TUNER_QUIET_DUEL");
 }
 
 // ICN_TUNER and ICN_TUNER_CACHE are read at each communicator's init, so one process can hold NCCL's own choice
