@@ -26,13 +26,14 @@
 // cost climbs over several calls. Samples of calls from before the duel, measured late, are kept out of it. A
 // winner chosen on its screening calls may rest on one lucky pair of samples (2 H200, 32 MiB: Tree/Simple
 // screened at 131 us, ran at 142-144 us back to back, Ring/Simple 139 us).
-// Quiet duels (quietDuelCalls; the plugin's default is 8): profiling slows some arms far more than others, because NCCL adds a
+// Quiet duels (quietDuelCalls; the plugin's: 12 across nodes, none on one node): profiling slows some arms far more than others, because NCCL adds a
 // proxy op per channel to read a timed kernel's timestamps (2 H200, net path, 128 KiB: Tree/Simple 114-127 us a
 // period timed against 82-91 us untimed, Ring/LL and Tree/LL within a few us of their untimed cost; duels kept
 // NCCL's Ring/LL at 1.04-1.56x). So a duel block times only its first and last call (measures() tells the group
 // when to switch NCCL's event mask, which NCCL reads as a call is enqueued, before it asks the tuner), and arms
 // are ranked by spans: the end of the first call to the end of the last, per call. A span carries one timed call
-// out of its 7 (the block's first call, the one after the switch, is left out). Without a span for every arm
+// out of its 7 (the block's first call, the one after the switch, is left out; across nodes: out of the latest 8
+// of 12). Without a span for every arm
 // (other buckets kept every call timed, or a rank fell out of step with the mask) the duel keeps its base.
 // Stage 2 (committed winners only): half and double the channel count the winner ran on, `channelCalls` each.
 //
@@ -86,9 +87,10 @@ struct ExploreParams {
                                // keeping NCCL's choice ("not enough measurements")
   int duelCalls = 4;           // duel: calls per arm (0: no duel)
   int quietDuelCalls = 0;      // duel blocks of this many calls, timed at their first and last call only and ranked
-                               // by spans (0 or < 3: every call timed, duelCalls a block); ICN_TUNER_QUIET_DUEL, 8
+                               // by spans (0 or < 3: every call timed, duelCalls a block); the plugin: across nodes
+                               // ICN_TUNER_QUIET_DUEL (12), one node 0
   int quietSpanCalls = 0;      // calls a quiet block's span covers, ending with its last (0: all after the first;
-                               // across nodes duelKeepCalls); the call before them is the block's other timed one
+                               // across nodes 8); the call before them is the block's other timed one
   int duelKeepCalls = 0;       // duel: rank on each arm's latest calls only (0: all but the first; across nodes 4)
   double duelRatio = 1.15;     // duel when the best other arm was measured within this factor of the winner
   int channelCalls = 2;        // stage 2: calls per channel variant

@@ -22,12 +22,22 @@ Decision unpack(uint64_t w) {
 
 std::atomic<void (*)(bool)> g_hook{nullptr};
 std::atomic<uint64_t> g_tick{0};
-// Demand and quiet requests change together under this lock, so the hook sees every flip in order.
+// Demand and the quiet request change together under this lock, so the hook sees every flip in order.
 std::mutex g_demandMu;
-int g_quiet = 0;        // buckets asking for the next call untimed (quiet duels)
+// The one bucket asking for the process's next call untimed (a quiet duel); any other bucket's call ends it.
+struct QuietHolder {
+  const void* group = nullptr;
+  int c = -1, b = -1;
+};
+QuietHolder g_quiet;
+std::atomic<bool> g_quietActive{false};  // g_quiet.group != nullptr, for the decision's lock-free check
 bool g_wanted = false;  // what the hook was last told
+void setQuietLocked(const QuietHolder& h) {
+  g_quiet = h;
+  g_quietActive.store(h.group != nullptr, std::memory_order_relaxed);
+}
 void updateWantedLocked() {
-  bool want = measurementDemand().load() - g_quiet > 0;
+  bool want = measurementDemand().load() - (g_quiet.group ? 1 : 0) > 0;
   if (want == g_wanted) return;
   g_wanted = want;
   if (auto hook = g_hook.load()) hook(want);
@@ -55,12 +65,12 @@ uint64_t tunerTick() { return g_tick.load(std::memory_order_relaxed); }
 namespace {
 // Every few decisions while something is measured: let idle exploring buckets of every other group give the
 // profiler back (the caller parks its own). try_lock only, so a decision never waits here.
-void parkIdleElsewhere(const Group* self, uint64_t tick) {
+void parkIdleElsewhere(const Group* self, uint64_t tick, uint64_t idleCalls = kParkAfterCalls) {
   Registry& r = registry();
   std::unique_lock<std::mutex> lock(r.mu, std::try_to_lock);
   if (!lock.owns_lock()) return;
   for (auto& [id, weak] : r.groups)
-    if (auto g = weak.lock(); g && g.get() != self) g->parkIdle(tick);
+    if (auto g = weak.lock(); g && g.get() != self) g->parkIdle(tick, idleCalls);
 }
 }  // namespace
 void demandChanged(int delta) {
@@ -68,14 +78,29 @@ void demandChanged(int delta) {
   measurementDemand().fetch_add(delta);
   updateWantedLocked();
 }
-void quietChanged(int delta) {
+void requestQuiet(const void* group, int c, int b, bool on) {
   std::lock_guard<std::mutex> lock(g_demandMu);
-  g_quiet += delta;
+  bool mine = g_quiet.group == group && g_quiet.c == c && g_quiet.b == b;
+  if (on == mine) return;
+  setQuietLocked(on ? QuietHolder{group, c, b} : QuietHolder{});
+  updateWantedLocked();
+}
+void noteCallForQuiet(const void* group, int c, int b) {
+  if (!g_quietActive.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(g_demandMu);
+  if (!g_quiet.group || (g_quiet.group == group && g_quiet.c == c && g_quiet.b == b)) return;
+  setQuietLocked(QuietHolder{});
+  updateWantedLocked();
+}
+void releaseQuiet(const void* group) {
+  std::lock_guard<std::mutex> lock(g_demandMu);
+  if (g_quiet.group != group) return;
+  setQuietLocked(QuietHolder{});
   updateWantedLocked();
 }
 bool measurementWanted() {
   std::lock_guard<std::mutex> lock(g_demandMu);
-  return measurementDemand().load() - g_quiet > 0;
+  return measurementDemand().load() - (g_quiet.group ? 1 : 0) > 0;
 }
 
 Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std::vector<CacheEntry>& cache)
@@ -99,12 +124,10 @@ Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std
     cfg_.explore.duelCalls = std::max(cfg_.explore.duelCalls, 8);
     cfg_.explore.duelKeepCalls = 4;
     cfg_.explore.longCallMargin = cfg_.explore.ncclMargin;  // network periods wander more than a GPU's
-    // Quiet duels there: blocks of 12 ranked by a span over the latest 8 (the climb is over by then, and the timed
-    // last call's toll is shared by 8).
-    if (cfg_.explore.quietDuelCalls >= 3) {
-      cfg_.explore.quietDuelCalls = std::max(cfg_.explore.quietDuelCalls, 12);
-      cfg_.explore.quietSpanCalls = 8;
-    }
+    // Quiet duels there (ICN_TUNER_QUIET_DUEL, 12 calls a block) rank a span over the latest 8: the climb is
+    // over by then, and the timed last call's toll is shared by 8 (2 H200, net path, 128 KiB: Tree/Simple timed
+    // at 114-127 us a call, 82-91 untimed).
+    if (cfg_.explore.quietDuelCalls >= 4) cfg_.explore.quietSpanCalls = std::min(8, cfg_.explore.quietDuelCalls - 2);
   }
   int loaded = 0;
   for (const CacheEntry& e : cache) {
@@ -121,10 +144,9 @@ Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std
 
 Group::~Group() {
   for (auto& row : buckets_)
-    for (Bucket& b : row) {
+    for (Bucket& b : row)
       if (b.counted) demandChanged(-1);
-      if (b.quiet) quietChanged(-1);
-    }
+  releaseQuiet(this);
   if (cfg_.mode == Mode::Off || cfg_.cachePath.empty()) return;
   if (rankKnown_.load() && !hasRank0_.load()) return;  // the process holding rank 0 writes the shared file
   std::vector<CacheEntry> entries = learnedEntries();
@@ -181,10 +203,9 @@ uint64_t Group::minDecided(int c, int b) const {
   return m == UINT64_MAX ? 0 : m;
 }
 
-void Group::setQuiet(Bucket& b, bool on) {
-  if (on == b.quiet) return;
-  b.quiet = on;
-  quietChanged(on ? 1 : -1);
+void Group::setQuiet(const Bucket& b, bool on) {
+  auto i = &b - &buckets_[0][0];
+  requestQuiet(this, static_cast<int>(i / coll::kNumBuckets), static_cast<int>(i % coll::kNumBuckets), on);
 }
 
 void Group::setExploring(Bucket& b, bool on) {
@@ -200,14 +221,14 @@ void Group::startExploring(Bucket& b) {
   setExploring(b, true);
 }
 
-void Group::parkIdle(uint64_t tick) {
+void Group::parkIdle(uint64_t tick, uint64_t idleCalls) {
   if (held_.load() == 0) return;
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return;
   for (int c = 0; c < coll::kNumColls; ++c)
     for (int bkt = 0; bkt < coll::kNumBuckets; ++bkt) {
       Bucket& b = buckets_[c][bkt];
-      if (!b.counted || tick <= b.lastTick + kParkAfterCalls) continue;
+      if (!b.counted || tick <= b.lastTick + idleCalls) continue;
       setExploring(b, false);
       ICN_TRACE(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: idle while exploring; profiler released",
                 static_cast<unsigned long long>(commId_), coll::collName(c), bkt);
@@ -223,8 +244,10 @@ Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
   if (slot < 0 || slot >= kMaxLocal || c < 0 || c >= coll::kNumColls || bkt < 0 || bkt >= coll::kNumBuckets)
     return Decision{};
   uint64_t index = next_[slot][c][bkt].fetch_add(1);
+  noteCallForQuiet(this, c, bkt);  // another bucket's call: a quiet request for "the next call" is stale
   uint64_t w = buckets_[c][bkt].word.load();
-  Decision d = ((w & 1) && index >= (w >> 16)) ? unpack(w) : slowPath(slot, c, bkt, index, table);
+  bool quiet = false;
+  Decision d = ((w & 1) && index >= (w >> 16)) ? unpack(w) : slowPath(slot, c, bkt, index, table, quiet);
   decided_[slot][c][bkt].store(index + 1);
   // The parking clock only runs while something measures (only then can a bucket hold the profiler), so a
   // settled job's calls never write the process-wide counter.
@@ -234,11 +257,18 @@ Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
       parkIdle(tick);  // this group, registered or not (tests, private v2-v4 groups) ...
       parkIdleElsewhere(this, tick);  // ... and the others, whose buckets may never be called again
     }
+    // A quiet duel's untimed calls need every other demand gone: buckets not called for a few decisions (they
+    // explored in nccl-tests' warm-up and wait for their size to come back) give the profiler back now, and take
+    // it again on their next call.
+    if (quiet) {
+      parkIdle(tick, kQuietParkCalls);
+      parkIdleElsewhere(this, tick, kQuietParkCalls);
+    }
   }
   return d;
 }
 
-Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTable& table) {
+Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTable& table, bool& quiet) {
   std::lock_guard<std::mutex> lock(mu_);
   Bucket& b = buckets_[c][bkt];
   if (b.ex.phase() == BucketExplorer::Phase::Unseen) {
@@ -290,7 +320,8 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
   // NCCL reads the event mask as a call is enqueued, before it asks us about it: set it for the call the least
   // advanced local rank enqueues next (ranks driven one after the other enqueue call i after the first decided it;
   // ranks in one group enqueue both before either decides).
-  setQuiet(b, b.ex.quietDuel() && !b.ex.measures(minNext(c, bkt)));
+  quiet = b.ex.quietDuel() && !b.ex.measures(minNext(c, bkt));
+  setQuiet(b, quiet);
   publish(b);
   return d;
 }

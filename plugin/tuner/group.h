@@ -24,6 +24,11 @@ namespace icn::tuner {
 
 enum class Mode { Off, Static, Online };
 
+// Exploring buckets that saw no call for this many process-wide decisions release the profiler.
+constexpr uint64_t kParkAfterCalls = 64;
+// ... or this many while a quiet duel asks for untimed calls.
+constexpr uint64_t kQuietParkCalls = 4;
+
 struct GroupConfig {
   Mode mode = Mode::Online;
   ExploreParams explore;
@@ -54,7 +59,7 @@ class Group {
   // Releases the profiler demand of exploring buckets that got no call for a while (their calls may never come
   // back: nccl-tests' warm-up touches every power of two once). They take it again on their next call.
   // Non-blocking: does nothing when the group is busy.
-  void parkIdle(uint64_t tick);
+  void parkIdle(uint64_t tick, uint64_t idleCalls = kParkAfterCalls);
   uint64_t commId() const { return commId_; }
   int nRanks() const { return nRanks_; }
   int nNodes() const { return nNodes_; }
@@ -72,7 +77,6 @@ class Group {
     int nCands = 0;
     int ncclPick = -1;  // index of NCCL's own choice in cands
     bool pendingNext = false, pendingReexplore = false, counted = false;  // pendingNext: duel or stage 2
-    bool quiet = false;  // asks for the next call untimed (quiet duel)
     uint64_t lastTick = 0;  // process-wide call tick of this bucket's latest exploring call
   };
   // Candidates collectCandidates() left out, for the "exploring" log line.
@@ -82,7 +86,8 @@ class Group {
     int farSlower = 0;                   // arms far slower in the nearest smaller measured bucket ...
     int farFrom = -1;                    // ... this one
   };
-  Decision slowPath(int slot, int coll, int bucket, uint64_t index, const CostTable& table);
+  // `quiet`: the bucket now asks for the next call untimed.
+  Decision slowPath(int slot, int coll, int bucket, uint64_t index, const CostTable& table, bool& quiet);
   SkipReport collectCandidates(int coll, int bucket, const CostTable& table, bool adaptive);  // mutex held
   void skipFarSlower(int coll, int bucket, const Decision& ncclPick, SkipReport& report);   // mutex held
   void skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPick, SkipReport& report);  // mutex held
@@ -106,7 +111,7 @@ class Group {
   void maybeTransition(int coll, int bucket);  // mutex held
   void publish(Bucket& b);                     // mutex held
   void setExploring(Bucket& b, bool on);  // off also ends a quiet request
-  void setQuiet(Bucket& b, bool on);
+  void setQuiet(const Bucket& b, bool on);
   void startExploring(Bucket& b);  // demand on, counted as called now
   uint64_t maxNext(int coll, int bucket) const;
   uint64_t minNext(int coll, int bucket) const;
@@ -140,15 +145,17 @@ std::atomic<int>& measurementDemand();
 // Called when measurementDemand() crosses 0 <-> 1 (the profiler adapter installs it to flip NCCL's event mask).
 void setDemandHook(void (*hook)(bool wanted));
 void demandChanged(int delta);
-// A quiet duel asks for its next call untimed (+1) or timed again (-1). The profiler measures while the demand
-// exceeds the quiet requests: a bucket measuring densely elsewhere keeps every call timed.
-void quietChanged(int delta);
-// Whether the profiler should time the next call now (demand beyond quiet requests).
+// A quiet duel's bucket asks for the process's next call untimed (on) or timed again (off). One bucket holds the
+// request; a call of any other bucket ends it (noteCallForQuiet), as does the group's end (releaseQuiet). The
+// profiler measures while some demand remains beyond the holder's own: a bucket measuring elsewhere keeps every
+// call timed.
+void requestQuiet(const void* group, int coll, int bucket, bool on);
+void noteCallForQuiet(const void* group, int coll, int bucket);
+void releaseQuiet(const void* group);
+// Whether the profiler should time the next call now.
 bool measurementWanted();
 // Process-wide count of tuner decisions made while something measures (all groups): the clock for parking idle
 // exploring buckets.
 uint64_t tunerTick();
-// Exploring buckets that saw no call for this many process-wide decisions release the profiler.
-constexpr uint64_t kParkAfterCalls = 64;
 
 }  // namespace icn::tuner
