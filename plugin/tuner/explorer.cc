@@ -103,9 +103,33 @@ uint64_t BucketExplorer::spanLen() const {
 bool BucketExplorer::measures(uint64_t index) const {
   if (!quietDuel() || index < start_) return true;
   uint64_t o = index - start_, len = blockLen();
-  if (o >= len * static_cast<uint64_t>(nBins_)) return true;  // after the blocks: the winner runs timed
+  if (o >= len * static_cast<uint64_t>(nBlocks_)) return true;  // after the blocks: the winner runs timed
   uint64_t pos = o % len;
   return pos == len - 1 || pos == len - 1 - spanLen();
+}
+
+bool BucketExplorer::noteInterrupted(uint64_t index, uint64_t upTo) {
+  if (!quietDuel() || index <= start_) return false;
+  uint64_t o = index - start_, len = blockLen();
+  uint64_t k = o / len, pos = o % len;
+  // The span runs from the end of the call at len-1-span to the end of the last: a gap before any of its calls
+  // but the first puts foreign calls inside it.
+  if (k >= static_cast<uint64_t>(nBlocks_) || pos <= len - 1 - spanLen() || blockSpoiled_[k]) return false;
+  blockSpoiled_[k] = true;
+  int arm = blockArm_[k];
+  // Ranks may already hold the winner for calls after a finished plan: pad with the winner's blocks up to `upTo`.
+  int winner = nBins_ - 1;
+  uint64_t blocksTo = (upTo > start_ ? upTo - start_ + len - 1 : 0) / len;
+  int pad = planFinal_ ? static_cast<int>(std::max<uint64_t>(blocksTo, static_cast<uint64_t>(nBlocks_)) - nBlocks_) : 0;
+  if (nBlocks_ + pad + 1 > kMaxBlocks || (nBlocks_ + pad + 1) * static_cast<int>(len) > kMaxPlan) return false;
+  for (int i = 0; i < pad; ++i) {
+    blockSpoiled_[nBlocks_] = false;
+    blockArm_[nBlocks_++] = static_cast<int8_t>(winner);
+  }
+  blockSpoiled_[nBlocks_] = false;
+  blockArm_[nBlocks_++] = static_cast<int8_t>(arm);
+  planFinal_ = false;
+  return true;
 }
 
 bool BucketExplorer::hostBound() const {
@@ -235,9 +259,9 @@ void BucketExplorer::beginStage1(std::span<const Decision> candidates, uint64_t 
 
 int BucketExplorer::nextArm() {
   if (stage_ == kDuel) {
-    // One block per arm, in bin order (the winner's last).
+    // One block per arm, in bin order (the winner's last), then re-runs of interrupted quiet blocks.
     int k = planLen_ / static_cast<int>(blockLen());
-    return k < nBins_ ? k : -1;
+    return k < nBlocks_ ? blockArm_[k] : -1;
   }
   if (stage_ == kChannels) {
     int per = std::max(1, p_.channelCalls);
@@ -574,13 +598,22 @@ bool BucketExplorer::beginDuel(uint64_t start) {
   int other = -1;
   for (int i = 0; i < nBins_; ++i)
     if (i != win && bins_[i].n > 0 && (other < 0 || period[i] < period[other])) other = i;
-  std::array<int, 4> arms{-1, -1, -1, -1};
+  std::array<int, 5> arms{-1, -1, -1, -1, -1};
   int n = 0;
   auto inDuel = [&](int bin) {
     return bin == win || std::find(arms.begin(), arms.begin() + n, bin) != arms.begin() + n;
   };
   bool ncclMeasured = ncclPick_ >= 0 && bins_[ncclPick_].n > 0;
-  if (other >= 0 && period[other] <= p_.duelRatio * period[win]) arms[n++] = other;
+  bool quiet = p_.quietDuelCalls >= 3;
+  if (other >= 0 && period[other] <= (quiet ? p_.quietDuelRatio : p_.duelRatio) * period[win]) arms[n++] = other;
+  // Quiet duels: the runner-up too, when it came within quietDuelRatio (2 H200, net path, 128 KiB: Tree/Simple, the
+  // fastest untimed, screened 1.22-1.32x above Tree/LL in 2 of 4 processes).
+  if (quiet) {
+    int second = -1;
+    for (int i = 0; i < nBins_; ++i)
+      if (i != win && i != other && bins_[i].n > 0 && (second < 0 || period[i] < period[second])) second = i;
+    if (second >= 0 && period[second] <= p_.quietDuelRatio * period[win]) arms[n++] = second;
+  }
   // Host-bound rounds too: they leave NCCL's choice when its period was over hostTieRatio the best, and the host's
   // pace wanders enough for a screen to show that by luck (2 H200 NVLink, 128 KiB: periods 13.5-35 us for calls of
   // 15-16; Ring/LL at 20.5 against a lucky Tree/LL128 at 13.5, which runs 1.05x slower back to back).
@@ -595,7 +628,7 @@ bool BucketExplorer::beginDuel(uint64_t start) {
     if (!inDuel(shorter)) arms[n++] = shorter;
   }
   arms[n++] = win;  // the winner's block last: it goes on running after the plan
-  std::array<Bin, 4> fresh{};
+  std::array<Bin, 5> fresh{};
   int nccl = -1;
   for (int k = 0; k < n; ++k) {
     fresh[k] = Bin{bins_[arms[k]].d};
@@ -606,7 +639,12 @@ bool BucketExplorer::beginDuel(uint64_t start) {
   ncclPick_ = nccl;
   base_ = current_;
   stage_ = kDuel;
-  quiet_ = p_.quietDuelCalls >= 3;  // at least one untimed call between a block's timed ends
+  quiet_ = quiet;  // at least one untimed call between a block's timed ends
+  nBlocks_ = n;
+  for (int k = 0; k < n; ++k) {
+    blockArm_[k] = static_cast<int8_t>(k);
+    blockSpoiled_[k] = false;
+  }
   startRound(start);
   return true;
 }

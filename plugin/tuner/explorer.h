@@ -91,6 +91,8 @@ struct ExploreParams {
                                // ICN_TUNER_QUIET_DUEL (12), one node 0
   int quietSpanCalls = 0;      // calls a quiet block's span covers, ending with its last (0: all after the first;
                                // across nodes 8); the call before them is the block's other timed one
+  double quietDuelRatio = 1.35;  // quiet duels take up to two other arms measured within this factor of the winner:
+                                 // stage 1 was timed at every call, and the profiler's toll differs between arms
   int duelKeepCalls = 0;       // duel: rank on each arm's latest calls only (0: all but the first; across nodes 4)
   double duelRatio = 1.15;     // duel when the best other arm was measured within this factor of the winner
   int channelCalls = 2;        // stage 2: calls per channel variant
@@ -160,6 +162,11 @@ class BucketExplorer {
   // Should the profiler time the call at `index`? False only inside a quiet duel's blocks (between their first
   // and last call); the caller switches NCCL's event mask before that call is enqueued.
   bool measures(uint64_t index) const;
+  // A call of another bucket of this communicator came between this bucket's call `index` and the one before it:
+  // the quiet block holding both, if its span covers them, has no valid span (NCCL's sequence numbers tell the
+  // profiler so). Its arm gets another block at the end of the plan (once per block), starting no earlier than
+  // `upTo` (ranks may have been given the winner for calls after the plan). Returns whether a block was added.
+  bool noteInterrupted(uint64_t index, uint64_t upTo);
   bool quietDuel() const { return phase_ == Phase::Exploring && stage_ == kDuel && quiet_; }
   // Starts stage 2 (channels) after a committed stage 1 or duel; false when there is nothing to try.
   bool beginStage2(uint64_t start);
@@ -221,7 +228,7 @@ class BucketExplorer {
   // timed, or a rank lost step with the event mask) it has nothing to rank on.
   bool spanRanked() const;
   bool measured(const Bin& b) const { return spanRanked() ? b.nSpan > 0 : b.n > 0; }
-  uint64_t blockLen() const;  // a duel's calls per arm
+  uint64_t blockLen() const;  // a duel's calls per block
   uint64_t spanLen() const;   // calls a quiet block's span covers
   // May the round leave its base for bin `win`? Both the winner and the reference (NCCL's choice in stage 1,
   // the unchanged channel count in stage 2) need minSamples usable samples; in stage 1 NCCL's choice itself only
@@ -249,6 +256,11 @@ class BucketExplorer {
   int stage_ = 0;
   bool adaptive_ = false;
   bool quiet_ = false;  // the duel times only its blocks' first and last calls
+  // Duel blocks in plan order: bin of each (one per arm, the winner's last; then re-runs of interrupted blocks).
+  static constexpr int kMaxBlocks = 16;
+  std::array<int8_t, kMaxBlocks> blockArm_{};
+  std::array<bool, kMaxBlocks> blockSpoiled_{};
+  int nBlocks_ = 0;
   int spc_ = 1;
   std::array<Bin, kMaxArms> bins_{};
   int nBins_ = 0;

@@ -244,10 +244,11 @@ Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
   if (slot < 0 || slot >= kMaxLocal || c < 0 || c >= coll::kNumColls || bkt < 0 || bkt >= coll::kNumBuckets)
     return Decision{};
   uint64_t index = next_[slot][c][bkt].fetch_add(1);
+  uint64_t seq = decides_.fetch_add(1, std::memory_order_relaxed) + 1;
   noteCallForQuiet(this, c, bkt);  // another bucket's call: a quiet request for "the next call" is stale
   uint64_t w = buckets_[c][bkt].word.load();
   bool quiet = false;
-  Decision d = ((w & 1) && index >= (w >> 16)) ? unpack(w) : slowPath(slot, c, bkt, index, table, quiet);
+  Decision d = ((w & 1) && index >= (w >> 16)) ? unpack(w) : slowPath(slot, c, bkt, index, seq, table, quiet);
   decided_[slot][c][bkt].store(index + 1);
   // The parking clock only runs while something measures (only then can a bucket hold the profiler), so a
   // settled job's calls never write the process-wide counter.
@@ -268,7 +269,8 @@ Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
   return d;
 }
 
-Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTable& table, bool& quiet) {
+Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, uint64_t seq, const CostTable& table,
+                         bool& quiet) {
   std::lock_guard<std::mutex> lock(mu_);
   Bucket& b = buckets_[c][bkt];
   if (b.ex.phase() == BucketExplorer::Phase::Unseen) {
@@ -304,6 +306,14 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, const CostTab
   // The plan must cover every index a local rank can ask for before the next time the lock is taken.
   uint64_t ahead = static_cast<uint64_t>(std::max(1, members_.load())) + 1;
   b.ex.extendPlan(maxNext(c, bkt) + ahead);
+  // Other buckets' calls since this one's last (local ranks may take the lock out of their order: only a jump
+  // forward counts): a quiet block they fell into is run again.
+  bool cut = b.lastSeq != 0 && seq > b.lastSeq + 1;
+  b.lastSeq = std::max(b.lastSeq, seq);
+  if (cut && b.ex.noteInterrupted(index, maxNext(c, bkt) + ahead))
+    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B duel: other sizes' calls came inside a quiet block at "
+             "call %llu; its arm runs another block", static_cast<unsigned long long>(commId_), coll::collName(c), bkt,
+             static_cast<unsigned long long>(index));
   if (b.ex.phase() == BucketExplorer::Phase::Exploring) {
     // Back from parking with nothing measuring: this call switches the profiler on too late for itself, and the
     // next one has no timed predecessor to measure its cost from.

@@ -78,6 +78,7 @@ class Group {
     int ncclPick = -1;  // index of NCCL's own choice in cands
     bool pendingNext = false, pendingReexplore = false, counted = false;  // pendingNext: duel or stage 2
     uint64_t lastTick = 0;  // process-wide call tick of this bucket's latest exploring call
+    uint64_t lastSeq = 0;   // the group's decision count at this bucket's latest exploring call
   };
   // Candidates collectCandidates() left out, for the "exploring" log line.
   struct SkipReport {
@@ -87,7 +88,8 @@ class Group {
     int farFrom = -1;                    // ... this one
   };
   // `quiet`: the bucket now asks for the next call untimed.
-  Decision slowPath(int slot, int coll, int bucket, uint64_t index, const CostTable& table, bool& quiet);
+  // `seq`: the group's decision count with this one (a gap since the bucket's last call: other buckets ran).
+  Decision slowPath(int slot, int coll, int bucket, uint64_t index, uint64_t seq, const CostTable& table, bool& quiet);
   SkipReport collectCandidates(int coll, int bucket, const CostTable& table, bool adaptive);  // mutex held
   void skipFarSlower(int coll, int bucket, const Decision& ncclPick, SkipReport& report);   // mutex held
   void skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPick, SkipReport& report);  // mutex held
@@ -130,6 +132,7 @@ class Group {
   std::array<std::atomic<bool>, kMaxLocal> active_{};
   std::atomic<int> members_{0};
   std::atomic<int> held_{0};  // buckets holding measurement demand
+  std::atomic<uint64_t> decides_{0};  // decisions made, all buckets: tells a quiet duel its blocks were cut
   std::atomic<bool> hasRank0_{false}, rankKnown_{false};
 };
 

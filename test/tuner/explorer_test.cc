@@ -503,9 +503,11 @@ void commitStage1OnC4Quiet(BucketExplorer& ex, const std::vector<Decision>& c, i
   ExploreParams p = params(1, 0);
   p.quietDuelCalls = quiet;
   p.quietSpanCalls = span;
+  p.quietDuelRatio = 1.15;  // the best other arm only (QuietDuelsTakeTheRunnerUpToo covers the wider ratio)
   ex.beginStage1(c, 0, p, true, spc, ncclPick);
   ex.extendPlan(100);
-  for (int k = 0; k < 6; ++k) feed(ex, c[k], 2 * spc, k == 4 ? winUs : othersUs);
+  // c[0] at othersUs, the rest 1.3x that: c[0] is the one other arm close enough to duel.
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 2 * spc, k == 4 ? winUs : k == 0 ? othersUs : 1.3 * othersUs);
   ex.finishRound(6, true);
 }
 Sample span(const Decision& d, double us, int calls, double kernelUs = 0) {
@@ -595,4 +597,55 @@ TEST(Explorer, SpansOnlyRankQuietDuels) {
   EXPECT_FALSE(ex.quietDuel()) << "quietDuelCalls 0: every call timed";
   for (uint64_t i = 6; i < 20; ++i) EXPECT_TRUE(ex.measures(i));
   EXPECT_FALSE(ex.addSample(span(c[0], 10.0, 3), 100));
+}
+
+// Stage 1 timed every call, and the profiler's toll differs between arms: quiet duels take the runner-up too when
+// it came within quietDuelRatio (1.35) of the winner.
+TEST(Explorer, QuietDuelsTakeTheRunnerUpToo) {
+  BucketExplorer ex;
+  auto c = sixCandidates();
+  ExploreParams p = params(1, 0);
+  p.quietDuelCalls = 12;
+  p.quietSpanCalls = 8;
+  ex.beginStage1(c, 0, p, true, 1, /*ncclPick=*/3);
+  ex.extendPlan(100);
+  const double screen[6] = {131, 190, 160, 190, 107, 152};  // c[4] wins; c[0] 1.22x, c[5] 1.42x, NCCL's c[3]
+  for (int k = 0; k < 6; ++k) feed(ex, c[k], 2, screen[k]);
+  ASSERT_EQ(ex.finishRound(6, true).after, c[4]);
+  ASSERT_TRUE(ex.beginDuel(6));
+  ex.extendPlan(200);
+  ASSERT_EQ(ex.planEnd(), 6u + 3 * 12u) << "c[0] (within 1.35x), NCCL's c[3], the winner c[4]";
+  EXPECT_EQ(ex.decisionFor(6), c[0]);
+  EXPECT_EQ(ex.decisionFor(18), c[3]);
+  EXPECT_EQ(ex.decisionFor(30), c[4]);
+  for (uint64_t i = 0; i < 36; ++i) EXPECT_EQ(ex.measures(6 + i), i % 12 == 3 || i % 12 == 11) << "offset " << i;
+}
+
+// Other sizes' calls fell inside a quiet block's span: that arm runs another block after the plan (or after the
+// calls ranks were already given), and its span from there decides.
+TEST(Explorer, InterruptedQuietBlocksRunAgain) {
+  BucketExplorer ex;
+  auto c = sixCandidates();
+  commitStage1OnC4Quiet(ex, c, 1, 100.0, 104.0, /*ncclPick=*/3);
+  ASSERT_TRUE(ex.beginDuel(6));
+  ex.extendPlan(8);
+  ASSERT_EQ(ex.decisionFor(6), c[0]);
+  EXPECT_FALSE(ex.noteInterrupted(6, 8)) << "before the block's span: nothing lost";
+  EXPECT_TRUE(ex.noteInterrupted(9, 12)) << "inside the span of c[0]'s block";
+  EXPECT_FALSE(ex.noteInterrupted(10, 12)) << "once per block";
+  ex.extendPlan(100);
+  ASSERT_EQ(ex.planEnd(), 6u + 32u) << "c[0], c[3], c[4], then c[0] again";
+  for (uint64_t i = 30; i < 38; ++i) EXPECT_EQ(ex.decisionFor(i), c[0]) << i;
+  EXPECT_FALSE(ex.measures(31));
+  EXPECT_TRUE(ex.measures(37));
+  // The winner's block is cut after the plan ended and ranks were given calls up to 45: padding, then the re-run.
+  ex.addSample(span(c[0], 130.0, 7), 38);
+  ex.addSample(span(c[3], 120.0, 7), 38);
+  EXPECT_TRUE(ex.noteInterrupted(27, 45));
+  ex.extendPlan(100);
+  EXPECT_EQ(ex.planEnd(), 6u + 48u) << "a winner block to cover calls 38-45, then the winner's re-run";
+  for (uint64_t i = 38; i < 54; ++i) EXPECT_EQ(ex.decisionFor(i), c[4]) << i;
+  ex.addSample(span(c[4], 90.0, 7), 54);
+  ASSERT_TRUE(ex.roundDone(54));
+  EXPECT_EQ(ex.finishRound(54, true).after, c[4]);
 }
