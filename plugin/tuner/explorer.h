@@ -26,15 +26,16 @@
 // cost climbs over several calls. Samples of calls from before the duel, measured late, are kept out of it. A
 // winner chosen on its screening calls may rest on one lucky pair of samples (2 H200, 32 MiB: Tree/Simple
 // screened at 131 us, ran at 142-144 us back to back, Ring/Simple 139 us).
-// Quiet duels (quietDuelCalls; the plugin's: 12 across nodes, none on one node): profiling slows some arms far more than others, because NCCL adds a
-// proxy op per channel to read a timed kernel's timestamps (2 H200, net path, 128 KiB: Tree/Simple 114-127 us a
-// period timed against 82-91 us untimed, Ring/LL and Tree/LL within a few us of their untimed cost; duels kept
-// NCCL's Ring/LL at 1.04-1.56x). So a duel block times only its first and last call (measures() tells the group
-// when to switch NCCL's event mask, which NCCL reads as a call is enqueued, before it asks the tuner), and arms
-// are ranked by spans: the end of the first call to the end of the last, per call. A span carries one timed call
-// out of its 7 (the block's first call, the one after the switch, is left out; across nodes: out of the latest 8
-// of 12). Without a span for every arm
-// (other buckets kept every call timed, or a rank fell out of step with the mask) the duel keeps its base.
+// Quiet duels (quietDuelCalls; the plugin's: 12 across nodes, none on one node): profiling slows some arms far
+// more than others, because NCCL adds a proxy op per channel to read a timed kernel's timestamps (2 H200, net path,
+// 128 KiB: Tree/Simple 114-127 us a period timed against 82-91 us untimed, Ring/LL and Tree/LL within a few us of
+// their untimed cost; duels kept NCCL's Ring/LL at 1.04-1.56x). So a duel block is timed at only two calls
+// (measures() tells the group when to switch NCCL's event mask, which NCCL reads as a call is enqueued, before it
+// asks the tuner), and arms are ranked by spans: from the end of the first timed call to the end of the last, per
+// call (`quietSpanCalls`: all after the block's first call, the one after the switch; across nodes the latest 8
+// of 12). The runner-up within quietDuelRatio joins (stage 1 was timed at every call). A block that other
+// buckets' calls cut is run again after the plan (noteInterrupted). Without a span for every arm (other buckets
+// kept every call timed, or a rank fell out of step with the mask) the duel keeps its base.
 // Stage 2 (committed winners only): half and double the channel count the winner ran on, `channelCalls` each.
 //
 // Estimates are a low quantile of the samples after dropping each arm's first sample per local rank: with two

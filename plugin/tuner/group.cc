@@ -244,7 +244,10 @@ Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
   if (slot < 0 || slot >= kMaxLocal || c < 0 || c >= coll::kNumColls || bkt < 0 || bkt >= coll::kNumBuckets)
     return Decision{};
   uint64_t index = next_[slot][c][bkt].fetch_add(1);
-  uint64_t seq = decides_.fetch_add(1, std::memory_order_relaxed) + 1;
+  // Counted only while some bucket of this group measures (a settled job's calls pay no further shared write); a
+  // bucket parked meanwhile knows other calls came when it resumes.
+  uint64_t seq = 0;
+  if (held_.load(std::memory_order_relaxed) > 0) seq = decides_.fetch_add(1, std::memory_order_relaxed) + 1;
   noteCallForQuiet(this, c, bkt);  // another bucket's call: a quiet request for "the next call" is stale
   uint64_t w = buckets_[c][bkt].word.load();
   bool quiet = false;
@@ -306,15 +309,17 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, uint64_t seq,
   // The plan must cover every index a local rank can ask for before the next time the lock is taken.
   uint64_t ahead = static_cast<uint64_t>(std::max(1, members_.load())) + 1;
   b.ex.extendPlan(maxNext(c, bkt) + ahead);
-  // Other buckets' calls since this one's last (local ranks may take the lock out of their order: only a jump
-  // forward counts): a quiet block they fell into is run again.
-  bool cut = b.lastSeq != 0 && seq > b.lastSeq + 1;
-  b.lastSeq = std::max(b.lastSeq, seq);
-  if (cut && b.ex.noteInterrupted(index, maxNext(c, bkt) + ahead))
-    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B duel: other sizes' calls came inside a quiet block at "
-             "call %llu; its arm runs another block", static_cast<unsigned long long>(commId_), coll::collName(c), bkt,
-             static_cast<unsigned long long>(index));
   if (b.ex.phase() == BucketExplorer::Phase::Exploring) {
+    // Other buckets' calls since this one's last (back from parking, or a jump in the group's count; local ranks
+    // may take the lock out of their order, so only a jump forward counts): a quiet block they fell into runs
+    // again.
+    bool resumed = !b.counted;
+    bool cut = resumed || (seq != 0 && b.lastSeq != 0 && seq > b.lastSeq + 1);
+    b.lastSeq = resumed ? 0 : std::max(b.lastSeq, seq);
+    if (cut && b.ex.noteInterrupted(index, maxNext(c, bkt) + ahead))
+      ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B duel: other sizes' calls came inside a quiet block at "
+               "call %llu; its arm runs another block", static_cast<unsigned long long>(commId_), coll::collName(c),
+               bkt, static_cast<unsigned long long>(index));
     // Back from parking with nothing measuring: this call switches the profiler on too late for itself, and the
     // next one has no timed predecessor to measure its cost from.
     if (!b.counted && measurementDemand().load() == 0) {

@@ -132,7 +132,7 @@ class Group {
   std::array<std::atomic<bool>, kMaxLocal> active_{};
   std::atomic<int> members_{0};
   std::atomic<int> held_{0};  // buckets holding measurement demand
-  std::atomic<uint64_t> decides_{0};  // decisions made, all buckets: tells a quiet duel its blocks were cut
+  std::atomic<uint64_t> decides_{0};  // decisions made while something measures: tells a quiet duel its blocks were cut
   std::atomic<bool> hasRank0_{false}, rankKnown_{false};
 };
 

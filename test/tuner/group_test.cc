@@ -520,7 +520,8 @@ TEST(Group, QuietDuelsParkBucketsThatWaitElsewhere) {
       sim.step(m, 1 << 17);
     }
     if (getenv("ICN_TEST_VERBOSE"))
-      for (size_t i = 0; i < timed.size(); ++i) fprintf(stderr, "%c%s", timed[i] ? 'T' : '.', i + 1 == timed.size() ? "\n" : "");
+      for (size_t i = 0; i < timed.size(); ++i)
+        fprintf(stderr, "%c%s", timed[i] ? 'T' : '.', i + 1 == timed.size() ? "\n" : "");
     // Untimed runs alternate 3 (a block's first calls; fewer in the first, whose first calls were asked for before
     // the duel began) and 7 (inside the span).
     std::vector<int> runs;
