@@ -166,6 +166,16 @@ void initRanks(const Plugin& p, Rank (&ranks)[2], uint64_t commId, int* mask) {
   }
 }
 
+// The plugin's defaults: no cache, heatmap file, tuner mode or user choice left by an earlier test; 2 screening calls.
+void defaultTunerEnv() {
+  unsetenv("ICN_TUNER_CACHE");
+  unsetenv("ICN_HEATMAP_FILE");
+  unsetenv("ICN_TUNER");
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  setenv("ICN_TUNER_EXPLORE_CALLS", "2", 1);
+}
+
 struct Env {
   std::string cache = "/tmp/icn-abi-cache-" + std::to_string(getpid()) + ".csv";
   std::string heat = "/tmp/icn-heatmap-" + std::to_string(getpid()) + ".json";  // the default path
@@ -332,12 +342,7 @@ TEST(PluginAbi, ReorderedCompletionsStillMeasure) {
 // 4 MiB: NCCL's Ring/Simple against the screen's Ring/LL128, which NCCL's choice always duels. Quiet duels are for
 // communicators spanning nodes (NCCL counts the net path of one host as two nodes); one node times every call.
 TEST(PluginAbi, QuietDuelTimesOnlyTheEndsOfItsBlocks) {
-  unsetenv("ICN_TUNER_CACHE");
-  unsetenv("ICN_HEATMAP_FILE");
-  unsetenv("ICN_TUNER");
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  setenv("ICN_TUNER_EXPLORE_CALLS", "2", 1);
+  defaultTunerEnv();
   struct Case {
     const char* quiet;  // ICN_TUNER_QUIET_DUEL
     int nNodes;
@@ -453,12 +458,7 @@ TEST(PluginAbi, ModelSkipIsLoggedAndCanBeTurnedOff) {
   // 512 MiB, nothing measured before: NCCL's model (realisticTable) puts both LL arms over 1.5x its choice, so
   // they are not screened and the log says why; ICN_TUNER_MODEL_SKIP=0 screens them; a bad value warns and
   // keeps the default.
-  unsetenv("ICN_TUNER_CACHE");
-  unsetenv("ICN_HEATMAP_FILE");
-  unsetenv("ICN_TUNER");
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  setenv("ICN_TUNER_EXPLORE_CALLS", "2", 1);
+  defaultTunerEnv();
   struct Case {
     const char* value;
     bool llScreened;

@@ -152,6 +152,24 @@ GroupConfig onlineCfg() {
   return c;  // defaults: 2 screening calls per candidate, 2 x 2 confirm calls, 2 x 2 channel calls
 }
 
+// 128 KiB on the net path of 2 H200 (paired_proof, session 7; NCCL sees two nodes there): untimed, Tree/Simple
+// costs 89 us a call, NCCL's Ring/LL 127, Tree/LL 100; timed, Tree/Simple's calls cost 40% more (114-127 us),
+// the others' 2%. Its first calls after a switch are cheaper, so it wins the screen.
+Model net128KiB() {
+  Model m{{{100, 112, 89}, {127, 120, 98}}};
+  for (auto& row : m.profiled) std::fill(std::begin(row), std::end(row), 0.02);
+  m.profiled[0][2] = 0.40;
+  m.switchDiscount[0][2] = 0.45;
+  m.switchRampCalls = 3;
+  return m;
+}
+
+// NCCL 2.28 picks Ring/LL at 32-128 KiB where realisticTable would say Ring/LL128 or Ring/Simple.
+void ringLlFirstTable(float* t, double bytes) {
+  realisticTable(t, bytes);
+  t[1 * 3 + 0] = 0.9f * std::min(t[1 * 3 + 1], t[1 * 3 + 2]);
+}
+
 }  // namespace
 
 TEST(Group, ConvergesToFastestOnNoisyModels) {
@@ -427,25 +445,15 @@ TEST(Group, AcrossNodesDuelsRankOnCallsPastTheSwitch) {
 }
 
 TEST(Group, QuietDuelsRankWhatTheProfilerSlowsByItsUntimedCalls) {
-  // 128 KiB on the net path of 2 H200 (paired_proof, session 7; NCCL sees two nodes there): untimed, Tree/Simple
-  // costs 89 us a call, NCCL's Ring/LL 127, Tree/LL 100; timed, Tree/Simple's calls cost 40% more (114-127 us),
-  // the others' 2%. Its first calls after a switch are cheaper, so it wins the screen, and then duels: back to
-  // back, every call timed, it looks no better than Ring/LL and worse than Tree/LL.
-  Model m{{{100, 112, 89}, {127, 120, 98}}};
-  for (auto& row : m.profiled) std::fill(std::begin(row), std::end(row), 0.02);
-  m.profiled[0][2] = 0.40;
-  m.switchDiscount[0][2] = 0.45;
-  m.switchRampCalls = 3;
+  // net128KiB(): Tree/Simple wins the screen, and then duels: back to back, every call timed, it looks no better
+  // than NCCL's Ring/LL and worse than Tree/LL.
+  Model m = net128KiB();
   auto cost = [&](int a, int p) { return m.us[a][p]; };
-  auto ringLlFirst = [](float* t, double bytes) {  // NCCL 2.28 picks Ring/LL there
-    realisticTable(t, bytes);
-    t[1 * 3 + 0] = 0.9f * std::min(t[1 * 3 + 1], t[1 * 3 + 2]);
-  };
   const uint32_t seeds = testSeeds();
   GroupConfig quiet = onlineCfg(), dense = onlineCfg();
   quiet.explore.quietDuelCalls = 12;  // the plugin's default across nodes (ICN_TUNER_QUIET_DUEL): a span of 8
-  Outcome q = convergeRuns(m, 1 << 17, Decision{0, 2, 0}, seeds, 53, cost, 2, ringLlFirst, quiet);
-  Outcome d = convergeRuns(m, 1 << 17, Decision{0, 2, 0}, seeds, 53, cost, 2, ringLlFirst, dense);
+  Outcome q = convergeRuns(m, 1 << 17, Decision{0, 2, 0}, seeds, 53, cost, 2, ringLlFirstTable, quiet);
+  Outcome d = convergeRuns(m, 1 << 17, Decision{0, 2, 0}, seeds, 53, cost, 2, ringLlFirstTable, dense);
   EXPECT_GE(q.within, seeds * 9 / 10) << "quiet duels: Tree/Simple";
   EXPECT_LE(d.within, seeds / 2) << "every call timed: the profiler's toll decides (the model still shows it)";
 }
@@ -456,14 +464,10 @@ TEST(Group, QuietDuelsSwitchTheProfilerOffInsideTheirBlocks) {
   m.switchDiscount[0][2] = 0.35;
   GroupConfig cfg = onlineCfg();
   cfg.explore.quietDuelCalls = 8;
-  auto ringLlFirst = [](float* t, double bytes) {
-    realisticTable(t, bytes);
-    t[1 * 3 + 0] = 0.9f * std::min(t[1 * 3 + 1], t[1 * 3 + 2]);
-  };
   int demandBefore = measurementDemand().load();
   {
     Sim sim(2, 2, cfg, 7, 6, 0, 1);
-    sim.table = ringLlFirst;
+    sim.table = ringLlFirstTable;
     std::vector<bool> timed;
     for (int i = 0; i < 120; ++i) {
       timed.push_back(measurementWanted());
@@ -497,18 +501,13 @@ TEST(Group, QuietDuelsParkBucketsThatWaitElsewhere) {
   // arms there and wait, holding the profiler, for their next calls. A quiet duel must not wait until they are
   // parked the usual way (64 idle decisions: most of its blocks); they give the profiler back at once. And a
   // bucket whose quiet request was cut short by other sizes' calls must not keep the profiler off.
-  Model m{{{100, 112, 89}, {127, 120, 98}}};
-  m.switchDiscount[0][2] = 0.45;
-  m.switchRampCalls = 3;
+  Model m = net128KiB();
   GroupConfig cfg = onlineCfg();
   cfg.explore.quietDuelCalls = 12;  // across nodes: spans of 8, timed at the 4th and last call
   int demandBefore = measurementDemand().load();
   {
     Sim sim(2, 2, cfg, 11, 6, 0, 2);
-    sim.table = [](float* t, double bytes) {
-      realisticTable(t, bytes);
-      t[1 * 3 + 0] = 0.9f * std::min(t[1 * 3 + 1], t[1 * 3 + 2]);
-    };
+    sim.table = ringLlFirstTable;
     // 128 KiB's screen ends while the host has moved on (its last samples come late): its duel begins on its
     // next call, right after the other sizes' calls.
     for (auto [bytes, calls] : {std::pair<uint64_t, int>{1 << 17, 26}, {1 << 23, 40}, {1 << 25, 40}})
@@ -562,11 +561,7 @@ TEST(Group, QuietBlocksCutByOtherSizesRunAgain) {
   // nccl-tests and the paired benchmark visit each size for a few dozen calls at a time: a duel that begins late
   // in a visit has a block cut by the next size's calls (NCCL's sequence numbers then void its span). The block's
   // arm runs again, and the duel still ranks spans instead of ending on "not enough measurements".
-  Model m{{{100, 112, 89}, {127, 120, 98}}};
-  for (auto& row : m.profiled) std::fill(std::begin(row), std::end(row), 0.02);
-  m.profiled[0][2] = 0.40;
-  m.switchDiscount[0][2] = 0.45;
-  m.switchRampCalls = 3;
+  Model m = net128KiB();
   GroupConfig cfg = onlineCfg();
   cfg.explore.quietDuelCalls = 12;
   g_captured.clear();
@@ -575,10 +570,7 @@ TEST(Group, QuietBlocksCutByOtherSizesRunAgain) {
   const uint32_t seeds = testSeeds();
   for (uint32_t seed = 1; seed <= seeds; ++seed) {
     Sim sim(2, 2, cfg, seed * 7 + 3, 6, 0, 2);
-    sim.table = [](float* t, double bytes) {
-      realisticTable(t, bytes);
-      t[1 * 3 + 0] = 0.9f * std::min(t[1 * 3 + 1], t[1 * 3 + 2]);
-    };
+    sim.table = ringLlFirstTable;
     size_t before = g_captured.size();
     // 128 KiB's visits: 30 calls (its duel begins near their end), then 40 at a time, 8 MiB's between.
     for (int visit = 0; visit < 5; ++visit) {
