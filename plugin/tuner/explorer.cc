@@ -370,6 +370,7 @@ bool BucketExplorer::addSample(const Sample& s, uint64_t issued) {
         b.span[b.nSpan % kRecent] = static_cast<float>(s.us);
         b.spanKernel[b.nSpan % kRecent] = static_cast<float>(s.kernelUs > 0 ? s.kernelUs : 0);
         b.nSpan++;
+        b.chSeen = s.channels;
         return true;
       }
       if (issued <= blockStart) return false;
@@ -657,6 +658,10 @@ bool BucketExplorer::beginNext(uint64_t start) {
 bool BucketExplorer::beginStage2(uint64_t start) {
   if (phase_ != Phase::Settled || (stage_ != kScreen && stage_ != kDuel) || current_.algo < 0 || baseChannels_ <= 0)
     return false;
+  // After a quiet duel the search ends: stage 2 times every call, and the profiler's toll grows with the channel
+  // count (a proxy op per channel), so fewer channels would look faster than they are. (The net-path results of
+  // session 8 were measured this way.)
+  if (stage_ == kDuel && quiet_) return false;
   int win = -1;
   for (int i = 0; i < nBins_; ++i)
     if (bins_[i].d == current_) win = i;

@@ -35,7 +35,7 @@
 // call (`quietSpanCalls`: all after the block's first call, the one after the switch; across nodes the latest 8
 // of 12). The runner-up within quietDuelRatio joins (stage 1 was timed at every call). A block that other
 // buckets' calls cut is run again after the plan (noteInterrupted). Without a span for every arm (other buckets
-// kept every call timed, or a rank fell out of step with the mask) the duel keeps its base.
+// kept every call timed, or a rank fell out of step with the mask) the duel keeps its base. No stage 2 follows.
 // Stage 2 (committed winners only): half and double the channel count the winner ran on, `channelCalls` each.
 //
 // Estimates are a low quantile of the samples after dropping each arm's first sample per local rank: with two

@@ -550,6 +550,7 @@ TEST(Explorer, QuietDuelTimesOnlyTheEndsOfEachBlockAndRanksSpans) {
   EXPECT_NEAR(ci.afterUs, 90.0, 1e-3) << "the least of the block's spans (one per local rank)";
   EXPECT_NE(ci.detail.find("(2 spans)"), std::string::npos) << ci.detail;
   EXPECT_TRUE(ex.measures(31)) << "settled: no quiet requests";
+  EXPECT_FALSE(ex.beginNext(30)) << "no channel stage: its timed calls would favour fewer channels";
 }
 
 TEST(Explorer, QuietDuelWithoutASpanForEveryArmKeepsItsBase) {
