@@ -89,6 +89,8 @@ Context::Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNod
   // those duels were validated that way, and nccl-tests' switches between sizes cut quiet blocks short there
   // (its one-node duels begin ~20 calls into a 40-call visit of a size).
   if (nNodes <= 1) gc.explore.quietDuelCalls = 0;
+  // An explicit ICN_HEATMAP_FILE keeps every collective timed: no call could go untimed, so duels time every call.
+  if (params::isSetByUser(params::Id::HeatmapFile)) gc.explore.quietDuelCalls = 0;
   if (!cfg.shareByCommId) {
     // No commId (tuner API v2-v4): no profiler can feed us, so only rules and the cache apply.
     if (gc.mode == Mode::Online) gc.mode = Mode::Static;

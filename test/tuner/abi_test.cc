@@ -346,21 +346,29 @@ TEST(PluginAbi, QuietDuelTimesOnlyTheEndsOfItsBlocks) {
   struct Case {
     const char* quiet;  // ICN_TUNER_QUIET_DUEL
     int nNodes;
+    bool heatmap;  // an explicit ICN_HEATMAP_FILE: every collective timed
     bool spans;
   };
-  for (const Case& k : {Case{"12", 2, true}, Case{"0", 2, false}, Case{"12", 1, false}}) {
-    SCOPED_TRACE(std::string("ICN_TUNER_QUIET_DUEL=") + k.quiet + " nNodes=" + std::to_string(k.nNodes));
+  const std::string heat = "/tmp/icn-abi-quiet-heat-" + std::to_string(getpid()) + ".json";
+  for (const Case& k : {Case{"12", 2, false, true}, Case{"0", 2, false, false}, Case{"12", 1, false, false},
+                        Case{"12", 2, true, false}}) {
+    SCOPED_TRACE(std::string("ICN_TUNER_QUIET_DUEL=") + k.quiet + " nNodes=" + std::to_string(k.nNodes) +
+                 (k.heatmap ? " ICN_HEATMAP_FILE set" : ""));
     setenv("ICN_TUNER_QUIET_DUEL", k.quiet, 1);
+    if (k.heatmap)
+      setenv("ICN_HEATMAP_FILE", heat.c_str(), 1);
+    else
+      unsetenv("ICN_HEATMAP_FILE");
     {
       std::lock_guard<std::mutex> lock(g_logMu);
       g_logs.clear();
     }
-    Plugin p((std::string("quiet") + k.quiet + "-" + std::to_string(k.nNodes)).c_str());
+    Plugin p((std::string("quiet") + k.quiet + "-" + std::to_string(k.nNodes) + (k.heatmap ? "-heat" : "")).c_str());
     ASSERT_NE(p.lib, nullptr) << dlerror();
     int mask = 0;
     uint64_t clock[2] = {1'000'000, 1'000'000};
     Rank ranks[2];
-    const uint64_t commId = 0x9e1e7000ULL + static_cast<uint64_t>(k.nNodes) * 16 + (k.spans ? 1 : 0);
+    const uint64_t commId = 0x9e1e7000ULL + static_cast<uint64_t>(k.nNodes) * 16 + (k.spans ? 1 : 0) + (k.heatmap ? 2 : 0);
     ncclNvlDomainInfo_v5_t nvl{1, 2, 2};
     ncclTunerConstants_v5_t constants{};
     for (int r = 0; r < 2; ++r) {
@@ -410,11 +418,14 @@ TEST(PluginAbi, QuietDuelTimesOnlyTheEndsOfItsBlocks) {
       EXPECT_TRUE(logged("(2 spans)", NCCL_TUNING)) << "the duel ranked spans";
     } else {
       EXPECT_TRUE(runs.empty()) << "every call of the exploration timed";
+      if (k.heatmap) EXPECT_NE(mask, 0) << "the explicit heatmap keeps timing on";
       EXPECT_EQ(spans, 0);
       EXPECT_FALSE(logged("spans)", NCCL_TUNING));
     }
   }
   unsetenv("ICN_TUNER_QUIET_DUEL");
+  unsetenv("ICN_HEATMAP_FILE");
+  unlink(heat.c_str());
 }
 
 // ICN_TUNER and ICN_TUNER_CACHE are read at each communicator's init, so one process can hold NCCL's own choice
