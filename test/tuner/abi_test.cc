@@ -418,7 +418,9 @@ TEST(PluginAbi, QuietDuelTimesOnlyTheEndsOfItsBlocks) {
       EXPECT_TRUE(logged("(2 spans)", NCCL_TUNING)) << "the duel ranked spans";
     } else {
       EXPECT_TRUE(runs.empty()) << "every call of the exploration timed";
-      if (k.heatmap) EXPECT_NE(mask, 0) << "the explicit heatmap keeps timing on";
+      if (k.heatmap) {
+        EXPECT_NE(mask, 0) << "the explicit heatmap keeps timing on";
+      }
       EXPECT_EQ(spans, 0);
       EXPECT_FALSE(logged("spans)", NCCL_TUNING));
     }
