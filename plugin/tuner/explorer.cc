@@ -85,7 +85,7 @@ double BucketExplorer::kernelEstimate(const Bin& b) const {
 }
 
 bool BucketExplorer::spanRanked() const {
-  if (stage_ != kDuel || !quiet_ || nBins_ == 0) return false;
+  if (!quiet_ || nBins_ == 0) return false;
   for (int i = 0; i < nBins_; ++i)
     if (bins_[i].nSpan == 0) return false;
   return true;
@@ -176,7 +176,7 @@ uint32_t BucketExplorer::needSamples(int bin) const {
 bool BucketExplorer::confident(int win) const {
   if (win < 0 || win >= nBins_) return false;
   // A quiet duel's timed calls alone are each block's first (the switch) and last: not a ranking.
-  if (stage_ == kDuel && quiet_ && !spanRanked()) return false;
+  if (quiet_ && !spanRanked()) return false;
   if (usable(bins_[win]) < needSamples(win)) return false;
   int ref = stage_ == kChannels ? 0 : ncclPick_;
   if (ref >= 0 && ref != win) return usable(bins_[ref]) >= needSamples(ref);
@@ -192,7 +192,7 @@ bool BucketExplorer::enoughAfterGrace() const {
   // one channel whatever we ask), so its samples may never come; an unmeasured variant just cannot win. A duel
   // waits for all but one call's samples of every block: the first samples to arrive are a block's first calls,
   // the ones that follow a switch (2 H200, 2 GiB: a duel decided on the first two of eight samples).
-  if (stage_ == kDuel && quiet_) return spanRanked();
+  if (quiet_) return spanRanked();
   int n = stage_ == kChannels ? std::min(nBins_, 1) : nBins_;
   for (int i = 0; i < n; ++i) {
     const Bin& b = bins_[i];
@@ -223,6 +223,7 @@ void BucketExplorer::settle(const Decision& d, uint64_t from, double refUs) {
   currentUs_ = refUs;
   phase_ = Phase::Settled;
   stage_ = 0;
+  quiet_ = false;
   driftN_ = driftHits_ = 0;
 }
 
@@ -365,7 +366,7 @@ bool BucketExplorer::addSample(const Sample& s, uint64_t issued) {
       uint64_t blockStart = start_ + static_cast<uint64_t>(i) * block;
       if (s.calls > 1) {
         // A quiet block's span: from its first call's end to its last call's, once the last was issued.
-        if (!quiet_ || s.calls != static_cast<int>(spanLen()) || issued < blockStart + block) return false;
+        if (s.calls != static_cast<int>(spanLen()) || issued < blockStart + block) return false;
         Bin& b = bins_[i];
         b.span[b.nSpan % kRecent] = static_cast<float>(s.us);
         b.spanKernel[b.nSpan % kRecent] = static_cast<float>(s.kernelUs > 0 ? s.kernelUs : 0);
@@ -397,7 +398,7 @@ bool BucketExplorer::roundDone(uint64_t issued) const {
   if (phase_ != Phase::Exploring || !planFinal_ || issued < planEnd()) return false;
   bool all = true;
   for (int i = 0; i < nBins_; ++i) {
-    if (stage_ == kDuel && quiet_) {  // one span per local rank
+    if (quiet_) {  // one span per local rank
       if (bins_[i].nSpan < static_cast<uint32_t>(spc_)) all = false;
       continue;
     }
@@ -509,6 +510,7 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
   info.calls = planLen_;
   std::array<double, kMaxArms> period{};  // each arm's period estimate, 0 = unmeasured
   double fastest = 0;
+  periodEstimates(period, fastest);
   bool spans = spanRanked();
   char buf[112], name[48];
   for (int i = 0; i < nBins_; ++i) {
@@ -519,8 +521,6 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
     if (!measured(b)) {
       snprintf(buf, sizeof buf, "%s%s -", sep, describe(shown, name, sizeof name));
     } else {
-      period[i] = binEstimate(b);
-      if (fastest == 0 || period[i] < fastest) fastest = period[i];
       double k = kernelEstimate(b);
       // Span-ranked: "(2 spans)"; otherwise the number of per-call samples.
       char count[24];
@@ -596,9 +596,17 @@ bool BucketExplorer::beginDuel(uint64_t start) {
   std::array<double, kMaxArms> period{};  // stage 1's estimates, read once
   double bestUs = 0;
   periodEstimates(period, bestUs);
-  int other = -1;
-  for (int i = 0; i < nBins_; ++i)
-    if (i != win && bins_[i].n > 0 && (other < 0 || period[i] < period[other])) other = i;
+  // The two fastest other arms (the first of equals first).
+  std::array<int, 2> others{-1, -1};
+  for (int i = 0; i < nBins_; ++i) {
+    if (i == win || bins_[i].n == 0) continue;
+    if (others[0] < 0 || period[i] < period[others[0]]) {
+      others[1] = others[0];
+      others[0] = i;
+    } else if (others[1] < 0 || period[i] < period[others[1]]) {
+      others[1] = i;
+    }
+  }
   std::array<int, 5> arms{-1, -1, -1, -1, -1};
   int n = 0;
   auto inDuel = [&](int bin) {
@@ -606,15 +614,11 @@ bool BucketExplorer::beginDuel(uint64_t start) {
   };
   bool ncclMeasured = ncclPick_ >= 0 && bins_[ncclPick_].n > 0;
   bool quiet = p_.quietDuelCalls >= 3;
-  if (other >= 0 && period[other] <= (quiet ? p_.quietDuelRatio : p_.duelRatio) * period[win]) arms[n++] = other;
-  // Quiet duels: the runner-up too, when it came within quietDuelRatio (2 H200, net path, 128 KiB: Tree/Simple, the
-  // fastest untimed, screened 1.22-1.32x above Tree/LL in 2 of 4 processes).
-  if (quiet) {
-    int second = -1;
-    for (int i = 0; i < nBins_; ++i)
-      if (i != win && i != other && bins_[i].n > 0 && (second < 0 || period[i] < period[second])) second = i;
-    if (second >= 0 && period[second] <= p_.quietDuelRatio * period[win]) arms[n++] = second;
-  }
+  // The best other arm when it came close; quiet duels also the runner-up, both within quietDuelRatio (2 H200, net
+  // path, 128 KiB: Tree/Simple, the fastest untimed, screened 1.22-1.32x above Tree/LL in 2 of 4 processes).
+  const double ratio = quiet ? p_.quietDuelRatio : p_.duelRatio;
+  for (int k = 0; k < (quiet ? 2 : 1); ++k)
+    if (others[k] >= 0 && period[others[k]] <= ratio * period[win]) arms[n++] = others[k];
   // Host-bound rounds too: they leave NCCL's choice when its period was over hostTieRatio the best, and the host's
   // pace wanders enough for a screen to show that by luck (2 H200 NVLink, 128 KiB: periods 13.5-35 us for calls of
   // 15-16; Ring/LL at 20.5 against a lucky Tree/LL128 at 13.5, which runs 1.05x slower back to back).
@@ -661,7 +665,7 @@ bool BucketExplorer::beginStage2(uint64_t start) {
   // After a quiet duel the search ends: stage 2 times every call, and the profiler's toll grows with the channel
   // count (a proxy op per channel), so fewer channels would look faster than they are. (The net-path results of
   // session 8 were measured this way.)
-  if (stage_ == kDuel && quiet_) return false;
+  if (quiet_) return false;
   int win = -1;
   for (int i = 0; i < nBins_; ++i)
     if (bins_[i].d == current_) win = i;

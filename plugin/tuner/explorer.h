@@ -168,7 +168,7 @@ class BucketExplorer {
   // profiler so). Its arm gets another block at the end of the plan (once per block), starting no earlier than
   // `upTo` (ranks may have been given the winner for calls after the plan). Returns whether a block was added.
   bool noteInterrupted(uint64_t index, uint64_t upTo);
-  bool quietDuel() const { return phase_ == Phase::Exploring && stage_ == kDuel && quiet_; }
+  bool quietDuel() const { return phase_ == Phase::Exploring && quiet_; }
   // Starts stage 2 (channels) after a committed stage 1 or duel; false when there is nothing to try.
   bool beginStage2(uint64_t start);
   // After a committed round: the duel, else stage 2 (when enabled); false when the search is over.
@@ -256,7 +256,7 @@ class BucketExplorer {
   Phase phase_ = Phase::Unseen;
   int stage_ = 0;
   bool adaptive_ = false;
-  bool quiet_ = false;  // the duel times only its blocks' first and last calls
+  bool quiet_ = false;  // the duel times only two calls of each block (set only while stage_ is kDuel)
   // Duel blocks in plan order: bin of each (one per arm, the winner's last; then re-runs of interrupted blocks).
   static constexpr int kMaxBlocks = 16;
   std::array<int8_t, kMaxBlocks> blockArm_{};
