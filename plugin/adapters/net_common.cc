@@ -69,6 +69,10 @@ ncclResult_t netInit(ncclDebugLogger_t logger) {
   return s.initResult = ncclSuccess;
 }
 
+void netQuiesce() {
+  if (Transport* t = transport()) t->quiesce();
+}
+
 ncclResult_t netDevices(int* ndev) {
   ICN_ARG_CHECK(ndev, "devices: null output pointer");
   ICN_NEED_INIT();

@@ -11,6 +11,8 @@ ncclResult_t toNccl(Status s);
 
 // Process-wide: installs the logger, logs the settings, picks the transport (once).
 ncclResult_t netInit(ncclDebugLogger_t logger);
+// NCCL is done with the plugin (finalize): connections closed earlier finish delivering first.
+void netQuiesce();
 ncclResult_t netDevices(int* ndev);
 // Stable for the life of the process (NCCL keeps the name/pciPath pointers).
 ncclResult_t netProps(int dev, const DeviceProps** out);

@@ -62,6 +62,7 @@ ncclResult_t makeVDevice(int* d, ncclNetVDeviceProps_v11_t* props) {
 
 ncclResult_t finalize(void* ctx) {
   std::unique_ptr<NetContext> c(static_cast<NetContext*>(ctx));  // NULL when init failed
+  netQuiesce();
   return ncclSuccess;
 }
 

@@ -95,6 +95,9 @@ class Transport {
   // Non-blocking: called repeatedly with the same handle buffer (the transport may keep state in it)
   // until *out is non-null.
   virtual Status connect(int dev, const CommConfig& config, HandleBytes handle, std::unique_ptr<SendComm>* out) = 0;
+  // Returns once connections closed earlier have delivered what was sent on them (bounded); closes
+  // themselves never wait for the peer.
+  virtual void quiesce() {}
   // Fuses physical devices into a virtual one appended after the existing devices.
   virtual Status makeVDevice(std::span<const int> members, int* newDev) { return Status::InvalidUsage; }
 };

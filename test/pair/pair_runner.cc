@@ -61,7 +61,11 @@ std::string logPath(pid_t parent, int rank) {
   return "/tmp/icn-rel-" + std::to_string(parent) + "-rank" + std::to_string(rank) + ".log";
 }
 
-[[noreturn]] void rankMain(int rank, int fd, const RankSetup& setup, const Body& body, pid_t parent) {
+[[noreturn]] void rankMain(int rank, int fd, RankSetup setup, const Body& body, pid_t parent) {
+  if (setup.netns.empty()) {
+    std::string var = "ICN_PAIR_RANK" + std::to_string(rank) + "_HOST";
+    if (const char* host = getenv(var.c_str()); host && *host) setup.netns = host;
+  }
   int log = open(logPath(parent, rank).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (log >= 0) {
     dup2(log, 2);
@@ -82,6 +86,11 @@ std::string logPath(pid_t parent, int rank) {
       fprintf(stderr, "rank %d: cannot remount /sys for namespace %s: %s\n", rank, setup.netns.c_str(), strerror(errno));
       _exit(5);
     }
+    if (unshare(CLONE_NEWUTS) != 0 || sethostname(setup.netns.data(), setup.netns.size()) != 0) {
+      fprintf(stderr, "rank %d: cannot become host %s: %s\n", rank, setup.netns.c_str(), strerror(errno));
+      _exit(5);
+    }
+    setenv("NCCL_HOSTID", setup.netns.c_str(), 1);
   }
   for (auto& [k, v] : setup.env) setenv(k.c_str(), v.c_str(), 1);
   {

@@ -28,6 +28,9 @@ struct Rank {
 struct RankSetup {
   std::vector<std::pair<std::string, std::string>> env;  // set before the plugin loads
   std::string netns;                                     // "ip netns" name to enter first (empty: stay)
+  // With netns set: the rank also gets its own UTS namespace with the namespace's name as hostname, so
+  // it is a separate host for ICN and NCCL. Empty netns: ICN_PAIR_RANK<n>_HOST (an emulated host of
+  // tools/testbed/icn-testbed) applies, so whole suites can run across hosts without code changes.
 };
 
 struct RankOutcome {

@@ -3,9 +3,13 @@
 // kRssSlackKiB in total (allocator noise), on both ranks.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include <malloc.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
 
 #include "ranks.h"
 
@@ -26,16 +30,39 @@ struct Usage {
   long heap = 0;  // malloc'd bytes in use (KiB): tells allocator growth from memory held outside malloc
 };
 
-Usage usage() { return {openFds(), rssKiB(), static_cast<long>(mallinfo2().uordblks / 1024)}; }
+// Closes return at once and release their resources in the background: sample once the descriptor
+// count has stopped moving (three equal readings 20 ms apart, at most 3 s).
+Usage usage() {
+  int fds = openFds(), same = 0;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+       same < 2 && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    int now = openFds();
+    same = now == fds ? same + 1 : 0;
+    fds = now;
+  }
+  return {fds, rssKiB(), static_cast<long>(mallinfo2().uordblks / 1024)};
+}
 
 void report(Rank& r, const Usage& warm, const Usage& end, int n) {
   printf("CYCLES rank %d: %d cycles, fds %d -> %d, rss %ld -> %ld KiB (%+ld KiB after warm-up), malloc in use %ld -> %ld KiB\n",
          r.rank, n, warm.fds, end.fds, warm.rss, end.rss, end.rss - warm.rss, warm.heap, end.heap);
-  EXPECT_EQ(end.fds, warm.fds) << "file descriptors leak";
+  EXPECT_LE(end.fds, warm.fds) << "file descriptors leak";
   EXPECT_LE(end.rss - warm.rss, kRssSlackKiB) << "memory grows with connect/close cycles";
 }
 
 const size_t kSizes[] = {4096, 256 * 1024};
+// Closing never waits for the peer (NCCL destroys a communicator's connections one after another).
+// Judged on the 99th percentile: a single close may lose the CPU to another process on a loaded machine.
+constexpr double kCloseBoundMs = 50;
+
+void expectQuickCloses(const Rank& r, std::vector<double> ms) {
+  ASSERT_FALSE(ms.empty());
+  std::sort(ms.begin(), ms.end());
+  double p99 = ms[ms.size() * 99 / 100], median = ms[ms.size() / 2];
+  printf("CYCLES rank %d: close median %.2f ms, p99 %.2f ms, slowest %.1f ms\n", r.rank, median, p99, ms.back());
+  EXPECT_LT(p99, kCloseBoundMs) << "closes wait for the peer";
+}
 
 TEST(Leaks, ConnectTransferCloseCyclesKeepFdsAndMemoryFlat) {
   const int n = cycles();
@@ -43,7 +70,7 @@ TEST(Leaks, ConnectTransferCloseCyclesKeepFdsAndMemoryFlat) {
   auto out = runPair(
       [n](Rank& r) {
         Usage warm, end;
-        double closeMs = 0;
+        std::vector<double> closeMs;
         std::vector<uint8_t> buf(256 * 1024);
         for (int i = 0; i < n; i++) {
           if (i == kWarmup) warm = usage();
@@ -63,8 +90,7 @@ TEST(Leaks, ConnectTransferCloseCyclesKeepFdsAndMemoryFlat) {
             ASSERT_EQ(static_cast<size_t>(got), kSizes[k]);
             ASSERT_EQ(netapi::checkPattern(buf.data(), kSizes[k], uint64_t(i) * 2 + k), SIZE_MAX) << "cycle " << i;
           }
-          // Both ranks close at once, as NCCL's teardown does (a close waits, bounded, for the peer to progress;
-          // see docs/readme/reliability.md). Alternate the order of the listen and receive comms.
+          // Both ranks close at once, as NCCL's teardown does. Alternate the order of the listen and receive comms.
           auto t0 = netapi::Clock::now();
           if (i % 2) {
             ASSERT_EQ(r.plugin.net->closeListen(l), ncclSuccess);
@@ -73,15 +99,15 @@ TEST(Leaks, ConnectTransferCloseCyclesKeepFdsAndMemoryFlat) {
           if (!(i % 2)) {
             ASSERT_EQ(r.plugin.net->closeListen(l), ncclSuccess);
           }
-          closeMs = std::max(closeMs, std::chrono::duration<double, std::milli>(netapi::Clock::now() - t0).count());
+          closeMs.push_back(std::chrono::duration<double, std::milli>(netapi::Clock::now() - t0).count());
         }
         end = usage();
         report(r, warm, end, n);
-        printf("CYCLES rank %d: slowest close %.1f ms\n", r.rank, closeMs);
+        expectQuickCloses(r, closeMs);
       },
       [n](Rank& r) {
         Usage warm, end;
-        double closeMs = 0;
+        std::vector<double> closeMs;
         std::vector<uint8_t> buf(256 * 1024);
         for (int i = 0; i < n; i++) {
           if (i == kWarmup) warm = usage();
@@ -99,11 +125,11 @@ TEST(Leaks, ConnectTransferCloseCyclesKeepFdsAndMemoryFlat) {
           }
           auto t0 = netapi::Clock::now();
           ASSERT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
-          closeMs = std::max(closeMs, std::chrono::duration<double, std::milli>(netapi::Clock::now() - t0).count());
+          closeMs.push_back(std::chrono::duration<double, std::milli>(netapi::Clock::now() - t0).count());
         }
         end = usage();
         report(r, warm, end, n);
-        printf("CYCLES rank %d: slowest close %.1f ms\n", r.rank, closeMs);
+        expectQuickCloses(r, closeMs);
       },
       {}, std::chrono::seconds(900));
   EXPECT_TRUE(out[0].cleanExit());

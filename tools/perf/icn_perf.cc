@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,9 +25,31 @@ namespace {
 
 void usage() {
   fprintf(stderr,
-          "usage: icn-perf [--plugin PATH] [--min BYTES] [--max BYTES] [--window N] [--lat-iters N]\n"
+          "usage: icn-perf [--plugin PATH (default: ICN_PLUGIN_PATH, else the library installed or built next to icn-perf)]\n"
+          "                 [--min BYTES] [--max BYTES] [--window N] [--lat-iters N]\n"
           "                [--bw-only | --lat-only] [--json FILE] [--server [--port P] | --client HOST:PORT]\n"
           "Sizes accept K/M/G suffixes. Without --server/--client both ranks run on this host.\n");
+}
+
+// The plugin next to this binary, never a path fixed at build time: --plugin or ICN_PLUGIN_PATH first,
+// then an installed layout (bin/ and lib/ side by side), the build tree (tools/perf/ and plugin/), the
+// same folder, and last the dynamic loader's own search path (LD_LIBRARY_PATH, ld.so.cache).
+std::string findPlugin() {
+  if (const char* env = getenv("ICN_PLUGIN_PATH"); env && *env) return env;
+  static const char kName[] = "libnccl-net-icn.so";
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = 0;
+    std::string dir(self);
+    dir.erase(dir.rfind('/'));
+    for (const char* rel : {"/../lib/", "/../lib64/", "/../lib/x86_64-linux-gnu/", "/../lib/aarch64-linux-gnu/",
+                            "/../../plugin/", "/"}) {
+      std::string candidate = dir + rel + kName;
+      if (access(candidate.c_str(), R_OK) == 0) return candidate;
+    }
+  }
+  return kName;
 }
 
 size_t parseSize(const char* s) {
@@ -99,10 +122,14 @@ int bootstrapClient(const std::string& target) {
   addrinfo hints{}, *res = nullptr;
   hints.ai_socktype = SOCK_STREAM;
   if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0) return -1;
+  // The server may start a moment after the client (two hosts, two shells): retry for a while.
   int fd = -1;
-  for (addrinfo* r = res; r && fd < 0; r = r->ai_next) {
-    fd = socket(r->ai_family, SOCK_STREAM, 0);
-    if (connect(fd, r->ai_addr, r->ai_addrlen) != 0) close(fd), fd = -1;
+  for (int attempt = 0; attempt < 300 && fd < 0; attempt++) {
+    if (attempt) usleep(100 * 1000);
+    for (addrinfo* r = res; r && fd < 0; r = r->ai_next) {
+      fd = socket(r->ai_family, SOCK_STREAM, 0);
+      if (connect(fd, r->ai_addr, r->ai_addrlen) != 0) close(fd), fd = -1;
+    }
   }
   freeaddrinfo(res);
   return fd;
@@ -112,7 +139,7 @@ int bootstrapClient(const std::string& target) {
 
 int main(int argc, char** argv) {
   perf::Options o;
-  o.plugin = getenv("ICN_PLUGIN_PATH") ? getenv("ICN_PLUGIN_PATH") : ICN_DEFAULT_PLUGIN_PATH;
+  o.plugin = findPlugin();
   bool server = false;
   int port = 0;
   std::string client;

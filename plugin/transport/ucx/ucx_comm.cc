@@ -45,9 +45,10 @@ ucp_tag_t wireTag(int tag) { return static_cast<ucp_tag_t>(static_cast<uint32_t>
 Status UcxRequest::test(bool* done, int* sizes) { return owner->testRequest(this, done, sizes); }
 
 CommBase::CommBase(std::unique_ptr<Worker> worker, std::unique_ptr<Endpoint> ep, ControlChannel control,
-                   NetCommInfo info, int ptrSupport, bool fastPath)
+                   NetCommInfo info, int ptrSupport, bool fastPath, Reaper* reaper)
     : worker_(std::move(worker)),
       ep_(std::move(ep)),
+      reaper_(reaper),
       control_(std::move(control)),
       ptrSupport_(ptrSupport),
       fastPath_(fastPath),
@@ -55,7 +56,10 @@ CommBase::CommBase(std::unique_ptr<Worker> worker, std::unique_ptr<Endpoint> ep,
   counters_ = netstats::registerComm(info);
 }
 
-CommBase::~CommBase() { netstats::unregisterComm(counters_); }
+CommBase::~CommBase() {
+  netstats::unregisterComm(counters_);
+  reaper_->adopt(std::move(worker_), std::move(ep_));
+}
 
 template <typename Pool>
 void CommBase::cancelAll(Pool& pool) {

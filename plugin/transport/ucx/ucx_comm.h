@@ -15,6 +15,7 @@
 #include "core/transport.h"
 #include "transport/ucx/fast_path.h"
 #include "transport/ucx/ucx_endpoint.h"
+#include "transport/ucx/ucx_reaper.h"
 #include "transport/ucx/ucx_worker.h"
 
 namespace icn::ucx {
@@ -95,8 +96,8 @@ struct MemHandle {
 class CommBase {
  public:
   CommBase(std::unique_ptr<Worker> worker, std::unique_ptr<Endpoint> ep, ControlChannel control, NetCommInfo info,
-           int ptrSupport, bool fastPath);
-  virtual ~CommBase();
+           int ptrSupport, bool fastPath, Reaper* reaper);
+  virtual ~CommBase();  // hands the worker and endpoint to the reaper: returns without waiting for the peer
   Status regMr(void* data, size_t size, int type, void** mh);
   Status deregMr(void* mh);
   Status testRequest(UcxRequest* r, bool* done, int* sizes);
@@ -113,6 +114,7 @@ class CommBase {
 
   std::unique_ptr<Worker> worker_;
   std::unique_ptr<Endpoint> ep_;  // destroyed before the worker
+  Reaper* reaper_;
   ControlChannel control_;
   std::shared_ptr<NetCounters> counters_;
   int ptrSupport_;

@@ -5,7 +5,8 @@
 
 namespace icn::ucx {
 namespace {
-constexpr int kCloseTimeoutMs = 2000;
+// Only endpoints of connections that never completed close here; open comms close through the Reaper.
+constexpr int kAbortTimeoutMs = 100;
 
 void release(ucs_status_ptr_t& r) {
   if (r && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
@@ -77,15 +78,33 @@ Status Endpoint::pollWireup(bool* done) {
   return Status::Ok;
 }
 
+ucs_status_ptr_t Endpoint::startFlush() {
+  release(probe_);
+  release(flush_);
+  if (!ep_ || failed_) return nullptr;  // nothing can reach a failed peer
+  ucp_request_param_t p{};
+  return ucp_ep_flush_nbx(ep_, &p);
+}
+
+ucs_status_ptr_t Endpoint::forceClose() {
+  if (!ep_) return nullptr;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  ucs_status_ptr_t r = ucp_ep_close_nbx(ep_, &p);
+  ep_ = nullptr;
+  return r;
+}
+
 Endpoint::~Endpoint() {
   release(probe_);
   release(flush_);
   if (!ep_) return;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  p.flags = failed_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;  // deliver what was sent unless the peer is gone
-  ucs_status_t st = waitRequest(worker_, ucp_ep_close_nbx(ep_, &p), kCloseTimeoutMs);
-  if (st != UCS_OK && !failed_ && st != UCS_ERR_CANCELED && st != UCS_ERR_ENDPOINT_TIMEOUT)
+  p.flags = UCP_EP_CLOSE_FLAG_FORCE;  // a connection that never completed has nothing to deliver
+  ucs_status_t st = waitRequest(worker_, ucp_ep_close_nbx(ep_, &p), kAbortTimeoutMs);
+  if (st != UCS_OK && st != UCS_ERR_CANCELED && st != UCS_ERR_ENDPOINT_TIMEOUT)
     ICN_TRACE(subsys::Net, "closing UCX endpoint to %s: %s", peer_.c_str(), statusString(st));
 }
 

@@ -35,6 +35,12 @@ class Endpoint {
   void startWireup();
   Status pollWireup(bool* done);
 
+  // Closing is two steps, both progressed by the caller (see Reaper): a flush, which completes once
+  // everything sent has left this process, then a forced close, which needs nothing from the peer. UCX's
+  // graceful close also waits for the peer's close handshake, which over TCP often never comes.
+  ucs_status_ptr_t startFlush();
+  ucs_status_ptr_t forceClose();  // gives up the endpoint
+
  private:
   Endpoint(Worker& w, std::string peer) : worker_(w), peer_(std::move(peer)) {}
   static void onError(void* arg, ucp_ep_h ep, ucs_status_t status);

@@ -15,6 +15,7 @@
 #include "transport/ucx/ucx_context.h"
 #include "transport/ucx/fast_path.h"
 #include "transport/ucx/ucx_lanes.h"
+#include "transport/ucx/ucx_reaper.h"
 
 namespace icn::ucx {
 namespace {
@@ -124,10 +125,13 @@ class UcxTransport final : public Transport {
 
   ucp_context_h context() const { return ctx_->get(); }
   int ptrSupport() const { return props_.ptrSupport; }
+  Reaper* reaper() { return &reaper_; }
+  void quiesce() override { reaper_.drain(); }
 
  private:
   std::unique_ptr<Context> ctx_;
   DeviceProps props_;
+  Reaper reaper_;  // declared after the context: pending closes finish before the context goes
 };
 
 Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
@@ -159,11 +163,14 @@ Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
     const Hello peer = s.hs->peer();
     std::string name = s.hs->peerName();
     NetCommInfo info = netCommInfo(peer, listener_->commId(), false);
+    const bool log = params::getInt(params::Id::LogDetail) >= 1;
+    std::string lanes = log ? describeLanes(s.pending->ep->get()) : std::string();
     auto comm = std::make_unique<UcxRecvComm>(std::move(s.pending->worker), std::move(s.pending->ep),
-                                              ControlChannel(s.hs->takeFd(), name), info, t_.ptrSupport(), s.fast);
-    if (params::getInt(params::Id::LogDetail) >= 1)
-      ICN_INFO(subsys::Net, "UCX receive connection from %s (rank %d) ready%s", name.c_str(), peer.rank,
-               s.fast ? ", same-host fast path" : "");
+                                              ControlChannel(s.hs->takeFd(), name), info, t_.ptrSupport(), s.fast,
+                                              t_.reaper());
+    if (log)
+      ICN_INFO(subsys::Net, "UCX receive connection from %s (rank %d) ready, lanes %s%s", name.c_str(), peer.rank,
+               lanes.c_str(), s.fast ? ", same-host fast path" : "");
     setups_.erase(setups_.begin() + static_cast<long>(i));
     *out = std::move(comm);
     return Status::Ok;
@@ -221,11 +228,13 @@ Status UcxTransport::connect(int dev, const CommConfig& config, HandleBytes hand
   std::string name = hs.peerName();
   NetCommInfo info = netCommInfo(hs.peer(), pc->config.commId, true);
   bool fast = pc->peerBlob.extra == 1;
+  const bool log = params::getInt(params::Id::LogDetail) >= 1;
+  std::string lanes = log ? describeLanes(pc->ep->get()) : std::string();
   auto comm = std::make_unique<UcxSendComm>(std::move(pc->worker), std::move(pc->ep), ControlChannel(hs.takeFd(), name),
-                                            info, ptrSupport(), fast);
-  if (params::getInt(params::Id::LogDetail) >= 1)
-    ICN_INFO(subsys::Net, "UCX send connection to %s (rank %d) ready%s", name.c_str(), hs.peer().rank,
-             fast ? ", same-host fast path" : "");
+                                            info, ptrSupport(), fast, &reaper_);
+  if (log)
+    ICN_INFO(subsys::Net, "UCX send connection to %s (rank %d) ready, lanes %s%s", name.c_str(), hs.peer().rank,
+             lanes.c_str(), fast ? ", same-host fast path" : "");
   *out = std::move(comm);
   return Status::Ok;
 }
