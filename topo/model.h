@@ -24,6 +24,20 @@ struct PciLink {
   double hwlocGBs = 0;  // hwloc's total link bandwidth (GB/s), the only figure an hwloc XML carries
 };
 
+struct NvLink {
+  std::string target;  // remote PCI bus id, lower-case 12 chars
+  uint32_t tclass = 0x068000;  // 0x03 GPU, 0x068000 NVSwitch, 0x068001 CPU
+  int count = 1;
+};
+
+// What an hwloc XML export says about a GPU function from hwloc's NVML backend: its "nvmlN" OS device and the
+// NVLinkBandwidth distances matrix.
+struct HwlocGpuFacts {
+  int nvmlIndex = -1;
+  std::string model;             // GPUModel
+  std::vector<NvLink> nvlinks;   // grouped by target, counts from the bandwidth
+};
+
 struct PciDevice {
   std::string busid;  // lower-case "0000:07:00.0"; empty for a host bridge (root complex)
   int parent = -1;    // index into Machine::pci; -1 = attached to a NUMA node / package
@@ -39,12 +53,7 @@ struct PciDevice {
   bool acsKnown = false;
   std::vector<int> irqs;  // MSI/MSI-X vectors (sysfs msi_irqs)
   std::vector<struct OsDev> osdevs;  // OS devices below this function (eth0, mlx5_0, cuda0, ...)
-};
-
-struct NvLink {
-  std::string target;  // remote PCI bus id, lower-case 12 chars
-  uint32_t tclass = 0x068000;  // 0x03 GPU, 0x068000 NVSwitch, 0x068001 CPU
-  int count = 1;
+  std::optional<HwlocGpuFacts> hwlocGpu;
 };
 
 struct Gpu {

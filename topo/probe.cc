@@ -41,6 +41,14 @@ void classifyDevices(Machine& m) {
       Gpu g;
       g.pci = i;
       g.index = static_cast<int>(m.gpus.size());  // NVML enumerates by bus id; NVML/facts may correct it
+      if (d.hwlocGpu) {  // an hwloc export made with NVML: its index, model and active NVLinks
+        g.index = d.hwlocGpu->nvmlIndex;
+        g.name = d.hwlocGpu->model;
+        g.nvlinks = d.hwlocGpu->nvlinks;
+        for (const NvLink& l : g.nvlinks) g.nvlinkActive += l.count;
+        g.nvlinkCapable = g.nvlinkActive;  // the matrix holds working links only
+        g.nvmlKnown = true;
+      }
       m.gpus.push_back(g);
       continue;
     }

@@ -1,7 +1,11 @@
 // hwloc -> PCI tree, NUMA nodes, CPU identity, OS device names.
 #include <hwloc.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 
@@ -34,6 +38,56 @@ int numaOf(hwloc_topology_t topo, hwloc_obj_t io) {
 const char* info(hwloc_obj_t o, const char* name) {
   const char* v = o ? hwloc_obj_get_info_by_name(o, name) : nullptr;
   return v ? v : "";
+}
+
+// Unidirectional MB/s of one NVLink, by generation, as hwloc's NVML backend counts it: 20000 for NVLink 1 (P100),
+// 50000 for NVLink 5 (Blackwell), 25000 otherwise. An export carries no link version, only the GPU model.
+double mbPerLink(const std::string& model) {
+  if (model.find("P100") != std::string::npos) return 20000;
+  for (const char* b : {"B100", "B200", "B300", "GB200", "GB300"})
+    if (model.find(b) != std::string::npos) return 50000;
+  return 25000;
+}
+
+// The NVLinkBandwidth matrix (hwloc's NVML backend; a heterogeneous one on NVSwitch machines): GPUs as NVML OS
+// devices, NVSwitches as PCI devices. Each non-zero entry off the diagonal becomes an NVLink of the GPU, with
+// bandwidth / per-link bandwidth links (at least 1, at most 64). Other peers (POWER packages) have no PCI bus id
+// NCCL could name and are left out.
+void readNvlinkBandwidth(hwloc_topology_t topo, const std::map<hwloc_obj_t, int>& index, Machine& m) {
+  unsigned nr = 1;
+  hwloc_distances_s* d = nullptr;
+  if (hwloc_distances_get_by_name(topo, "NVLinkBandwidth", &nr, &d, 0) != 0 || nr == 0 || !d) return;
+  auto pciOf = [&](hwloc_obj_t o) -> int {
+    if (!o) return -1;
+    if (o->type == HWLOC_OBJ_OS_DEVICE) o = o->parent;
+    auto it = index.find(o);
+    return it == index.end() ? -1 : it->second;
+  };
+  const unsigned n = d->nbobjs;
+  for (unsigned i = 0; i < n; i++) {
+    hwloc_obj_t gi = d->objs[i];
+    if (!gi || gi->type != HWLOC_OBJ_OS_DEVICE) continue;  // rows of GPUs only
+    int pi = pciOf(gi);
+    if (pi < 0 || !m.pci[pi].hwlocGpu) continue;
+    HwlocGpuFacts& g = *m.pci[pi].hwlocGpu;
+    std::map<std::string, NvLink> byTarget;
+    for (unsigned j = 0; j < n; j++) {
+      hwloc_uint64_t bw = d->values[static_cast<size_t>(i) * n + j];
+      if (j == i || bw == 0) continue;
+      int pj = pciOf(d->objs[j]);
+      if (pj < 0 || m.pci[pj].busid.empty()) continue;
+      const PciDevice& t = m.pci[pj];
+      uint32_t tclass = (t.classCode >> 16) == 0x03 ? 0x03 : (t.classCode >> 8) == 0x0680 ? 0x068000 : t.classCode;
+      double links = std::round(static_cast<double>(bw) / mbPerLink(g.model));
+      NvLink& l = byTarget[t.busid];
+      l.target = t.busid;
+      l.tclass = tclass;
+      l.count = static_cast<int>(std::clamp(links, 1.0, 64.0));
+    }
+    g.nvlinks.clear();
+    for (auto& [target, l] : byTarget) g.nvlinks.push_back(l);
+  }
+  hwloc_distances_release(topo, d);
 }
 
 }  // namespace
@@ -128,7 +182,15 @@ Status loadHwloc(const std::string& xmlPath, Machine& m, bool& thisSystem, std::
       default: d.kind = OsDev::Kind::Other; break;
     }
     m.pci[it->second].osdevs.push_back(d);
+    // hwloc's NVML backend names the GPU "nvml<NVML index>"; only an export carries it (live discovery skips NVML).
+    int nvml = -1;
+    if (d.kind == OsDev::Kind::Gpu && sscanf(o->name, "nvml%d", &nvml) == 1 && nvml >= 0) {
+      HwlocGpuFacts& g = m.pci[it->second].hwlocGpu.emplace();
+      g.nvmlIndex = nvml;
+      g.model = info(o, "GPUModel");
+    }
   }
+  readNvlinkBandwidth(raw, index, m);
   m.sources.push_back(xmlPath.empty() ? "hwloc (live)" : "hwloc XML " + xmlPath);
   return Status::Ok;
 }

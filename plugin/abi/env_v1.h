@@ -1,4 +1,4 @@
-// ncclEnv_v1_t (NCCL 2.28+ environment plugin), written from NCCL's published plugin header (facts, not code).
+// ncclEnv_v1_t (NCCL 2.28.7+ environment plugin), written from NCCL's published plugin header (facts, not code).
 // NCCL_ENV_PLUGIN=<x> makes NCCL dlopen "<x>", then "libnccl-env-<x>.so"; unset: "libnccl-env.so".
 // It then looks up the data symbol "ncclEnvPlugin_v1", calls init once, and routes every ncclGetEnv through
 // getEnv. A returned pointer must stay valid until finalize or the next getEnv of the same name.

@@ -2,6 +2,8 @@
 
 #include <deque>
 #include <mutex>
+#include <new>
+#include <string_view>
 
 #include "adapters/transport_select.h"
 #include "core/auth.h"
@@ -193,8 +195,13 @@ ncclResult_t netIrecvConsumed(void*, int, void*) { return ncclSuccess; }
 
 ncclResult_t netMakeVDevice(int* d, int ndevs, const int* devs) {
   ICN_NEED_INIT();
-  ICN_ARG_CHECK(d && devs && ndevs >= 1 && ndevs <= NCCL_NET_MAX_DEVS_PER_NIC, "makeVDevice: bad arguments (%d devices)",
-                ndevs);
+  ICN_ARG_CHECK(d && devs && ndevs >= 1, "makeVDevice: bad arguments (%d devices)", ndevs);
+  if (ndevs > kMaxVDevMembers) {
+    // Net v12 lets NCCL ask for up to 8; NCCL treats a refusal as "do not merge these" and places them apart.
+    ICN_INFO(subsys::Net | subsys::Init, "makeVDevice: %d devices asked, at most %d fuse into one", ndevs,
+             kMaxVDevMembers);
+    return ncclInvalidUsage;
+  }
   NetState& s = state();
   std::lock_guard lk(s.mu);
   int newDev = -1;
@@ -208,6 +215,49 @@ ncclResult_t netMakeVDevice(int* d, int ndevs, const int* devs) {
   s.props.push_back(std::move(p));
   *d = newDev;
   return ncclSuccess;
+}
+
+namespace {
+struct NetContext {
+  CommConfig config;
+};
+}  // namespace
+
+ncclResult_t netCtxInit(void** ctx, uint64_t commId, int trafficClass, ncclDebugLogger_t logger) {
+  if (!ctx) return ncclInvalidArgument;
+  *ctx = nullptr;
+  ncclResult_t r = netInit(logger);
+  if (r != ncclSuccess) return r;
+  auto* c = new (std::nothrow) NetContext;
+  if (!c) return ncclSystemError;
+  c->config.commId = commId;
+  c->config.trafficClass = trafficClass;
+  *ctx = c;
+  return ncclSuccess;
+}
+
+CommConfig netCtxConfig(void* ctx) { return ctx ? static_cast<NetContext*>(ctx)->config : CommConfig{}; }
+
+ncclResult_t netCtxFinalize(void* ctx) {
+  delete static_cast<NetContext*>(ctx);
+  netQuiesce();
+  return ncclSuccess;
+}
+
+ncclResult_t netNoteAttr(uint32_t op, uint32_t algo, uint32_t proto) {
+  ICN_TRACE(subsys::Net, "setNetAttr: op 0x%x algo 0x%x proto 0x%x (hints noted, no effect on this transport)", op,
+            algo, proto);
+  return ncclSuccess;
+}
+
+int16_t netRailId(int dev) {
+  const DeviceProps* p = nullptr;
+  if (netProps(dev, &p) != ncclSuccess || !p) return -1;
+  Transport* t = transport();
+  if (!t) return -1;
+  if (std::string_view(t->name()) != "ib") return 0;
+  if (p->members.size() != 1 || p->members[0] < 0 || p->members[0] > INT16_MAX) return -1;
+  return static_cast<int16_t>(p->members[0]);
 }
 
 }  // namespace icn::adapter

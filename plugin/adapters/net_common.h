@@ -1,6 +1,9 @@
 // Version-independent half of the net adapters: the process-wide transport and the C-ABI shims that
 // every ncclNet_vN_t table points at. Only this folder converts between NCCL and core types.
 #pragma once
+#include <algorithm>
+#include <iterator>
+
 #include "abi/net_v11.h"
 #include "core/status.h"
 #include "core/transport.h"
@@ -34,6 +37,20 @@ ncclResult_t netGetDeviceMr(void* comm, void* mhandle, void** dptr);
 ncclResult_t netIrecvConsumed(void* recvComm, int n, void* request);
 ncclResult_t netMakeVDevice(int* d, int ndevs, const int* devs);
 
+// Per-communicator context of the net APIs with init(ctx, commId, config) (v11, v12): carries commId and the
+// communicator's traffic class. finalize accepts NULL (NCCL finalizes even after a failed init).
+ncclResult_t netCtxInit(void** ctx, uint64_t commId, int trafficClass, ncclDebugLogger_t logger);
+CommConfig netCtxConfig(void* ctx);
+ncclResult_t netCtxFinalize(void* ctx);
+// setNetAttr hints (v11, v12): traced, no effect on our transports.
+ncclResult_t netNoteAttr(uint32_t op, uint32_t algo, uint32_t proto);
+
+// Rail id for net v12 properties. UCX devices all reach each other over routed IP: one rail, 0. An RDMA port is
+// its own rail, numbered by its physical device index, so NCCL pairs NIC i with NIC i on every node as it does
+// for NICs it cannot tell apart otherwise; a fused device spans rails and reports -1 (undefined). Planes are
+// never known to us: -1.
+int16_t netRailId(int dev);
+
 // Fills the fields common to properties v9..v11 (identical layout up to maxCollBytes).
 template <typename Props>
 ncclResult_t fillProps(int dev, Props* props) {
@@ -54,8 +71,9 @@ ncclResult_t fillProps(int dev, Props* props) {
   props->maxRecvs = p->maxRecvs;
   props->netDeviceType = NCCL_NET_DEVICE_HOST;
   props->netDeviceVersion = 0;
-  props->vProps.ndevs = static_cast<int>(p->members.size());
-  for (size_t i = 0; i < p->members.size() && i < NCCL_NET_MAX_DEVS_PER_NIC; i++) props->vProps.devs[i] = p->members[i];
+  constexpr size_t kSlots = std::size(decltype(props->vProps.devs){});
+  props->vProps.ndevs = static_cast<int>(std::min(p->members.size(), kSlots));
+  for (size_t i = 0; i < p->members.size() && i < kSlots; i++) props->vProps.devs[i] = p->members[i];
   props->maxP2pBytes = p->maxP2pBytes;
   props->maxCollBytes = p->maxCollBytes;
   return ncclSuccess;

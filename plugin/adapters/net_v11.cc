@@ -1,31 +1,14 @@
 // ncclNet_v11_t: NCCL 2.27+. init is per communicator and returns a context carrying commId and the
 // communicator's traffic class; everything else forwards to net_common.
-#include <memory>
-
 #include "abi/net_v11.h"
 #include "adapters/net_common.h"
-#include "core/log.h"
 
 namespace icn::adapter {
 namespace {
 
-struct NetContext {
-  CommConfig config;
-};
-
-CommConfig configOf(void* ctx) { return ctx ? static_cast<NetContext*>(ctx)->config : CommConfig{}; }
-
 ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config, ncclDebugLogger_t logger,
                   ncclProfilerCallback_t) {
-  if (!ctx) return ncclInvalidArgument;
-  *ctx = nullptr;
-  ncclResult_t r = netInit(logger);
-  if (r != ncclSuccess) return r;
-  auto c = std::make_unique<NetContext>();
-  c->config.commId = commId;
-  c->config.trafficClass = config ? config->trafficClass : -1;
-  *ctx = c.release();
-  return ncclSuccess;
+  return netCtxInit(ctx, commId, config ? config->trafficClass : -1, logger);
 }
 
 ncclResult_t getProperties(int dev, ncclNetProperties_v11_t* props) {
@@ -35,11 +18,11 @@ ncclResult_t getProperties(int dev, ncclNetProperties_v11_t* props) {
 }
 
 ncclResult_t listen(void* ctx, int dev, void* handle, void** listenComm) {
-  return netListen(configOf(ctx), dev, handle, listenComm);
+  return netListen(netCtxConfig(ctx), dev, handle, listenComm);
 }
 
 ncclResult_t connect(void* ctx, int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v11_t** devComm) {
-  return netConnect(configOf(ctx), dev, handle, sendComm, devComm);
+  return netConnect(netCtxConfig(ctx), dev, handle, sendComm, devComm);
 }
 
 ncclResult_t accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v11_t** devComm) {
@@ -60,17 +43,10 @@ ncclResult_t makeVDevice(int* d, ncclNetVDeviceProps_v11_t* props) {
   return netMakeVDevice(d, props->ndevs, props->devs);
 }
 
-ncclResult_t finalize(void* ctx) {
-  std::unique_ptr<NetContext> c(static_cast<NetContext*>(ctx));  // NULL when init failed
-  netQuiesce();
-  return ncclSuccess;
-}
+ncclResult_t finalize(void* ctx) { return netCtxFinalize(ctx); }
 
-ncclResult_t setNetAttr(void* ctx, ncclNetAttr_v11_t* attr) {
-  if (attr)
-    ICN_TRACE(subsys::Net, "setNetAttr: op 0x%x algo 0x%x proto 0x%x (hints noted, no effect on this transport)",
-              attr->op, attr->algo, attr->proto);
-  return ncclSuccess;
+ncclResult_t setNetAttr(void*, ncclNetAttr_v11_t* attr) {
+  return attr ? netNoteAttr(attr->op, attr->algo, attr->proto) : ncclSuccess;
 }
 
 }  // namespace

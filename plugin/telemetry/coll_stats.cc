@@ -1,6 +1,7 @@
 #include "telemetry/coll_stats.h"
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 namespace icn::telemetry {
@@ -10,7 +11,7 @@ size_t hashKey(const CollKey& k) {
 }
 }  // namespace
 
-bool CollStatsTable::add(const CollKey& key, double us) {
+bool CollStatsTable::add(const CollKey& key, double us, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   size_t h = hashKey(key) % kCapacity;
   for (size_t i = 0; i < kCapacity; ++i) {
@@ -25,6 +26,10 @@ bool CollStatsTable::add(const CollKey& key, double us) {
     s.count++;
     s.sumUs += us;
     s.minUs = std::min(s.minUs, us);
+    if (bytes > 0 && us > 0) {
+      s.sumLogBw += std::log(static_cast<double>(bytes) / us);
+      s.bwCount++;
+    }
     return true;
   }
   dropped_++;
@@ -41,6 +46,9 @@ std::vector<CollSummary> CollStatsTable::summaries() const {
     c.count = s.count;
     c.meanUs = s.sumUs / static_cast<double>(s.count);
     c.minUs = s.minUs;
+    c.sumUs = s.sumUs;
+    c.bwCount = s.bwCount;
+    c.gmBytesPerUs = s.bwCount ? std::exp(s.sumLogBw / static_cast<double>(s.bwCount)) : 0.0;
     size_t n = std::min<uint64_t>(s.count, kRecent);
     std::array<float, kRecent> tmp = s.recent;
     std::nth_element(tmp.begin(), tmp.begin() + n / 2, tmp.begin() + n);

@@ -20,6 +20,10 @@ struct CollSummary {
   CollKey key;
   uint64_t count = 0;
   double meanUs = 0, minUs = 0, p50Us = 0;
+  double sumUs = 0;
+  // Geometric mean of bytes/us over the calls that came with a size (bwCount of them); 0 when none did.
+  double gmBytesPerUs = 0;
+  uint64_t bwCount = 0;
 };
 
 class CollStatsTable {
@@ -28,7 +32,8 @@ class CollStatsTable {
   static constexpr size_t kRecent = 32;  // samples kept per key for the median
 
   // False when the table is full and the key is new (the sample is dropped and counted).
-  bool add(const CollKey& key, double us);
+  // bytes (0: unknown) feeds the bandwidth mean.
+  bool add(const CollKey& key, double us, uint64_t bytes = 0);
   std::vector<CollSummary> summaries() const;
   uint64_t dropped() const;
 
@@ -38,6 +43,8 @@ class CollStatsTable {
     CollKey key;
     uint64_t count = 0;
     double sumUs = 0, minUs = 0;
+    double sumLogBw = 0;
+    uint64_t bwCount = 0;
     std::array<float, kRecent> recent{};
   };
   mutable std::mutex mu_;

@@ -4,10 +4,12 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstring>
 #include <set>
 #include <string>
 
 #include "abi/net_v10.h"
+#include "abi/net_v12.h"
 #include "abi/net_v9.h"
 #include "two_ranks.h"
 
@@ -29,13 +31,15 @@ std::set<std::string> exportedSymbols() {
 }
 
 TEST(Abi, ExportsOnlyNcclPluginSymbols) {
-  const std::set<std::string> allowed = {"ncclNetPlugin_v11", "ncclNetPlugin_v10", "ncclNetPlugin_v9",
-                                         "ncclTunerPlugin_v5", "ncclTunerPlugin_v4", "ncclTunerPlugin_v3",
-                                         "ncclTunerPlugin_v2", "ncclProfiler_v5",    "ncclEnvPlugin_v1"};
+  // Every version NCCL 2.24-2.30 may look up; the env plugin is its own library (shim/).
+  const std::set<std::string> allowed = {"ncclNetPlugin_v12",  "ncclNetPlugin_v11",  "ncclNetPlugin_v10",
+                                         "ncclNetPlugin_v9",   "ncclTunerPlugin_v6", "ncclTunerPlugin_v5",
+                                         "ncclTunerPlugin_v4", "ncclTunerPlugin_v3", "ncclTunerPlugin_v2",
+                                         "ncclProfiler_v6",    "ncclProfiler_v5"};
   auto syms = exportedSymbols();
   ASSERT_FALSE(syms.empty()) << "could not read the dynamic symbol table of " << pluginPath();
   for (const auto& s : syms) EXPECT_TRUE(allowed.count(s)) << "unexpected exported symbol " << s;
-  for (const char* required : {"ncclNetPlugin_v11", "ncclNetPlugin_v10", "ncclNetPlugin_v9"})
+  for (const auto& required : allowed)
     EXPECT_TRUE(syms.count(required)) << required << " is not exported";
 }
 
@@ -76,6 +80,58 @@ TEST(Abi, VersionTablesAgree) {
         EXPECT_EQ(p11.vProps.ndevs, 1);
         EXPECT_GT(p11.maxP2pBytes, 0u);
         EXPECT_EQ(p9.speed, p11.speed);
+      },
+      [](Rank&) {});
+}
+
+// Net v12 (NCCL 2.30+): v11's properties plus rail/plane ids, with a per-comm context like v11's. Over UCX every
+// device is rail 0; planes are unknown (-1).
+TEST(Abi, NetV12AgreesWithV11AndReportsRails) {
+  runTwoRanks(
+      [](Rank& r) {
+        const auto* v12 = static_cast<const ncclNet_v12_t*>(dlsym(r.plugin.dl, "ncclNetPlugin_v12"));
+        ASSERT_NE(v12, nullptr);
+        EXPECT_STREQ(v12->name, "ICN");
+        const void* const* fns = reinterpret_cast<const void* const*>(&v12->init);
+        for (int i = 0; i < 21; i++) EXPECT_NE(fns[i], nullptr) << "v12 function " << i << " is null";
+        void* ctx = nullptr;
+        ncclNetCommConfig_v12_t cfg{5};
+        ASSERT_EQ(v12->init(&ctx, 0x1234, &cfg, nullptr, nullptr), ncclSuccess);
+        ASSERT_NE(ctx, nullptr);
+        int n12 = 0, n11 = 0;
+        ASSERT_EQ(v12->devices(&n12), ncclSuccess);
+        ASSERT_EQ(r.plugin.net->devices(&n11), ncclSuccess);
+        EXPECT_EQ(n12, n11);
+        for (int d = 0; d < n12; ++d) {
+          ncclNetProperties_v12_t p12;
+          memset(&p12, 0xab, sizeof p12);  // every field must be written
+          ncclNetProperties_v11_t p11{};
+          ASSERT_EQ(v12->getProperties(d, &p12), ncclSuccess);
+          ASSERT_EQ(r.plugin.net->getProperties(d, &p11), ncclSuccess);
+          EXPECT_STREQ(p12.name, p11.name);
+          EXPECT_EQ(p12.guid, p11.guid);
+          EXPECT_EQ(p12.speed, p11.speed);
+          EXPECT_EQ(p12.ptrSupport, p11.ptrSupport);
+          EXPECT_EQ(p12.maxRecvs, p11.maxRecvs);
+          EXPECT_EQ(p12.maxComms, p11.maxComms);
+          EXPECT_EQ(p12.maxP2pBytes, p11.maxP2pBytes);
+          EXPECT_EQ(p12.maxCollBytes, p11.maxCollBytes);
+          EXPECT_EQ(p12.maxMultiRequestSize, 1);
+          EXPECT_EQ(p12.vProps.ndevs, p11.vProps.ndevs);
+          EXPECT_EQ(p12.vProps.devs[0], p11.vProps.devs[0]);
+          EXPECT_EQ(p12.railId, 0) << "UCX devices share one rail";
+          EXPECT_EQ(p12.planeId, NCCL_NET_ID_UNDEF);
+        }
+        ncclNetProperties_v12_t bad{};
+        EXPECT_NE(v12->getProperties(n12, &bad), ncclSuccess);
+        ncclNetVDeviceProps_v12_t nine{};
+        nine.ndevs = 9;
+        int vd = -1;
+        EXPECT_NE(v12->makeVDevice(&vd, &nine), ncclSuccess);
+        ncclNetAttr_v12_t attr{};
+        EXPECT_EQ(v12->setNetAttr(ctx, &attr), ncclSuccess);
+        EXPECT_EQ(v12->finalize(ctx), ncclSuccess);
+        EXPECT_EQ(v12->finalize(nullptr), ncclSuccess);  // NCCL finalizes after a failed init too
       },
       [](Rank&) {});
 }

@@ -1,9 +1,11 @@
 // A stand-in "libnccl.so" for the shim tests: exports the four communicator-init entry points and records
 // what NCCL would see at init: NCCL_TOPO_FILE / NCCL_GRAPH_FILE read the way NCCL reads them (through the
-// env plugin named by NCCL_ENV_PLUGIN when set, else getenv), and the file's content.
+// env plugin named by NCCL_ENV_PLUGIN when set, else getenv), and the file's content. Like NCCL 2.30.7 it takes
+// ncclEnvPlugin_v2 before ncclEnvPlugin_v1; FAKE_NCCL_ENV_API=1 plays an NCCL that only knows v1 (2.28.7-2.30.4).
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +17,7 @@
 #include <thread>
 
 #include "abi/env_v1.h"
+#include "abi/env_v2.h"
 
 namespace {
 
@@ -23,29 +26,48 @@ struct UniqueId {
 };
 
 std::mutex g_mu;
-ncclEnv_v1_t* g_env = nullptr;
+const char* (*g_getEnv)(const char*) = nullptr;
 bool g_envTried = false;
 
-// NCCL's lookup: the name as given, then libnccl-env-<name>.so.
-ncclEnv_v1_t* envPlugin() {
-  if (g_envTried) return g_env;
+void fakeLogger(ncclDebugLogLevel level, unsigned long flags, const char*, int, const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  printf("FAKE log level=%d flags=0x%lx %s\n", static_cast<int>(level), flags, buf);
+}
+
+// NCCL's lookup: the name as given, then libnccl-env-<name>.so; symbol v2 first, then v1.
+void loadEnvPlugin() {
+  if (g_envTried) return;
   g_envTried = true;
   const char* name = getenv("NCCL_ENV_PLUGIN");
-  if (!name) return nullptr;
+  if (!name) return;
   void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (!h) h = dlopen((std::string("libnccl-env-") + name + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     printf("FAKE envplugin-load-failed %s\n", dlerror());
-    return nullptr;
+    return;
   }
-  g_env = static_cast<ncclEnv_v1_t*>(dlsym(h, "ncclEnvPlugin_v1"));
-  if (g_env && g_env->init(2, 28, 9, "") != ncclSuccess) g_env = nullptr;
-  return g_env;
+  const char* api = getenv("FAKE_NCCL_ENV_API");
+  bool v1Only = api && !strcmp(api, "1");
+  auto* v2 = v1Only ? nullptr : static_cast<ncclEnv_v2_t*>(dlsym(h, "ncclEnvPlugin_v2"));
+  if (v2) {
+    printf("FAKE envplugin api=v2\n");
+    if (v2->init(2, 30, 7, "", fakeLogger) == ncclSuccess) g_getEnv = v2->getEnv;
+    return;
+  }
+  auto* v1 = static_cast<ncclEnv_v1_t*>(dlsym(h, "ncclEnvPlugin_v1"));
+  if (v1) {
+    printf("FAKE envplugin api=v1\n");
+    if (v1->init(2, 28, 9, "") == ncclSuccess) g_getEnv = v1->getEnv;
+  }
 }
 
 const char* ncclGetEnv(const char* k) {
-  ncclEnv_v1_t* e = envPlugin();
-  return e ? e->getEnv(k) : getenv(k);
+  loadEnvPlugin();
+  return g_getEnv ? g_getEnv(k) : getenv(k);
 }
 
 std::string fileSummary(const char* path, const char* tag) {

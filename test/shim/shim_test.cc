@@ -250,4 +250,20 @@ TEST(EnvPlugin, RespectsUserAndDisable) {
   EXPECT_EQ(r.calls[0].at("graph").rfind("/proc/self/fd/", 0), 0u) << r.out;
 }
 
+// NCCL 2.30.7+ takes ncclEnvPlugin_v2 and hands it its logger, so our init line lands in NCCL's log; an older
+// NCCL takes v1 from the same library and sees the same answers.
+TEST(EnvPlugin, V2ForNewerNcclV1ForOlder) {
+  Scratch s;
+  AppResult r = runApp("rank", envPlugin(s, {{"NCCL_DEBUG", "INFO"}}));
+  ASSERT_EQ(r.calls.size(), 1u) << r.out;
+  EXPECT_NE(r.out.find("FAKE envplugin api=v2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("env plugin: loaded by NCCL 2.30.7 (env API v2)"), std::string::npos) << r.out;
+  expectGeneratedTopo(s, r);
+  r = runApp("rank", envPlugin(s, {{"FAKE_NCCL_ENV_API", "1"}, {"NCCL_DEBUG", "INFO"}}));
+  ASSERT_EQ(r.calls.size(), 1u) << r.out;
+  EXPECT_NE(r.out.find("FAKE envplugin api=v1"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAKE log "), std::string::npos) << "v1 has no logger: " << r.out;
+  expectGeneratedTopo(s, r);
+}
+
 }  // namespace

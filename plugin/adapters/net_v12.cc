@@ -1,0 +1,64 @@
+// ncclNet_v12_t: NCCL 2.30+. v11's calls over v12 properties: rail and plane ids, up to 8 devices per virtual NIC
+// (we fuse at most kMaxVDevMembers and refuse more, which NCCL handles by not merging).
+#include "abi/net_v12.h"
+#include "adapters/net_common.h"
+
+namespace icn::adapter {
+namespace {
+
+ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* config, ncclDebugLogger_t logger,
+                  ncclProfilerCallback_t) {
+  return netCtxInit(ctx, commId, config ? config->trafficClass : -1, logger);
+}
+
+ncclResult_t getProperties(int dev, ncclNetProperties_v12_t* props) {
+  ncclResult_t r = fillProps(dev, props);
+  if (r != ncclSuccess) return r;
+  props->maxMultiRequestSize = 1;
+  props->railId = netRailId(dev);
+  props->planeId = NCCL_NET_ID_UNDEF;
+  return ncclSuccess;
+}
+
+ncclResult_t listen(void* ctx, int dev, void* handle, void** listenComm) {
+  return netListen(netCtxConfig(ctx), dev, handle, listenComm);
+}
+
+ncclResult_t connect(void* ctx, int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v12_t** devComm) {
+  return netConnect(netCtxConfig(ctx), dev, handle, sendComm, devComm);
+}
+
+ncclResult_t accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v12_t** devComm) {
+  return netAccept(listenComm, recvComm, devComm);
+}
+
+ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void*, void** request) {
+  return netIsend(sendComm, data, size, tag, mhandle, request);
+}
+
+ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void**,
+                   void** request) {
+  return netIrecv(recvComm, n, data, sizes, tags, mhandles, request);
+}
+
+ncclResult_t makeVDevice(int* d, ncclNetVDeviceProps_v12_t* props) {
+  if (!props || props->ndevs > NCCL_NET_MAX_DEVS_PER_NIC_V12) return ncclInvalidArgument;
+  return netMakeVDevice(d, props->ndevs, props->devs);
+}
+
+ncclResult_t finalize(void* ctx) { return netCtxFinalize(ctx); }
+
+ncclResult_t setNetAttr(void*, ncclNetAttr_v12_t* attr) {
+  return attr ? netNoteAttr(attr->op, attr->algo, attr->proto) : ncclSuccess;
+}
+
+}  // namespace
+}  // namespace icn::adapter
+
+using namespace icn::adapter;
+extern "C" __attribute__((visibility("default"))) const ncclNet_v12_t ncclNetPlugin_v12 = {
+    "ICN",        init,          netDevices,       getProperties, listen,      connect,
+    accept,       netRegMr,      netRegMrDmaBuf,   netDeregMr,    isend,       irecv,
+    netIflush,    netTest,       netCloseSend,     netCloseRecv,  netCloseListen,
+    netGetDeviceMr, netIrecvConsumed, makeVDevice, finalize,      setNetAttr,
+};

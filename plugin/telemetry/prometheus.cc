@@ -1,0 +1,383 @@
+#include "telemetry/prometheus.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "core/log.h"
+#include "core/net_counters.h"
+#include "core/params.h"
+#include "telemetry/coll_names.h"
+
+namespace icn::telemetry::prometheus {
+namespace {
+
+// Value of Inspector's "version" label is its own format version; ours names this format instead.
+constexpr const char* kFormatVersion = "icn1";
+
+struct Comm {
+  std::shared_ptr<CommEntry> entry;
+  CommLabels labels;
+};
+
+struct State {
+  std::mutex mu;
+  std::vector<Comm> comms;
+  std::vector<std::shared_ptr<CommEntry>> finalized;
+  std::thread writer;
+  std::condition_variable cv;
+  bool stopWriter = false;
+  std::string path;
+};
+
+State& state() {
+  static State* s = new State();  // never destroyed: the writer may still run during static teardown
+  return *s;
+}
+
+std::string hostName() {
+  char h[256] = {};
+  if (gethostname(h, sizeof h - 1) != 0 || !h[0]) return "unknown";
+  return h;
+}
+
+// The device of the CUDA context current on this thread (NCCL initialises the profiler on the thread that created
+// the communicator). Only asks a CUDA driver the process has already loaded: never pulls libcuda in.
+int currentCudaDevice() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (!lib) return -1;
+  using GetDevice = int (*)(int*);
+  auto fn = reinterpret_cast<GetDevice>(dlsym(lib, "cuCtxGetDevice"));
+  int dev = -1;
+  if (!fn || fn(&dev) != 0) dev = -1;
+  dlclose(lib);  // drops only our reference
+  return dev;
+}
+
+void appendLabelValue(std::string& out, const std::string& v) {
+  out += '"';
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+void appendLabel(std::string& out, const char* name, const std::string& v) {
+  if (out.size() > 1) out += ',';
+  out += name;
+  out += '=';
+  appendLabelValue(out, v);
+}
+
+// "<lo>-<hi><unit>" in the unit of lo (1024-based, as Inspector writes it): "2-4MB", "512-1024KB".
+std::string sizeRange(double lo, double hi) {
+  static const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  double scale = 1;
+  while (u < 4 && lo >= scale * 1024) {
+    scale *= 1024;
+    ++u;
+  }
+  char buf[64];
+  snprintf(buf, sizeof buf, "%.0f-%.0f%s", std::floor(lo / scale), std::ceil(hi / scale), units[u]);
+  return buf;
+}
+
+// Inspector's message_size is the message of one rank: the whole buffer for AllReduce, Broadcast and Reduce, one
+// rank's share for AllGather and ReduceScatter. Our buckets count NCCL's total bytes (log2), so the range of a
+// bucket is divided by nranks for those two.
+std::string messageSize(int coll, int bucket, int nranks) {
+  double lo = bucket == 0 ? 0 : std::ldexp(1.0, bucket), hi = std::ldexp(1.0, bucket + 1);
+  if ((coll == coll::kAllGather || coll == coll::kReduceScatter) && nranks > 1) {
+    lo /= nranks;
+    hi /= nranks;
+  }
+  return sizeRange(lo, hi);
+}
+
+// Bus bandwidth factor over the algorithm bandwidth of NCCL's total bytes (nccl-tests' and Inspector's).
+double busFactor(int coll, int nranks) {
+  if (nranks <= 0) return 0;
+  double n = nranks;
+  if (coll == coll::kAllReduce) return 2 * (n - 1) / n;
+  if (coll == coll::kAllGather || coll == coll::kReduceScatter) return (n - 1) / n;
+  return 1;
+}
+
+const char* inspectorAlgo(int a) {
+  static const char* names[] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
+  return a >= 0 && a < coll::kNumAlgos ? names[a] : "unknown";
+}
+const char* inspectorProto(int p) {
+  static const char* names[] = {"LL", "LL128", "Simple"};
+  return p >= 0 && p < coll::kNumProtos ? names[p] : "unknown";
+}
+
+struct Agg {
+  uint64_t count = 0;
+  double sumUs = 0;
+  double minUs = 0;
+  double sumLogBw = 0;  // log(bytes/us) x calls, for the geometric mean
+  uint64_t bwCount = 0;
+  double factor = 0;
+};
+
+void appendSample(std::string& out, const char* name, const std::string& labels, double v) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "} %.6g\n", v);
+  out += name;
+  out += labels;
+  out += buf;
+}
+
+}  // namespace
+
+std::string filePath() {
+  const std::string& dir = params::getString(params::Id::PromDir);
+  if (dir.empty()) return "";
+  std::string host = hostName();
+  std::replace(host.begin(), host.end(), '/', '_');
+  return dir + (dir.back() == '/' ? "" : "/") + "icn-" + host + "-" + std::to_string(getpid()) + ".prom";
+}
+
+void addComm(const std::shared_ptr<CommEntry>& entry, const CommLabels& labels) {
+  State& s = state();
+  std::string path = filePath();
+  if (path.empty()) return;
+  CommLabels l = labels;
+  if (l.commName.empty()) l.commName = "unknown";
+  if (l.gpu < 0) l.gpu = currentCudaDevice();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.comms.push_back(Comm{entry, l});
+  if (s.writer.joinable()) return;
+  s.path = path;
+  s.stopWriter = false;
+  s.writer = std::thread([&s] {
+    std::unique_lock<std::mutex> lock(s.mu);
+    auto interval = std::chrono::milliseconds(std::max<int64_t>(10, params::getInt(params::Id::HeatmapIntervalMs)));
+    bool warned = false;
+    while (!s.stopWriter) {
+      s.cv.wait_for(lock, interval, [&s] { return s.stopWriter; });
+      std::string p = s.path;
+      lock.unlock();
+      std::string why;
+      if (!writeFile(p, &why) && !warned) {
+        ICN_WARN(subsys::Tuning, "prometheus: cannot write %s: %s (further failures are silent)", p.c_str(),
+                 why.c_str());
+        warned = true;
+      }
+      lock.lock();
+    }
+  });
+  ICN_INFO(subsys::Tuning | subsys::Profile, "prometheus: metrics to %s every %lld ms", path.c_str(),
+           static_cast<long long>(params::getInt(params::Id::HeatmapIntervalMs)));
+}
+
+void removeComm(const std::shared_ptr<CommEntry>& entry) {
+  State& s = state();
+  std::thread toJoin;
+  std::string path;
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto known = std::find_if(s.comms.begin(), s.comms.end(), [&](const Comm& c) { return c.entry == entry; });
+    if (known == s.comms.end()) return;
+    path = s.path;
+    s.finalized.push_back(entry);
+    last = std::all_of(s.comms.begin(), s.comms.end(), [&](const Comm& c) {
+      return std::find(s.finalized.begin(), s.finalized.end(), c.entry) != s.finalized.end();
+    });
+    if (last && s.writer.joinable()) {
+      s.stopWriter = true;
+      toJoin = std::move(s.writer);
+    }
+  }
+  s.cv.notify_all();
+  if (toJoin.joinable()) toJoin.join();
+  if (!last) return;
+  std::string why;
+  if (!path.empty() && !writeFile(path, &why))
+    ICN_WARN(subsys::Tuning, "prometheus: cannot write %s: %s", path.c_str(), why.c_str());
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.comms.clear();
+  s.finalized.clear();
+}
+
+std::string render() {
+  State& s = state();
+  std::vector<Comm> comms;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    comms = s.comms;
+  }
+  const std::string node = hostName();
+  const char* job = getenv("SLURM_JOB_ID");
+  const std::string jobId = job && job[0] ? job : "unknown";
+
+  // One series per Inspector label set: communicators that share one (same name and shape) are merged, as
+  // Inspector merges them, so no series appears twice.
+  std::map<std::string, Agg> colls;
+  for (const Comm& c : comms) {
+    const int nranks = c.entry->nranks;
+    const std::string gpu = c.labels.gpu >= 0 ? "GPU" + std::to_string(c.labels.gpu) : "unknown";
+    for (const CollSummary& sum : c.entry->colls.summaries()) {
+      const CollKey& k = sum.key;
+      std::string labels = "{";
+      appendLabel(labels, "version", kFormatVersion);
+      appendLabel(labels, "slurm_job_id", jobId);
+      appendLabel(labels, "node", node);
+      appendLabel(labels, "gpu", gpu);
+      appendLabel(labels, "comm_name", c.labels.commName);
+      appendLabel(labels, "n_nodes", std::to_string(c.labels.nNodes));
+      appendLabel(labels, "nranks", std::to_string(nranks));
+      appendLabel(labels, "collective", coll::collName(k.coll));
+      appendLabel(labels, "message_size", messageSize(k.coll, k.bucket, nranks));
+      appendLabel(labels, "algo_proto", std::string(inspectorAlgo(k.algo)) + "_" + inspectorProto(k.proto));
+      Agg& a = colls[labels];
+      a.minUs = a.count ? std::min(a.minUs, sum.minUs) : sum.minUs;
+      a.count += sum.count;
+      a.sumUs += sum.sumUs;
+      if (sum.bwCount && sum.gmBytesPerUs > 0) {
+        a.sumLogBw += std::log(sum.gmBytesPerUs) * static_cast<double>(sum.bwCount);
+        a.bwCount += sum.bwCount;
+      }
+      a.factor = busFactor(k.coll, nranks);
+    }
+  }
+
+  std::string out;
+  // Inspector writes its two metrics untyped and without help; the same here keeps node_exporter from seeing two
+  // different descriptions of one metric when both exporters share a textfile directory.
+  for (const auto& [labels, a] : colls) {
+    double gbs = a.bwCount ? std::exp(a.sumLogBw / static_cast<double>(a.bwCount)) * 1e-3 * a.factor : 0.0;
+    appendSample(out, "nccl_bus_bandwidth_gbs", labels, gbs);
+  }
+  for (const auto& [labels, a] : colls)
+    appendSample(out, "nccl_collective_exec_time_microseconds", labels, a.count ? a.sumUs / a.count : 0.0);
+  out += "# HELP icn_collective_calls_total Collectives timed on the GPU by ICN's profiler.\n";
+  out += "# TYPE icn_collective_calls_total counter\n";
+  for (const auto& [labels, a] : colls) appendSample(out, "icn_collective_calls_total", labels, a.count);
+  out += "# HELP icn_collective_min_time_microseconds Shortest GPU time of one collective.\n";
+  out += "# TYPE icn_collective_min_time_microseconds gauge\n";
+  for (const auto& [labels, a] : colls) appendSample(out, "icn_collective_min_time_microseconds", labels, a.minUs);
+
+  // Net traffic per communicator rank, peer and connection, summed over open and closed connections.
+  std::map<std::tuple<uint64_t, int, int, int, bool>, std::pair<uint64_t, uint64_t>> net;
+  for (const NetCommSample& n : netstats::snapshot()) {
+    auto& v = net[{n.info.commId, n.info.localRank, n.info.peerRank, n.info.channel, n.info.isSend}];
+    v.first += n.bytes;
+    v.second += n.messages;
+  }
+  auto netLabels = [&](const auto& key) {
+    const auto& [commId, rank, peerRank, channel, isSend] = key;
+    char id[32];
+    snprintf(id, sizeof id, "0x%llx", static_cast<unsigned long long>(commId));
+    std::string l = "{";
+    appendLabel(l, "node", node);
+    appendLabel(l, "comm_id", id);
+    appendLabel(l, "rank", std::to_string(rank));
+    appendLabel(l, "peer_rank", std::to_string(peerRank));
+    appendLabel(l, "channel", std::to_string(channel));
+    appendLabel(l, "direction", isSend ? "send" : "recv");
+    return l;
+  };
+  out += "# HELP icn_net_bytes_total Bytes through ICN's net plugin per communicator rank, peer and connection.\n";
+  out += "# TYPE icn_net_bytes_total counter\n";
+  for (const auto& [key, v] : net) appendSample(out, "icn_net_bytes_total", netLabels(key), v.first);
+  out += "# HELP icn_net_messages_total Messages through ICN's net plugin per communicator rank, peer and "
+         "connection.\n";
+  out += "# TYPE icn_net_messages_total counter\n";
+  for (const auto& [key, v] : net) appendSample(out, "icn_net_messages_total", netLabels(key), v.second);
+
+  out += "# HELP icn_metrics_timestamp_seconds When this file was written (a file that stops changing belongs to a "
+         "process that ended).\n";
+  out += "# TYPE icn_metrics_timestamp_seconds gauge\n";
+  std::string nodeLabel = "{";
+  appendLabel(nodeLabel, "node", node);
+  appendLabel(nodeLabel, "pid", std::to_string(getpid()));
+  double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  char ts[64];
+  snprintf(ts, sizeof ts, "} %.3f\n", now);
+  out += "icn_metrics_timestamp_seconds" + nodeLabel + ts;
+  return out;
+}
+
+bool writeFile(const std::string& path, std::string* why) {
+  auto fail = [why](std::string msg) {
+    if (why) *why = std::move(msg);
+    return false;
+  };
+  if (path.empty()) return fail("no path");
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  // A dot name without the .prom suffix: the textfile collector never reads a half-written file.
+  std::string tmpl = dir + "." + base + ".XXXXXX";
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  int fd = mkstemp(name.data());
+  if (fd < 0) return fail("create a temporary file in " + dir + ": " + strerror(errno));
+  std::string text = render();
+  bool ok = fchmod(fd, 0644) == 0;  // node_exporter usually runs as another user
+  size_t done = 0;
+  while (ok && done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) ok = false;
+    else done += static_cast<size_t>(n);
+  }
+  int err = ok ? 0 : errno;
+  if (close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (ok && rename(name.data(), path.c_str()) != 0) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) {
+    unlink(name.data());
+    return fail("write " + path + ": " + strerror(err));
+  }
+  return true;
+}
+
+void resetForTesting() {
+  State& s = state();
+  std::thread toJoin;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.comms.clear();
+    s.finalized.clear();
+    if (s.writer.joinable()) {
+      s.stopWriter = true;
+      toJoin = std::move(s.writer);
+    }
+  }
+  s.cv.notify_all();
+  if (toJoin.joinable()) toJoin.join();
+}
+
+}  // namespace icn::telemetry::prometheus
