@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Cross-host proof on a GPU machine: two emulated hosts (tools/testbed/icn-testbed: network + UTS + mount
+# namespaces, a veth link through a bridge, NCCL_HOSTID per host), one process per rank through PyTorch
+# (test/device/xhost_bench.py), ICN against NCCL's Socket transport at its default and tuned settings,
+# configurations interleaved round by round; iperf3 gives the link's raw TCP capacity.
+# With one GPU both ranks share it (two NCCL nodes: bandwidth is meaningful, latency is not).
+#   OUT=dir test/device/xhost_proof.sh PLUGIN_SO NETTOOLS_DIR [ROUNDS] [CONFIGS] [BENCH ARGS...]
+# CONFIGS: comma list of icn-tcp, icn-ucx, icn-default, socket-default, socket-2x2, socket-4x4, socket-8x2
+set -uo pipefail
+PLUGIN=$(realpath "$1"); TOOLS=$(realpath "$2"); ROUNDS=${3:-3}
+CONFIGS=${4:-icn-default,icn-ucx,socket-default,socket-2x2,socket-4x4}
+shift 4 2>/dev/null || shift $#
+BENCH_ARGS=("$@")
+OUT=${OUT:-/tmp/icn-xhost}; mkdir -p "$OUT"
+here=$(cd "$(dirname "$0")" && pwd)
+export IP="$TOOLS/ip" TC="$TOOLS/tc"
+bed="$here/../../tools/testbed/icn-testbed"
+PY=${PY:-/opt/torch/.venv/bin/python}
+NGPU=$(nvidia-smi -L | wc -l)
+name=icnx
+trap '"$bed" down --name $name' EXIT
+"$bed" up --name $name --hosts 2 --mtu 9000 ${SHAPE:-} || exit 1
+
+# iperf3 3.x before 3.16 runs all of its streams in one thread: N processes with one stream each measure
+# what N threads can push through the link.
+echo "== raw TCP capacity (parallel iperf3 processes, 10.88.0.2 -> 10.88.0.1)" | tee -a "$OUT/xhost.log"
+for n in 1 4 8; do
+  for i in $(seq 1 $n); do "$bed" exec --name $name 0 -- "$TOOLS/iperf3" -s -1 -p $((5200 + i)) >/dev/null 2>&1 & done
+  sleep 1
+  for i in $(seq 1 $n); do
+    "$bed" exec --name $name 1 -- "$TOOLS/iperf3" -c 10.88.0.1 -p $((5200 + i)) -t 5 -J > "$OUT/iperf_$i.json" 2>/dev/null &
+  done
+  wait
+  python3 - "$n" "$OUT"/iperf_*.json <<'PY' | tee -a "$OUT/results.txt"
+import json, sys
+n, files = int(sys.argv[1]), sys.argv[2:]
+gbs = sum(json.load(open(f))["end"]["sum_received"]["bits_per_second"] / 8e9 for f in files)
+print("XHOST " + json.dumps({"label": "iperf3", "op": "tcp", "streams": n, "gbs": gbs}))
+PY
+  rm -f "$OUT"/iperf_*.json
+done
+
+cfg_env() {
+  case "$1" in
+    icn-default) echo "NCCL_NET_PLUGIN=$PLUGIN" ;;
+    icn-tcp) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_TUNER=off" ;;
+    icn-ucx) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=ucx UCX_TLS=tcp ICN_TUNER=off" ;;
+    socket-default) echo "NCCL_NET_PLUGIN=none NCCL_NET=Socket" ;;
+    socket-2x2) echo "NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_SOCKET_NTHREADS=2 NCCL_NSOCKS_PERTHREAD=2" ;;
+    socket-4x4) echo "NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4" ;;
+    socket-8x2) echo "NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_SOCKET_NTHREADS=8 NCCL_NSOCKS_PERTHREAD=2" ;;
+    *) echo "unknown config $1" >&2; return 1 ;;
+  esac
+}
+
+port=29500
+for r in $(seq 1 "$ROUNDS"); do
+  for cfg in ${CONFIGS//,/ }; do
+    port=$((port + 1))
+    envs=$(cfg_env "$cfg") || exit 2
+    pids=()
+    for rank in 0 1; do
+      gpu=$(( NGPU > 1 ? rank : 0 ))
+      # shellcheck disable=SC2086
+      "$bed" exec --name $name $rank -- env $envs RANK=$rank WORLD_SIZE=2 MASTER_ADDR=10.88.0.1 MASTER_PORT=$port \
+        LOCAL_GPU=$gpu NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET PYTHONUNBUFFERED=1 \
+        timeout 300 "$PY" "$here/xhost_bench.py" --label "$cfg" "${BENCH_ARGS[@]}" > "$OUT/run_r${r}_${cfg}_rank$rank.log" 2>&1 &
+      pids+=($!)
+    done
+    rc=0; for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+    grep -h "^XHOST" "$OUT/run_r${r}_${cfg}_rank"*.log | sed "s/\"label\": \"$cfg\"/\"label\": \"$cfg\", \"round\": $r/" >> "$OUT/results.txt"
+    {
+      echo "== round $r $cfg rc=$rc"
+      grep -hE "NET/Plugin|Using network|nNodes|ICN transport|ICN .*connection .*ready|via NET|ICN UCX .*device|ICN tcp|Error|WARN|Traceback" \
+        "$OUT/run_r${r}_${cfg}_rank"*.log | sort | uniq -c | sort -rn | head -25
+      grep -h "^XHOST" "$OUT/run_r${r}_${cfg}_rank0.log" | cut -c1-200
+    } >> "$OUT/xhost.log"
+    tail -n 3 "$OUT/xhost.log"
+    [ "$rc" = 0 ] || tail -n 30 "$OUT/run_r${r}_${cfg}_rank"*.log >> "$OUT/xhost.log"
+    rm -f "$OUT/run_r${r}_${cfg}_rank"*.log
+  done
+done
+python3 "$here/xhost_summary.py" "$OUT/results.txt" > "$OUT/summary.md" && cat "$OUT/summary.md"
