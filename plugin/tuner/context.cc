@@ -57,7 +57,7 @@ ContextConfig ContextConfig::fromEnvironment() {
   return c;
 }
 
-Context::Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNodes)
+Context::Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNodes, const ShapeHints& hints)
     : mode_(cfg.group.mode), userForced_(cfg.userForced), commId_(commId) {
   if (mode_ == Mode::Off) {
     ICN_INFO(subsys::Tuning, "tuner: ICN_TUNER=off, NCCL's own model decides");
@@ -101,6 +101,17 @@ Context::Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNod
     group_ = std::make_shared<Group>(commId, nRanks, nNodes, gc, cache);
     mode_ = gc.mode;
   } else {
+    // Persistence is on by default: a per-user table keyed by everything that decides which choice is fastest.
+    // ICN_TUNER_CACHE names a file instead (then the user keeps it apt for the machine).
+    if (gc.cachePath.empty()) {
+      std::string why;
+      gc.cacheKey = cacheKey(nRanks, nNodes, hints);
+      if (defaultCachePath(gc.cacheKey, &gc.cachePath, &why) != Status::Ok) {
+        ICN_WARN(subsys::Tuning, "tuner: learned tables are not persisted: %s", why.c_str());
+        gc.cachePath.clear();
+        gc.cacheKey.clear();
+      }
+    }
     group_ = acquireGroup(commId, nRanks, nNodes, gc);
   }
   slot_ = group_->join();
@@ -108,6 +119,7 @@ Context::Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNod
   ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx nRanks=%d nNodes=%d mode=%s cache=%s",
            static_cast<unsigned long long>(commId), nRanks, nNodes,
            mode_ == Mode::Online ? "online" : "static", gc.cachePath.empty() ? "-" : gc.cachePath.c_str());
+  if (!gc.cacheKey.empty()) ICN_INFO(subsys::Tuning, "tuner: table key: %s", gc.cacheKey.c_str());
 }
 
 Context::~Context() {

@@ -129,17 +129,29 @@ Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std
     // at 114-127 us a call, 82-91 untimed).
     if (cfg_.explore.quietDuelCalls >= 4) cfg_.explore.quietSpanCalls = std::min(8, cfg_.explore.quietDuelCalls - 2);
   }
-  int loaded = 0;
-  for (const CacheEntry& e : cache) {
-    if (e.nRanks != nRanks || e.nNodes != nNodes || e.coll < 0 || e.coll >= coll::kNumColls) continue;
-    Bucket& b = buckets_[e.coll][e.bucket];
-    b.ex.settle(e.decision, 0, e.meanUs);
-    publish(b);
-    ++loaded;
+  for (const CacheEntry& e : cache)
+    if (e.nRanks == nRanks && e.nNodes == nNodes && e.coll >= 0 && e.coll < coll::kNumColls) cache_.push_back(e);
+}
+
+void Group::applyCache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cacheChecked_.load()) return;
+  if (!complete()) {
+    if (!cache_.empty())
+      ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: %zu cached decisions not used here: ranks live in other "
+               "processes, which may hold other tables", static_cast<unsigned long long>(commId_), cache_.size());
+  } else {
+    for (const CacheEntry& e : cache_) {
+      Bucket& b = buckets_[e.coll][e.bucket];
+      if (b.ex.phase() != BucketExplorer::Phase::Unseen) continue;
+      b.ex.settle(e.decision, 0, e.meanUs);
+      publish(b);
+    }
+    if (!cache_.empty())
+      ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: %zu cached decisions for nRanks=%d nNodes=%d from %s",
+               static_cast<unsigned long long>(commId_), cache_.size(), nRanks_, nNodes_, cfg_.cachePath.c_str());
   }
-  if (loaded)
-    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: %d cached decisions for nRanks=%d nNodes=%d from %s",
-             static_cast<unsigned long long>(commId), loaded, nRanks, nNodes, cfg_.cachePath.c_str());
+  cacheChecked_.store(true);
 }
 
 Group::~Group() {
@@ -152,7 +164,7 @@ Group::~Group() {
   std::vector<CacheEntry> entries = learnedEntries();
   if (entries.empty()) return;
   std::string why;
-  if (saveCache(cfg_.cachePath, entries, &why) == Status::Ok)
+  if (saveCache(cfg_.cachePath, entries, &why, cfg_.cacheKey) == Status::Ok)
     ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: saved %zu learned decisions to %s",
              static_cast<unsigned long long>(commId_), entries.size(), cfg_.cachePath.c_str());
   else
@@ -243,6 +255,7 @@ void Group::publish(Bucket& b) {
 Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
   if (slot < 0 || slot >= kMaxLocal || c < 0 || c >= coll::kNumColls || bkt < 0 || bkt >= coll::kNumBuckets)
     return Decision{};
+  if (!cacheChecked_.load()) applyCache();
   uint64_t index = next_[slot][c][bkt].fetch_add(1);
   // Counted only while some bucket of this group measures (a settled job's calls pay no further shared write); a
   // bucket parked meanwhile knows other calls came when it resumes.
@@ -533,9 +546,11 @@ std::shared_ptr<Group> acquireGroup(uint64_t commId, int nRanks, int nNodes, con
   std::vector<CacheEntry> cache;
   if (!cfg.cachePath.empty() && cfg.mode != Mode::Off) {
     std::string why;
-    if (loadCache(cfg.cachePath, &cache, &why) != Status::Ok) {
+    if (loadCache(cfg.cachePath, &cache, &why, cfg.cacheKey) != Status::Ok) {
       ICN_WARN(subsys::Tuning, "tuner: ignoring the cache: %s", why.c_str());
       cache.clear();
+    } else if (!why.empty()) {
+      ICN_INFO(subsys::Tuning, "tuner: not reusing a stale table: %s", why.c_str());
     }
   }
   auto g = std::make_shared<Group>(commId, nRanks, nNodes, cfg, cache);

@@ -36,13 +36,16 @@ struct GroupConfig {
   // predicted to take kModelSkipFromUs or more (ICN_TUNER_MODEL_SKIP; 0: screen every supported candidate).
   double modelSkipRatio = 1.5;
   std::string cachePath;
+  std::string cacheKey;  // non-empty for the default per-user table: a file written under another key is stale
 };
 
 class Group {
  public:
   static constexpr int kMaxLocal = 16;
+  // `cache`: the persisted table. It applies at the first decision, and only when every rank of the communicator
+  // lives in this process (other processes may hold other tables: only agreed decisions may differ from NCCL's).
   Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std::vector<CacheEntry>& cache);
-  ~Group();  // persists the learned table (ICN_TUNER_CACHE)
+  ~Group();  // persists the learned table
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
 
@@ -119,6 +122,10 @@ class Group {
   uint64_t minNext(int coll, int bucket) const;
   uint64_t minDecided(int coll, int bucket) const;
   void logCommit(int coll, int bucket, const CommitInfo& ci, bool committed);
+  void applyCache();  // first decision: settle the cached buckets when every rank is local
+
+  std::vector<CacheEntry> cache_;
+  std::atomic<bool> cacheChecked_{false};
 
   uint64_t commId_;
   int nRanks_, nNodes_;
