@@ -48,6 +48,7 @@ class Context {
   std::shared_ptr<Group> group_;
   int slot_ = -1;
   uint64_t calls_ = 0;
+  uint64_t commCalls_ = 0;  // this rank's calls of the communicator while it agrees with other processes
   int windowLeft_ = 0;
   std::unique_ptr<std::atomic<bool>[]> ruleWarned_;
 };

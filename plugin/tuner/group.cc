@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/log.h"
+#include "tuner/agree_service.h"
 
 namespace icn::tuner {
 namespace {
@@ -136,7 +137,8 @@ Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std
 void Group::applyCache() {
   std::lock_guard<std::mutex> lock(mu_);
   if (cacheChecked_.load()) return;
-  if (!complete()) {
+  allLocal_.store(complete());
+  if (!complete() && !cfg_.cacheEverywhere) {
     if (!cache_.empty())
       ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: %zu cached decisions not used here: ranks live in other "
                "processes, which may hold other tables", static_cast<unsigned long long>(commId_), cache_.size());
@@ -155,12 +157,13 @@ void Group::applyCache() {
 }
 
 Group::~Group() {
+  if (agree_) agree::detach(agree_.get());
   for (auto& row : buckets_)
     for (Bucket& b : row)
       if (b.counted) demandChanged(-1);
   releaseQuiet(this);
   if (cfg_.mode == Mode::Off || cfg_.cachePath.empty()) return;
-  if (rankKnown_.load() && !hasRank0_.load()) return;  // the process holding rank 0 writes the shared file
+  if (!persists()) return;
   std::vector<CacheEntry> entries = learnedEntries();
   if (entries.empty()) return;
   std::string why;
@@ -188,8 +191,53 @@ void Group::leave(int slot) {
 }
 
 void Group::noteRank(int rank) {
-  rankKnown_.store(true);
-  if (rank == 0) hasRank0_.store(true);
+  if (rank != 0 || hasRank0_.exchange(true)) return;
+  // Rank 0 turned out to live here after another local rank registered us as a follower (before any call).
+  if (agree_ && agree_->role() == Agreement::Role::Follower && agreeState_.load() == 0) startAgreement();
+}
+
+void Group::startAgreement() {
+  if (cfg_.mode == Mode::Off || nRanks_ < 2) return;
+  if (agree_) agree::detach(agree_.get());
+  bool lead = hasRank0_.load();
+  std::vector<AgreedDecision> initial;
+  if (lead)
+    for (const CacheEntry& e : cache_) initial.push_back(AgreedDecision{e.coll, e.bucket, e.decision});
+  agree_ = std::make_shared<Agreement>(commId_, nRanks_, lead ? Agreement::Role::Leader : Agreement::Role::Follower,
+                                       cfg_.agree, std::move(initial));
+  std::string why;
+  if (!agree::attach(agree_, &why)) agree_->freeze(0, why.c_str());
+}
+
+Agreement* Group::agreement() {
+  int st = agreeState_.load(std::memory_order_acquire);
+  if (st == 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    st = agreeState_.load();
+    if (st == 0) {
+      st = agree_ && !complete() ? 1 : 2;
+      if (st == 2 && agree_) {
+        agree::detach(agree_.get());
+        agree_.reset();
+      }
+      agreeState_.store(st, std::memory_order_release);
+    }
+  }
+  return st == 1 ? agree_.get() : nullptr;
+}
+
+bool Group::persists() const {
+  if (allLocal_.load() || cfg_.cacheEverywhere) return true;
+  return agree_ && agree_->role() == Agreement::Role::Leader;
+}
+
+void Group::proposeLearned(int c, int bkt) {
+  Bucket& b = buckets_[c][bkt];
+  if (!agree_ || agree_->role() != Agreement::Role::Leader || agreeState_.load() != 1) return;
+  Decision learned = b.ex.learned();
+  if (b.ex.learnedSamples() == 0 || !learned.valid()) return;
+  if (b.ncclPick >= 0 && b.cands[b.ncclPick] == learned) return;  // NCCL's own choice: nothing to announce
+  agree_->propose(c, bkt, learned);
 }
 
 bool Group::complete() const { return members_.load() >= nRanks_; }
@@ -438,6 +486,7 @@ void Group::maybeTransition(int c, int bkt) {
     CommitInfo ci = b.ex.finishRound(maxNext(c, bkt), commit);
     setQuiet(b, false);
     logCommit(c, bkt, ci, commit);
+    if (!commit && online && !ci.notEnough) proposeLearned(c, bkt);
     if (commit && stage != BucketExplorer::kChannels) {
       // Keep measuring into the duel or stage 2: switching the profiler off and on again would cost its first
       // call's sample.
@@ -510,8 +559,10 @@ void Group::logCommit(int c, int bkt, const CommitInfo& ci, bool committed) {
              static_cast<unsigned long long>(commId_), coll::collName(c), bkt,
              describe(buckets_[c][bkt].ex.learned(), after, sizeof after), buckets_[c][bkt].ex.learnedUs(),
              describe(ci.after, before, sizeof before),
-             cfg_.mode == Mode::Online ? "ranks live in other processes, the table is persisted for the next run"
-                                       : "static mode",
+             cfg_.mode != Mode::Online ? "static mode"
+             : agree_ && agree_->role() == Agreement::Role::Leader
+                 ? "ranks live in other processes: announced to them, in force once every process has it"
+                 : "ranks live in other processes: the leader's process decides",
              ci.detail.c_str());
   }
 }
@@ -560,6 +611,7 @@ std::shared_ptr<Group> acquireGroup(uint64_t commId, int nRanks, int nNodes, con
     for (int rank : pending->second) g->noteRank(rank);
     r.pendingRanks.erase(pending);
   }
+  g->startAgreement();
   return g;
 }
 

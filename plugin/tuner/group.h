@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "telemetry/coll_names.h"
+#include "tuner/agreement.h"
 #include "tuner/cache.h"
 #include "tuner/cost_table.h"
 #include "tuner/explorer.h"
@@ -37,6 +38,10 @@ struct GroupConfig {
   double modelSkipRatio = 1.5;
   std::string cachePath;
   std::string cacheKey;  // non-empty for the default per-user table: a file written under another key is stale
+  AgreeParams agree;     // communicators whose ranks live in several processes
+  // Tuner API v2-v4 (no commId, so no agreement): the user's ICN_TUNER_CACHE applies in every process, as a rules
+  // file does; the user keeps it the same for all of them.
+  bool cacheEverywhere = false;
 };
 
 class Group {
@@ -52,6 +57,12 @@ class Group {
   int join();  // local slot, -1 when full
   void leave(int slot);
   void noteRank(int rank);
+  int members() const { return members_.load(); }
+  // Registered groups (acquireGroup) of communicators with ranks in other processes agree with those processes
+  // (agreement.h): the process holding rank 0 leads. Created at registration, dropped at the first call when every
+  // rank turns out to be local. Null when there is nothing to agree on.
+  void startAgreement();
+  Agreement* agreement();
 
   // The decision for this slot's next call of (coll, bucket); `table` is this call's cost table (candidates are
   // taken from it the first time the bucket is seen). O(1) and lock-free once the bucket has settled.
@@ -123,9 +134,12 @@ class Group {
   uint64_t minDecided(int coll, int bucket) const;
   void logCommit(int coll, int bucket, const CommitInfo& ci, bool committed);
   void applyCache();  // first decision: settle the cached buckets when every rank is local
+  void proposeLearned(int coll, int bucket);  // leader of an agreement: announce what a fixed plan measured
+  bool persists() const;  // writes the table at the end: every rank local, or the agreement's leader
 
   std::vector<CacheEntry> cache_;
   std::atomic<bool> cacheChecked_{false};
+  std::atomic<bool> allLocal_{false};  // every rank was local at the first decision
 
   uint64_t commId_;
   int nRanks_, nNodes_;
@@ -140,7 +154,9 @@ class Group {
   std::atomic<int> members_{0};
   std::atomic<int> held_{0};  // buckets holding measurement demand
   std::atomic<uint64_t> decides_{0};  // decisions made while something measures: tells a quiet duel its blocks were cut
-  std::atomic<bool> hasRank0_{false}, rankKnown_{false};
+  std::atomic<bool> hasRank0_{false};
+  std::shared_ptr<Agreement> agree_;
+  std::atomic<int> agreeState_{0};  // 0: not resolved yet, 1: in use, 2: none (every rank local)
 };
 
 // Process-wide registry: tuner contexts join by commId, the profiler finds the group of its communicator.
