@@ -217,6 +217,10 @@ struct Entry {
   std::unique_ptr<Conn> leader;                  // follower: its connection to the leader
   Clock::time_point nextLook{};
   bool membersSent = false, freezeSent = false, warnedStale = false;
+  // Leader: a START or horizon queued but not yet taken by every follower's socket.
+  bool inFlight = false, inFlightStart = false;
+  uint64_t flightS = 0, flightH = 0;
+  std::vector<AgreedDecision> flightDecisions;
 };
 
 class Service {
@@ -508,8 +512,12 @@ void Service::handle(Conn& c, uint8_t type, Reader& r) {
   }
   if (type == kFreeze) {
     uint64_t f = r.u64();
-    if (!r.done()) return bad();
-    a.freeze(f, "the leader's process stopped the agreement");
+    uint8_t quiet = r.u8();
+    if (!r.done() || quiet > 1) return bad();
+    if (quiet)
+      a.freeze(f, "another process finalized the communicator", true);
+    else
+      a.freeze(f, "the leader's process stopped the agreement");
     return;
   }
   bad();
@@ -587,33 +595,55 @@ void Service::step(Entry& e) {
     auto all = [&](uint8_t type, const std::string& payload) {
       for (auto& f : e.followers) send(*f, type, payload);
     };
+    // START and horizons count as sent (the leader's own calls may use them) only once every follower's socket
+    // took them: from there the kernel delivers them even while this process is stopped, so a follower that gives
+    // up waiting holds the same horizon the leader's calls are held to.
+    auto delivered = [&] {
+      for (auto& f : e.followers) {
+        flush(*f);
+        if (!f->dead && !f->out.empty()) return false;
+      }
+      return true;
+    };
     if (a.frozen()) {
       if (!e.freezeSent) {
         Writer w;
         w.u64(a.frozenFrom());
+        w.u8(a.frozenQuietly() ? 1 : 0);
         all(kFreeze, w.b);
         e.freezeSent = true;
+      }
+    } else if (e.inFlight) {
+      if (delivered()) {
+        e.inFlight = false;
+        if (e.inFlightStart)
+          a.sentStart(e.flightS, e.flightH, e.flightDecisions);
+        else
+          a.sentHorizon(e.flightH, e.flightDecisions);
       }
     } else {
       uint64_t s = 0, h = 0;
       std::vector<AgreedDecision> ds;
-      if (a.takeStart(&s, &h, &ds)) {
+      bool start = a.takeStart(&s, &h, &ds);
+      if (start || a.takeHorizon(&h, &ds)) {
         if (ds.size() > kMaxDecisions) ds.resize(kMaxDecisions);
         Writer w;
-        w.u64(s);
+        if (start) w.u64(s);
         w.u64(h);
         putDecisions(w, ds);
-        all(kStart, w.b);
-        a.sentStart(s, h, ds);
-      }
-      ds.clear();
-      if (a.takeHorizon(&h, &ds)) {
-        if (ds.size() > kMaxDecisions) ds.resize(kMaxDecisions);
-        Writer w;
-        w.u64(h);
-        putDecisions(w, ds);
-        all(kHorizon, w.b);
-        a.sentHorizon(h, ds);
+        all(start ? kStart : kHorizon, w.b);
+        e.inFlight = true;
+        e.inFlightStart = start;
+        e.flightS = s;
+        e.flightH = h;
+        e.flightDecisions = std::move(ds);
+        if (delivered()) {
+          e.inFlight = false;
+          if (start)
+            a.sentStart(s, h, e.flightDecisions);
+          else
+            a.sentHorizon(h, e.flightDecisions);
+        }
       }
     }
     for (auto& f : e.followers) flush(*f);
@@ -624,7 +654,9 @@ void Service::step(Entry& e) {
   lookForLeader(e);
   if (!e.leader) return;
   Conn& c = *e.leader;
-  if (c.state == Conn::State::Ready && !e.membersSent && a.localRanks() > 0) {
+  // A follower that already gave up never reports its ranks: without them the leader cannot start, so no process
+  // tunes a call this one runs untuned.
+  if (c.state == Conn::State::Ready && !e.membersSent && a.localRanks() > 0 && !a.frozen()) {
     Writer w;
     w.u32(static_cast<uint32_t>(a.localRanks()));
     send(c, kMembers, w.b);

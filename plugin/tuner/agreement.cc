@@ -225,6 +225,7 @@ uint64_t Agreement::freeze(uint64_t from, const char* why, bool quiet) {
     uint64_t cur = frozenFrom_.load();
     now = std::min(cur, from);
     first = cur == kNever;
+    if (first) quietFreeze_.store(quiet);
     frozenFrom_.store(now);
   }
   cv_.notify_all();

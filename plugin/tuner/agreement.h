@@ -71,6 +71,8 @@ class Agreement {
   void propose(int coll, int bucket, const Decision& d);
 
   bool frozen() const { return frozenFrom_.load() != kNever; }
+  // The freeze came from a normal end (a process finalized the communicator), not a failure.
+  bool frozenQuietly() const { return quietFreeze_.load(); }
   uint64_t frozenFrom() const { return frozenFrom_.load(); }
   uint64_t start() const { return start_.load(); }
   uint64_t horizon() const { return horizon_.load(); }
@@ -113,6 +115,7 @@ class Agreement {
   std::atomic<uint64_t> horizon_{0};  // valid once start_ is set
   std::atomic<uint64_t> frozenFrom_{kNever};
   std::atomic<int> localRanks_{-1};
+  std::atomic<bool> quietFreeze_{false};
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
