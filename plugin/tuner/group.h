@@ -1,7 +1,7 @@
 // All tuner contexts of one communicator that live in this process (nccl-tests -g 2 puts both ranks of a
 // communicator in one process). They share one decision state so every local rank makes the same choice for the
-// same call; measured winners are only committed when *all* ranks are local (otherwise the other processes could
-// not agree: they keep NCCL's choice and the winner is persisted for the next run instead).
+// same call. Measured winners are committed here only when *all* ranks are local; otherwise every process walks
+// the same fixed plan and the leader's winners reach the others through the agreement (agreement.h).
 //
 // Hot path: a settled bucket is one atomic word (decision + first call index it applies to); a call reads it
 // lock-free. Buckets that are exploring or changing take the group's mutex, which only local ranks of the *same*

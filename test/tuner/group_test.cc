@@ -92,7 +92,7 @@ TEST(Group, HostBoundRoundsKeepNcclsChoice) {
 }
 
 TEST(Group, HostBoundDeparturesFromNcclsChoiceAreDueled) {
-  // 128 KiB on H200 NVLink (paired_proof, session 7): NCCL's Ring/LL costs 14.9 us a call, every other arm 1.05-1.45x
+  // 128 KiB on H200 NVLink (paired_proof): NCCL's Ring/LL costs 14.9 us a call, every other arm 1.05-1.45x
   // that. Profiled, the host's pace sets every period and wanders from 13.5 to 35 us, so a screen now and then
   // puts Ring/LL 1.5x above a lucky arm (Tree/LL128 13.5 us against Ring/LL 20.5): 2 of 4 processes left Ring/LL
   // for Tree/LL128 or Tree/LL and ran 1.05-1.08x slower. Such a departure must survive a duel against NCCL's
