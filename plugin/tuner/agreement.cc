@@ -5,20 +5,6 @@
 #include "core/log.h"
 
 namespace icn::tuner {
-namespace {
-
-constexpr uint64_t kMaxFrom = (uint64_t{1} << 48) - 1;
-
-uint64_t pack(const Decision& d, uint64_t from) {
-  return 1 | (static_cast<uint64_t>(d.algo + 1) & 0xF) << 1 | (static_cast<uint64_t>(d.proto + 1) & 0x7) << 5 |
-         (static_cast<uint64_t>(d.channels) & 0xFF) << 8 | std::min(from, kMaxFrom) << 16;
-}
-Decision unpack(uint64_t w) {
-  return Decision{static_cast<int8_t>(static_cast<int>((w >> 1) & 0xF) - 1),
-                  static_cast<int8_t>(static_cast<int>((w >> 5) & 0x7) - 1), static_cast<int16_t>((w >> 8) & 0xFF)};
-}
-
-}  // namespace
 
 Agreement::Agreement(uint64_t commId, int nRanks, Role role, const AgreeParams& p,
                      std::vector<AgreedDecision> initial)
@@ -101,7 +87,7 @@ Decision Agreement::decisionAt(int c, int b, uint64_t k) const {
   for (int i = n - 1; i >= 0; --i) {
     uint64_t w = slot.w[i].load(std::memory_order_relaxed);
     uint64_t from = w >> 16;
-    if (from <= k && from < frozenAt) return unpack(w);
+    if (from <= k && from < frozenAt) return unpackDecision(w);
   }
   return Decision{};
 }
@@ -121,7 +107,7 @@ void Agreement::publish(const std::vector<AgreedDecision>& ds, uint64_t from) {
                static_cast<unsigned long long>(commId_), coll::collName(a.coll), a.bucket, kMaxPerBucket);
       continue;
     }
-    slot.w[n].store(pack(a.d, from), std::memory_order_relaxed);
+    slot.w[n].store(packDecision(a.d, from), std::memory_order_relaxed);
     slot.n.store(n + 1, std::memory_order_release);
   }
 }

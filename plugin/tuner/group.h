@@ -19,6 +19,7 @@
 #include "tuner/agreement.h"
 #include "tuner/cache.h"
 #include "tuner/cost_table.h"
+#include "tuner/demand.h"
 #include "tuner/explorer.h"
 
 namespace icn::tuner {
@@ -159,29 +160,6 @@ class Group {
   std::atomic<int> agreeState_{0};  // 0: not resolved yet, 1: in use, 2: none (every rank local)
 };
 
-// Process-wide registry: tuner contexts join by commId, the profiler finds the group of its communicator.
-std::shared_ptr<Group> acquireGroup(uint64_t commId, int nRanks, int nNodes, const GroupConfig& cfg);
-std::shared_ptr<Group> findGroup(uint64_t commId);
-// The profiler (initialised before the tuner) tells which ranks of a communicator live here; only the process with
-// rank 0 writes the shared cache file.
-void noteLocalRank(uint64_t commId, int rank);
-
-// Number of buckets (all groups) currently exploring plus open sampling windows: the profiler measures while > 0.
-std::atomic<int>& measurementDemand();
-// Called when measurementDemand() crosses 0 <-> 1 (the profiler adapter installs it to flip NCCL's event mask).
-void setDemandHook(void (*hook)(bool wanted));
-void demandChanged(int delta);
-// A quiet duel's bucket asks for the process's next call untimed (on) or timed again (off). One bucket holds the
-// request; a call of any other bucket ends it (noteCallForQuiet), as does the group's end (releaseQuiet). The
-// profiler measures while some demand remains beyond the holder's own: a bucket measuring elsewhere keeps every
-// call timed.
-void requestQuiet(const void* group, int coll, int bucket, bool on);
-void noteCallForQuiet(const void* group, int coll, int bucket);
-void releaseQuiet(const void* group);
-// Whether the profiler should time the next call now.
-bool measurementWanted();
-// Process-wide count of tuner decisions made while something measures (all groups): the clock for parking idle
-// exploring buckets.
-uint64_t tunerTick();
-
 }  // namespace icn::tuner
+
+#include "tuner/registry.h"  // acquireGroup, findGroup, noteLocalRank: where groups are found
