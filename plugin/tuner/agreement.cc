@@ -24,9 +24,9 @@ void Agreement::wake() {
   if (w) w();
 }
 
-bool Agreement::waitFor(const std::function<bool()>& ready) {
+bool Agreement::waitFor(const std::function<bool()>& ready, int ms) {
   std::unique_lock<std::mutex> lock(mu_);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(0, p_.waitMs));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(0, ms));
   return cv_.wait_until(lock, deadline, [&] { return ready() || frozenFrom_.load() != kNever; });
 }
 
@@ -42,7 +42,7 @@ Agreement::Gate Agreement::gate(uint64_t k, int localRanks) {
       next_ = std::max(next_, k + 1);  // START's call is picked past this, under the same lock
     }
     if (frozen() || (k < p_.window && start_.load() == kNever)) return Gate::Untuned;
-    if (!waitFor([&] { return start_.load() != kNever; })) {
+    if (!waitFor([&] { return start_.load() != kNever; }, std::max(p_.waitMs, p_.startWaitMs))) {
       std::lock_guard<std::mutex> lock(mu_);
       dropAt_ = kNever;
       dropPending_ = role_ == Role::Follower;
@@ -66,7 +66,7 @@ Agreement::Gate Agreement::gate(uint64_t k, int localRanks) {
     if (ask) wake();
   }
   if (k <= horizon_.load() || frozen()) return Gate::Tuned;
-  if (!waitFor([&] { return k <= horizon_.load(); })) {
+  if (!waitFor([&] { return k <= horizon_.load(); }, p_.waitMs)) {
     uint64_t h = horizon_.load();
     if (role_ == Role::Follower) {
       std::lock_guard<std::mutex> lock(mu_);

@@ -38,7 +38,11 @@ namespace icn::tuner {
 
 struct AgreeParams {
   uint64_t window = 1024;  // ICN_TUNER_AGREE_WINDOW: calls a horizon reaches ahead of the leader
-  int waitMs = 50;         // ICN_TUNER_AGREE_WAIT_MS: longest a call waits for the leader's word
+  int waitMs = 50;         // ICN_TUNER_AGREE_WAIT_MS: longest a call waits for a horizon
+  // Longest the call at `window` waits for START, once per communicator: every process must have found the leader
+  // by then (its file, a TCP connect, the secret's proof), and a job's start can spare a second better than a
+  // communicator left untuned for the whole job.
+  int startWaitMs = 1000;
 };
 
 // A decision for one (collective, bucket), as it travels.
@@ -101,7 +105,7 @@ class Agreement {
   int localRanks() const { return localRanks_.load(); }
 
  private:
-  bool waitFor(const std::function<bool()>& ready);
+  bool waitFor(const std::function<bool()>& ready, int ms);
   void publish(const std::vector<AgreedDecision>& ds, uint64_t from);  // mu_ held
   void wake();
 
