@@ -477,8 +477,10 @@ void Service::handle(Conn& c, uint8_t type, Reader& r) {
       uint32_t n = r.u32();
       if (!r.done() || n == 0 || n > static_cast<uint32_t>(a.nRanks())) return bad();
       c.members = static_cast<int>(n);
-      int sum = 0;
+      int sum = 0;  // followers of this communicator, including any authenticated in this round
       for (auto& f : e.followers) sum += f->dead ? 0 : f->members;
+      for (auto& p : pending_)
+        if (p && !p->dead && p->entry == &e && p->state == Conn::State::Ready) sum += p->members;
       a.onMembers(sum);
       return;
     }
