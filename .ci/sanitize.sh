@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 KINDS=${*:-address thread}
-TARGETS="nccl-net-icn icn-conformance icn_core_unit icn_reliability_unit icn-reliability icn_tuner_unit icn_tuner_abi"
+TARGETS="nccl-net-icn icn-conformance icn_core_unit icn_reliability_unit icn-reliability icn_tuner_unit icn_tuner_abi icn_tuner_multiproc"
 # Tests: unit + conformance labels, plus the reliability suites that finish in seconds.
 TESTS='^(core\.|tuner\.|reliability\.(Sha|Hmac|Codec|ListenHandle|HandshakeTest|AuthTest)|reliability\.(garbage|auth|load)$|conformance\.)'
 # UCX's own malloc/mmap hooks fight the sanitizers' interceptors.
