@@ -201,7 +201,8 @@ Status Handshake::progress(Phase* phase) {
   if (!local_.fresh) return fail("no fresh nonce (the kernel's random source failed)");
   if (auth::init() != Status::Ok) return fail("the job key is unusable: %s", auth::problem().c_str());
   ICN_CHECK(pump());
-  while (in_.size() >= 12) {
+  // Frames after the peer's HELLO wait until the transport has confirmed it (our HELLO goes out first).
+  while (in_.size() >= 12 && !(helloReceived_ && !confirmed_)) {
     FrameType type;
     uint32_t len;
     std::string why;
@@ -263,7 +264,10 @@ Status ControlChannel::checkAlive() {
     uint8_t b[2 + 255];
     ssize_t n = ::recv(fd_.get(), b, sizeof b, MSG_DONTWAIT);
     if (n >= 2 && b[0] == kFailureMagic) {
-      why = "peer reports: " + std::string(reinterpret_cast<const char*>(b + 2), std::min<size_t>(size_t(n) - 2, b[1]));
+      std::string text(reinterpret_cast<const char*>(b + 2), std::min<size_t>(size_t(n) - 2, b[1]));
+      for (char& c : text)  // the peer's words reach our log: printable ASCII only
+        if (c < 0x20 || c > 0x7e) c = '?';
+      why = "peer reports: " + text;
     } else if (n > 0) {
       why = "unexpected data on the control connection";
     }

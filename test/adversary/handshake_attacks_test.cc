@@ -205,7 +205,9 @@ TEST(Adversary, OversizedOutOfOrderAndJunkFramesAreRefused) {
              [&](Hello, const Nonce& n) { return encodeFrame(FrameType::Challenge, n); }},
             {"READY before HELLO", [&](Hello, const Nonce&) { return encodeFrame(FrameType::Ready, junk(33)); }},
             {"two HELLOs",
-             [&](Hello h, const Nonce&) {
+             [&](Hello h, const Nonce& n) {
+               h.blob = ucxBlob(UcxRogue::realWorkerAddress());  // the first one passes: a real address for UCX
+               tagConnectorHello(&h, n, "");
                auto f = helloFrame(h);
                auto twice = f;
                twice.insert(twice.end(), f.begin(), f.end());
