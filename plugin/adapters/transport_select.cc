@@ -5,6 +5,9 @@
 #if ICN_HAVE_UCX
 #include "transport/ucx/ucx_transport.h"
 #endif
+#if ICN_HAVE_TCP
+#include "transport/tcp/tcp_transport.h"
+#endif
 #if ICN_HAVE_IB && __has_include("transport/ib/ib_transport.h")
 #include "transport/ib/ib_transport.h"
 #define ICN_IB_AVAILABLE 1
@@ -31,6 +34,15 @@ Status tryUcx(std::unique_ptr<Transport>* out, std::string* why) {
 #endif
 }
 
+Status tryTcp(std::unique_ptr<Transport>* out, std::string* why) {
+#if ICN_HAVE_TCP
+  return tcp::createTransport(out, why);
+#else
+  *why = "this build has no TCP transport";
+  return Status::InvalidUsage;
+#endif
+}
+
 }  // namespace
 
 Status selectTransport(std::unique_ptr<Transport>* out) {
@@ -52,8 +64,16 @@ Status selectTransport(std::unique_ptr<Transport>* out) {
     ICN_WARN(subsys::Net | subsys::Init, "ICN_TRANSPORT=ucx but UCX is unusable: %s", why.c_str());
     return Status::SystemError;
   }
+  if (choice == "tcp") {
+    if (tryTcp(out, &why) == Status::Ok) {
+      ICN_INFO(subsys::Net | subsys::Init, "transport tcp (ICN_TRANSPORT=tcp)");
+      return Status::Ok;
+    }
+    ICN_WARN(subsys::Net | subsys::Init, "ICN_TRANSPORT=tcp but the TCP transport is unusable: %s", why.c_str());
+    return Status::SystemError;
+  }
   if (choice != "auto") {
-    ICN_WARN(subsys::Net | subsys::Init, "ICN_TRANSPORT=%s is not one of auto|ib|ucx", choice.c_str());
+    ICN_WARN(subsys::Net | subsys::Init, "ICN_TRANSPORT=%s is not one of auto|ib|ucx|tcp", choice.c_str());
     return Status::InvalidArgument;
   }
   if (tryIb(out, &why) == Status::Ok) {

@@ -18,7 +18,7 @@
 namespace icn {
 
 namespace {
-const char* transportName(uint8_t t) { return t == 1 ? "ucx" : t == 2 ? "ib" : "?"; }
+const char* transportName(uint8_t t) { return t == 1 ? "ucx" : t == 2 ? "ib" : t == 3 ? "tcp" : "?"; }
 }  // namespace
 
 Handshake::Handshake(Fd fd, Role role, std::string peerName, Hello local)
