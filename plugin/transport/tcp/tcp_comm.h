@@ -24,6 +24,9 @@ struct Sockets {
   std::vector<Fd> lanes;  // lane 0 first
 };
 
+// Lane 0's staging buffer holds a whole small message with its header, so one read brings it in.
+constexpr size_t kLane0Stage = 64 * 1024 + sizeof(ChunkHeader);
+
 struct Tuning {
   size_t inlineBytes = 0;  // messages up to this size go on lane 0
   size_t chunkBytes = 0;   // smallest piece of a split message
@@ -90,7 +93,7 @@ class TcpSendComm final : public SendComm, public CommCore {
   int queued_ = 0;
   std::array<Cts, kMaxRequests> cts_{};
   uint32_t ctsHead_ = 0, ctsTail_ = 0;  // next to match, next to arrive
-  alignas(8) uint8_t ctsIn_[kMaxCtsBytes];
+  alignas(8) uint8_t ctsIn_[4096];  // clear-to-send bytes read but not yet parsed
   size_t ctsGot_ = 0;
   bool lane0Closed_ = false;
   std::array<SendJob, kMaxRequests * kMaxRecvs> lane0Jobs_{};
@@ -143,7 +146,7 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   // Clear-to-send records not yet written: at most one per posted receive.
   std::array<uint8_t, kMaxRequests * kMaxCtsBytes> ctsOut_{};
   size_t ctsOutLen_ = 0, ctsOutOff_ = 0;
-  ChunkReader reader0_;
+  ChunkReader reader0_{kLane0Stage};
   bool lane0Closed_ = false;
   std::atomic<int> closedLanes_{0};
   std::vector<std::unique_ptr<RecvHelper>> helpers_;

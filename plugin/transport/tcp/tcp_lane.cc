@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/log.h"
@@ -132,24 +133,54 @@ void SendHelper::run() {
 
 Status ChunkReader::pump(int fd, ChunkSink& sink, bool* eof, std::string* why) {
   *eof = false;
+  bool drained = false;  // a read came back short: the socket is (most likely) empty, stop before an EAGAIN
+  // Reads into [buf, buf + n): Ok with *got > 0, or Ok with *got == 0 when nothing is there (or at EOF: *closed).
+  auto read = [&](uint8_t* buf, size_t n, size_t* got, bool* closed) {
+    *got = 0;
+    *closed = false;
+    if (drained) return Status::Ok;
+    for (;;) {
+      ssize_t r = ::recv(fd, buf, n, MSG_DONTWAIT);
+      if (r > 0) {
+        *got = static_cast<size_t>(r);
+        drained = *got < n;
+        return Status::Ok;
+      }
+      if (r == 0) {
+        *closed = true;
+        return Status::Ok;
+      }
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        drained = true;
+        return Status::Ok;
+      }
+      if (errno == EINTR) continue;
+      *why = std::string("recv: ") + strerror(errno);
+      return Status::RemoteError;
+    }
+  };
   for (;;) {
+    size_t got = 0;
+    bool closed = false;
     if (!inPayload_) {
-      ssize_t n = ::recv(fd, header_ + headerGot_, sizeof header_ - headerGot_, MSG_DONTWAIT);
-      if (n == 0) {
-        if (headerGot_ == 0) {
+      if (pos_ == len_) {
+        ICN_CHECK(read(stage_.get(), cap_, &got, &closed));
+        if (closed && headerGot_ == 0) {
           *eof = true;
           return Status::Ok;
         }
-        *why = "connection closed in the middle of a message header";
-        return Status::RemoteError;
+        if (closed) {
+          *why = "connection closed in the middle of a message header";
+          return Status::RemoteError;
+        }
+        if (got == 0) return Status::Ok;
+        pos_ = 0;
+        len_ = got;
       }
-      if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok;
-        if (errno == EINTR) continue;
-        *why = std::string("recv: ") + strerror(errno);
-        return Status::RemoteError;
-      }
-      headerGot_ += static_cast<size_t>(n);
+      const size_t take = std::min(sizeof header_ - headerGot_, len_ - pos_);
+      memcpy(header_ + headerGot_, stage_.get() + pos_, take);
+      pos_ += take;
+      headerGot_ += take;
       if (headerGot_ < sizeof header_) continue;
       headerGot_ = 0;
       ChunkHeader h;
@@ -162,18 +193,20 @@ Status ChunkReader::pump(int fd, ChunkSink& sink, bool* eof, std::string* why) {
       inPayload_ = true;
       got_ = 0;
     }
-    ssize_t n = ::recv(fd, landing_.dest + got_, landing_.length - got_, MSG_DONTWAIT);
-    if (n == 0) {
-      *why = "connection closed in the middle of a message";
-      return Status::RemoteError;
+    if (pos_ < len_) {
+      const size_t take = std::min<size_t>(landing_.length - got_, len_ - pos_);
+      memcpy(landing_.dest + got_, stage_.get() + pos_, take);
+      pos_ += take;
+      got_ += take;
+    } else {
+      ICN_CHECK(read(landing_.dest + got_, landing_.length - got_, &got, &closed));
+      if (closed) {
+        *why = "connection closed in the middle of a message";
+        return Status::RemoteError;
+      }
+      if (got == 0) return Status::Ok;
+      got_ += got;
     }
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok;
-      if (errno == EINTR) continue;
-      *why = std::string("recv: ") + strerror(errno);
-      return Status::RemoteError;
-    }
-    got_ += static_cast<size_t>(n);
     if (got_ == landing_.length) {
       inPayload_ = false;
       sink.landed(landing_, true);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -86,15 +87,20 @@ class ChunkSink {
   virtual void landed(const Landing& l, bool arrived) = 0;
 };
 
-// Reads header, payload, header, ... straight into the posted buffers.
+// Reads header, payload, header, ... into the posted buffers. Headers are read through a staging buffer, so a
+// small message arrives with its header in one system call; payload beyond what was staged is read straight
+// into the posted buffer.
 class ChunkReader {
  public:
+  explicit ChunkReader(size_t stageBytes) : stage_(new uint8_t[stageBytes]), cap_(stageBytes) {}
   // Reads what the socket has without blocking. *eof when the peer closed between two pieces.
   Status pump(int fd, ChunkSink& sink, bool* eof, std::string* why);
   // Releases a piece cut short (the lane failed or closes).
   void abandon(ChunkSink& sink);
 
  private:
+  std::unique_ptr<uint8_t[]> stage_;
+  size_t cap_, pos_ = 0, len_ = 0;  // staged bytes are [pos_, len_)
   alignas(8) uint8_t header_[sizeof(ChunkHeader)];
   size_t headerGot_ = 0;
   bool inPayload_ = false;
@@ -118,7 +124,7 @@ class RecvHelper {
   std::atomic<int>& closedLanes_;
   int index_;
   std::atomic<bool> stopping_{false};
-  ChunkReader reader_;
+  ChunkReader reader_{4096};
   std::thread thread_;
 };
 

@@ -109,25 +109,19 @@ Status TcpSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reque
 }
 
 Status TcpSendComm::progress() {
-  ICN_CHECK(readCts());
-  ICN_CHECK(match());
+  ICN_CHECK(match());  // with the records already read: no system call when they suffice
+  if (queued_ > 0) {
+    ICN_CHECK(readCts());
+    ICN_CHECK(match());
+  }
   return flushLane0();
 }
 
+// Reads clear-to-send records in bulk and parses every complete one.
 Status TcpSendComm::readCts() {
   while (!lane0Closed_) {
-    size_t want = sizeof(CtsHeader);
-    if (ctsGot_ >= sizeof(CtsHeader)) want += ctsIn_[offsetof(CtsHeader, n)] * sizeof(CtsEntry);
-    if (ctsGot_ == want && want > sizeof(CtsHeader)) {
-      Cts& c = cts_[ctsTail_ % kMaxRequests];
-      memcpy(&c.h, ctsIn_, sizeof c.h);
-      memcpy(c.e, ctsIn_ + sizeof c.h, c.h.n * sizeof(CtsEntry));
-      c.used = 0;
-      ctsTail_++;
-      ctsGot_ = 0;
-      continue;
-    }
-    ssize_t n = ::recv(lane0_.get(), ctsIn_ + ctsGot_, want - ctsGot_, MSG_DONTWAIT);
+    const size_t room = sizeof ctsIn_ - ctsGot_;
+    ssize_t n = ::recv(lane0_.get(), ctsIn_ + ctsGot_, room, MSG_DONTWAIT);
     if (n == 0) {
       lane0Closed_ = true;
       break;
@@ -139,9 +133,10 @@ Status TcpSendComm::readCts() {
       return Status::RemoteError;
     }
     ctsGot_ += static_cast<size_t>(n);
-    if (ctsGot_ == sizeof(CtsHeader)) {
+    size_t off = 0;
+    while (ctsGot_ - off >= sizeof(CtsHeader)) {
       CtsHeader h;
-      memcpy(&h, ctsIn_, sizeof h);
+      memcpy(&h, ctsIn_ + off, sizeof h);
       std::string why;
       if (!validCts(h, ctsTail_, &why)) {
         failure_.fail(Status::RemoteError, why);
@@ -151,7 +146,18 @@ Status TcpSendComm::readCts() {
         failure_.fail(Status::RemoteError, "more than " + std::to_string(kMaxRequests) + " receives posted at once");
         return Status::RemoteError;
       }
+      const size_t record = sizeof h + h.n * sizeof(CtsEntry);
+      if (ctsGot_ - off < record) break;
+      Cts& c = cts_[ctsTail_ % kMaxRequests];
+      c.h = h;
+      memcpy(c.e, ctsIn_ + off + sizeof h, h.n * sizeof(CtsEntry));
+      c.used = 0;
+      ctsTail_++;
+      off += record;
     }
+    memmove(ctsIn_, ctsIn_ + off, ctsGot_ - off);
+    ctsGot_ -= off;
+    if (static_cast<size_t>(n) < room) break;  // short read: the socket is empty
   }
   return Status::Ok;
 }
