@@ -84,10 +84,10 @@ Status TcpRecvComm::progress() {
   if (!lane0Closed_) {
     bool eof = false;
     std::string why;
-    if (reader0_.pump(lane0_.get(), *this, &eof, &why) != Status::Ok) {
+    if (Status st = reader0_.pump(lane0_.get(), *this, &eof, &why); st != Status::Ok) {
       reader0_.abandon(*this);
       lane0Closed_ = true;
-      failure_.fail(Status::RemoteError, "lane 0: " + why);
+      failure_.fail(st, "lane 0: " + why);
       return failure_.status();
     }
     if (eof) {
