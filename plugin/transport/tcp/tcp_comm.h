@@ -18,10 +18,11 @@
 
 namespace icn::tcp {
 
-// The fd of every socket of one connection, as the handshake left them.
+// The fd of every socket of one connection, as the handshake left them, and what the two ends agreed.
 struct Sockets {
   Fd control;
   std::vector<Fd> lanes;  // lane 0 first
+  uint32_t eagerBytes = 0;
 };
 
 // Lane 0's staging buffer holds a whole small message with its header, so one read brings it in.
@@ -87,11 +88,17 @@ class TcpSendComm final : public SendComm, public CommCore {
   Status match();
   Status post(TcpSendRequest* r, const Cts& cts, int index);
   Status flushLane0();
+  // Sends r now, before its clear-to-send record (tcp_wire.h): true when it did.
+  bool sendEager(TcpSendRequest* r);
 
   FixedPool<TcpSendRequest, kMaxRequests * kMaxRecvs> pool_;
   std::array<TcpSendRequest*, kMaxRequests * kMaxRecvs> queue_{};  // unmatched, in isend order
   int queued_ = 0;
-  std::array<Cts, kMaxRequests> cts_{};
+  // Records read but not yet fully matched: at most one per live receive plus one per eager message whose
+  // record has not been read (its receive may have completed already).
+  static constexpr uint32_t kCtsRing = 64;
+  static_assert(kCtsRing >= kMaxRequests + kEagerCredits);
+  std::array<Cts, kCtsRing> cts_{};
   uint32_t ctsHead_ = 0, ctsTail_ = 0;  // next to match, next to arrive
   alignas(8) uint8_t ctsIn_[4096];  // clear-to-send bytes read but not yet parsed
   size_t ctsGot_ = 0;
@@ -99,6 +106,10 @@ class TcpSendComm final : public SendComm, public CommCore {
   std::array<SendJob, kMaxRequests * kMaxRecvs> lane0Jobs_{};
   size_t lane0Head_ = 0, lane0Tail_ = 0;
   unsigned nextHelper_ = 0;
+  uint32_t eagerBytes_;
+  uint32_t credits_;                             // eager messages we may still send
+  std::array<int, kEagerCredits> debts_{};        // tags of eager messages whose CTS entry is not read yet
+  uint32_t ndebts_ = 0;
   std::vector<std::unique_ptr<SendHelper>> helpers_;  // after everything they touch: joined first
 };
 
@@ -115,6 +126,7 @@ struct TcpRecvRequest final : Request {
   size_t posted[kMaxRecvs] = {};
   int tags[kMaxRecvs] = {};
   Entry entries[kMaxRecvs];
+  bool eagerTaken[kMaxRecvs] = {};  // the entry belongs to an eager message (proxy thread only)
   std::atomic<uint64_t> live{0};  // seq + 1 while posted, 0 when free
   std::atomic<int> users{0};      // lanes writing into this request right now
 };
@@ -134,20 +146,40 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
     return Status::Ok;
   }
   Status testRequest(TcpRecvRequest* r, bool* done, int* sizes);
-  Status land(const ChunkHeader& h, Landing* out, std::string* why) override;
+  Status land(const ChunkHeader& h, bool lane0, Landing* out, std::string* why) override;
   void landed(const Landing& l, bool arrived) override;
 
  private:
   Status progress();
   void release(TcpRecvRequest* r);
+  Status landEager(const ChunkHeader& h, Landing* out, std::string* why);
+  // The receive entry an eager message with this tag and horizon belongs to, if it is posted.
+  bool eagerTarget(int tag, uint32_t horizon, TcpRecvRequest** r, int* index);
+  // Hands staged eager messages, oldest first, to the receives they belong to.
+  void assignStaged();
 
   FixedPool<TcpRecvRequest, kMaxRequests> pool_;
   uint32_t nextSeq_ = 0;
   // Clear-to-send records not yet written: at most one per posted receive.
   std::array<uint8_t, kMaxRequests * kMaxCtsBytes> ctsOut_{};
   size_t ctsOutLen_ = 0, ctsOutOff_ = 0;
-  ChunkReader reader0_{kLane0Stage};
+  ChunkReader reader0_{kLane0Stage, true};
   bool lane0Closed_ = false;
+  // Eager messages whose receive is not posted yet, in arrival order, each in one slot of stage_.
+  struct Staged {
+    int tag;
+    uint32_t horizon;
+    uint32_t size;
+    int slot;
+    bool complete;
+  };
+  uint32_t eagerBytes_;
+  std::vector<uint8_t> stage_;
+  std::array<Staged, kEagerCredits> staged_{};
+  uint32_t nstaged_ = 0;
+  uint32_t freeStages_ = (1u << kEagerCredits) - 1;
+  uint16_t creditsOwed_ = 0;                    // eager messages consumed since the last CTS
+  std::array<uint8_t, kMaxRequests> slotOfSeq_{};  // request slot of each live sequence number (mod kMaxRequests)
   std::atomic<int> closedLanes_{0};
   std::vector<std::unique_ptr<RecvHelper>> helpers_;
 };

@@ -185,7 +185,7 @@ Status ChunkReader::pump(int fd, ChunkSink& sink, bool* eof, std::string* why) {
       headerGot_ = 0;
       ChunkHeader h;
       memcpy(&h, header_, sizeof h);
-      ICN_CHECK(sink.land(h, &landing_, why));
+      ICN_CHECK(sink.land(h, lane0_, &landing_, why));
       if (landing_.length == 0) {
         sink.landed(landing_, true);
         continue;

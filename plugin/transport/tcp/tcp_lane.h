@@ -83,7 +83,7 @@ struct Landing {
 class ChunkSink {
  public:
   virtual ~ChunkSink() = default;
-  virtual Status land(const ChunkHeader& h, Landing* out, std::string* why) = 0;
+  virtual Status land(const ChunkHeader& h, bool lane0, Landing* out, std::string* why) = 0;
   virtual void landed(const Landing& l, bool arrived) = 0;
 };
 
@@ -92,7 +92,7 @@ class ChunkSink {
 // into the posted buffer.
 class ChunkReader {
  public:
-  explicit ChunkReader(size_t stageBytes) : stage_(new uint8_t[stageBytes]), cap_(stageBytes) {}
+  ChunkReader(size_t stageBytes, bool lane0) : stage_(new uint8_t[stageBytes]), cap_(stageBytes), lane0_(lane0) {}
   // Reads what the socket has without blocking. *eof when the peer closed between two pieces.
   Status pump(int fd, ChunkSink& sink, bool* eof, std::string* why);
   // Releases a piece cut short (the lane failed or closes).
@@ -101,6 +101,7 @@ class ChunkReader {
  private:
   std::unique_ptr<uint8_t[]> stage_;
   size_t cap_, pos_ = 0, len_ = 0;  // staged bytes are [pos_, len_)
+  bool lane0_;
   alignas(8) uint8_t header_[sizeof(ChunkHeader)];
   size_t headerGot_ = 0;
   bool inPayload_ = false;
@@ -124,7 +125,7 @@ class RecvHelper {
   std::atomic<int>& closedLanes_;
   int index_;
   std::atomic<bool> stopping_{false};
-  ChunkReader reader_{4096};
+  ChunkReader reader_{4096, false};
   std::thread thread_;
 };
 

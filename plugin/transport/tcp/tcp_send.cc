@@ -13,12 +13,6 @@
 
 namespace icn::tcp {
 
-namespace {
-// A peer whose control socket closed may still have bytes in flight on the lanes: keep going this long before
-// failing requests that wait on it.
-constexpr auto kPeerGoneGrace = std::chrono::milliseconds(300);
-}  // namespace
-
 Tuning currentTuning() {
   Tuning t;
   t.inlineBytes = static_cast<size_t>(std::max<int64_t>(0, params::getInt(params::Id::TcpInlineBytes)));
@@ -53,9 +47,12 @@ Status CommCore::checkPeer(bool peerClosed, int pending) {
     return Status::RemoteError;
   }
   if (control_.checkAlive() == Status::Ok) return Status::Ok;
+  // A peer that closed its control socket may still have bytes in flight on the lanes, and when its process
+  // exits its lanes close right after them (peerClosed above). Lanes left open past ICN_PEER_TIMEOUT_MS
+  // without the control socket mean a broken peer.
   auto now = std::chrono::steady_clock::now();
   if (peerGoneAt_ == std::chrono::steady_clock::time_point{}) peerGoneAt_ = now;
-  if (now - peerGoneAt_ < kPeerGoneGrace) return Status::Ok;
+  if (now - peerGoneAt_ < std::chrono::milliseconds(params::getInt(params::Id::PeerTimeoutMs))) return Status::Ok;
   failure_.fail(Status::RemoteError, "peer is gone (" + control_.deadReason() + ") with " + std::to_string(pending) +
                                          " request(s) unfinished");
   return Status::RemoteError;
@@ -67,7 +64,8 @@ Status TcpSendRequest::test(bool* done, int* sizes) {
   return st;
 }
 
-TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info) : CommCore(s, std::move(peer), info) {
+TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
+    : CommCore(s, std::move(peer), info), eagerBytes_(s.eagerBytes), credits_(s.eagerBytes ? kEagerCredits : 0) {
   for (size_t i = 1; i < s.lanes.size(); i++)
     helpers_.push_back(std::make_unique<SendHelper>(std::move(s.lanes[i]), failure_, static_cast<int>(i)));
 }
@@ -101,8 +99,17 @@ Status TcpSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reque
   r->tag = tag;
   r->matched = false;
   r->pending.store(0, std::memory_order_relaxed);
-  queue_[queued_++] = r;
   *request = r;
+  if (sendEager(r)) {
+    Status st = flushLane0();
+    if (st != Status::Ok) *request = nullptr;
+    return st;
+  }
+  if (Status st = failure_.status(); st != Status::Ok) {
+    *request = nullptr;
+    return st;
+  }
+  queue_[queued_++] = r;
   Status st = progress();
   if (st != Status::Ok) *request = nullptr;  // the connection failed; the request dies with the comm
   return st;
@@ -142,13 +149,18 @@ Status TcpSendComm::readCts() {
         failure_.fail(Status::RemoteError, why);
         return Status::RemoteError;
       }
-      if (ctsTail_ - ctsHead_ >= kMaxRequests) {
+      if (ctsTail_ - ctsHead_ >= kMaxRequests + kEagerCredits) {
         failure_.fail(Status::RemoteError, "more than " + std::to_string(kMaxRequests) + " receives posted at once");
         return Status::RemoteError;
       }
       const size_t record = sizeof h + h.n * sizeof(CtsEntry);
       if (ctsGot_ - off < record) break;
-      Cts& c = cts_[ctsTail_ % kMaxRequests];
+      if (credits_ + h.credits > kEagerCredits) {
+        failure_.fail(Status::RemoteError, "clear-to-send record hands back more eager credits than were spent");
+        return Status::RemoteError;
+      }
+      credits_ += h.credits;
+      Cts& c = cts_[ctsTail_ % kCtsRing];
       c.h = h;
       memcpy(c.e, ctsIn_ + off + sizeof h, h.n * sizeof(CtsEntry));
       c.used = 0;
@@ -162,27 +174,63 @@ Status TcpSendComm::readCts() {
   return Status::Ok;
 }
 
+bool TcpSendComm::sendEager(TcpSendRequest* r) {
+  // Never overtake a queued send, and never write on lane 0 before the receiver has (tcp_transport.cc).
+  if (r->size > eagerBytes_ || queued_ > 0 || ctsTail_ == 0) return false;
+  if (match() != Status::Ok) return false;                 // debts first, with the records already read
+  if (credits_ <= kEagerCredits / 2 && (readCts() != Status::Ok || match() != Status::Ok)) return false;
+  // Only a message that can belong to no record we have read may go ahead of its record: then the receiver
+  // and we place it by the same rule.
+  if (credits_ == 0 || ctsHead_ != ctsTail_) return false;
+  credits_--;
+  debts_[ndebts_++] = r->tag;
+  ChunkHeader h;
+  h.flags = kChunkEager;
+  h.seq = ctsTail_;
+  h.tag = r->tag;
+  h.total = h.length = r->size;
+  r->matched = true;
+  r->pending.store(1, std::memory_order_relaxed);
+  SendJob& j = lane0Jobs_[lane0Tail_++ % lane0Jobs_.size()];
+  j.header = h;
+  j.data = r->data;
+  j.pending = &r->pending;
+  j.sent = 0;
+  return true;
+}
+
 Status TcpSendComm::match() {
-  while (queued_ > 0 && ctsHead_ != ctsTail_) {
-    Cts& c = cts_[ctsHead_ % kMaxRequests];
-    bool advanced = false;
-    for (int k = 0; k < queued_ && !advanced; k++) {
+  while (ctsHead_ != ctsTail_) {
+    Cts& c = cts_[ctsHead_ % kCtsRing];
+    auto full = [&] { return std::popcount(c.used) == c.h.n; };
+    auto freeEntry = [&](int tag) {
+      for (int i = 0; i < c.h.n; i++)
+        if (!(c.used & (1u << i)) && c.e[i].tag == tag) return i;
+      return -1;
+    };
+    // Eager messages already sent take the first free entries with their tags, oldest first.
+    for (uint32_t d = 0; d < ndebts_ && !full();) {
+      int idx = freeEntry(debts_[d]);
+      if (idx < 0) {
+        d++;
+        continue;
+      }
+      c.used |= 1u << idx;
+      std::move(debts_.begin() + d + 1, debts_.begin() + ndebts_, debts_.begin() + d);
+      ndebts_--;
+    }
+    for (int k = 0; k < queued_ && !full(); k++) {
       TcpSendRequest* r = queue_[k];
-      int idx = -1;
-      for (int i = 0; i < c.h.n && idx < 0; i++)
-        if (!(c.used & (1u << i)) && c.e[i].tag == r->tag) idx = i;
+      int idx = freeEntry(r->tag);
       if (idx < 0) continue;  // belongs to a later receive
       ICN_CHECK(post(r, c, idx));
       std::move(queue_.begin() + k + 1, queue_.begin() + queued_, queue_.begin() + k);
       queued_--;
       k--;
       c.used |= 1u << idx;
-      if (std::popcount(c.used) == c.h.n) {
-        ctsHead_++;
-        advanced = true;
-      }
     }
-    if (!advanced) break;  // the remaining sends wait for receives with their tags
+    if (!full()) break;  // the remaining entries wait for sends with their tags
+    ctsHead_++;
   }
   return Status::Ok;
 }

@@ -1,8 +1,14 @@
-// Connection set-up: the connector runs the out-of-band handshake on a control socket (proposing its lane count
-// and a random token), then one more handshake per lane, each naming the token and its index. The acceptor
-// matches lanes to the control connection by token and hands out a comm once every lane has finished its
-// handshake. Every lane handshake is authenticated like the control one (ICN_AUTH_KEY), and a connection whose
-// lanes do not all arrive within ICN_CONNECT_TIMEOUT_MS is dropped.
+// Connection set-up: the connector runs the out-of-band handshake on a control socket (proposing its lane count,
+// eager limit and a random token), then one more handshake per lane, each naming the token and its index. The
+// acceptor matches lanes to the control connection by token and hands out a comm once every socket has finished
+// its handshake. Every lane handshake is authenticated like the control one (ICN_AUTH_KEY), and a connection
+// whose lanes do not all arrive within ICN_CONNECT_TIMEOUT_MS is dropped.
+//
+// The lanes reuse the handshake's sockets, and a handshake reads whatever has arrived: no data may reach a socket
+// while its handshake can still read it. So the connector sends its control READY only once every lane handshake
+// is over on its side (the acceptor sends its first clear-to-send record only after that READY), and it sends
+// nothing on a lane before the acceptor's first clear-to-send record (whose comm exists only after every lane's
+// handshake is over on that side too).
 #include "transport/tcp/tcp_transport.h"
 
 #include <limits.h>
@@ -28,6 +34,9 @@ namespace {
 constexpr int kUnknownSpeedMbps = 100000;
 
 int wantedLanes() { return std::clamp<int>(static_cast<int>(params::getInt(params::Id::TcpStreams)), 0, kMaxLanes); }
+uint32_t wantedEagerBytes() {
+  return static_cast<uint32_t>(std::clamp<int64_t>(params::getInt(params::Id::TcpEagerBytes), 0, kMaxEagerBytes));
+}
 
 bool sameToken(const uint8_t* a, const uint8_t* b) {
   uint8_t diff = 0;
@@ -77,6 +86,7 @@ void TcpListenComm::onPeerKnown(std::unique_ptr<Handshake> hs) {
     auto s = std::make_unique<Setup>();
     s->blob = b;
     s->blob.value = static_cast<uint16_t>(std::min<int>(b.value, wantedLanes()));
+    s->blob.eagerBytes = std::min(b.eagerBytes, wantedEagerBytes());
     s->laneHs.resize(s->blob.value + 1u);
     s->laneFds.resize(s->blob.value + 1u);
     s->started = std::chrono::steady_clock::now();
@@ -155,14 +165,15 @@ Status TcpListenComm::accept(std::unique_ptr<RecvComm>* out) {
     Setup& s = *setups_[i];
     Sockets socks;
     socks.control = std::move(s.controlFd);
+    socks.eagerBytes = s.blob.eagerBytes;
     for (auto& f : s.laneFds) {
       tuneLane(f.get());
       socks.lanes.push_back(std::move(f));
     }
     NetCommInfo info = netCommInfo(s.peer, listener_->commId(), false);
     if (params::getInt(params::Id::LogDetail) >= 1)
-      ICN_INFO(subsys::Net, "TCP receive connection from %s (rank %d) ready: %zu lanes", s.peerName.c_str(),
-               s.peer.rank, socks.lanes.size());
+      ICN_INFO(subsys::Net, "TCP receive connection from %s (rank %d) ready: %zu lanes, eager messages <= %u bytes",
+               s.peerName.c_str(), s.peer.rank, socks.lanes.size(), socks.eagerBytes);
     *out = std::make_unique<TcpRecvComm>(std::move(socks), s.peerName, info);
     setups_.erase(setups_.begin() + static_cast<long>(i));
     return Status::Ok;
@@ -175,6 +186,7 @@ struct PendingConnect {
   CommConfig config;
   Blob blob;
   std::unique_ptr<OobConnector> control;
+  bool answered = false;  // the acceptor's control blob arrived and the lanes are under way
   bool controlConfirmed = false;
   Fd controlFd;
   Hello peer;
@@ -216,19 +228,31 @@ Status TcpTransport::progressControl(PendingConnect& pc, HandleBytes handle) {
   Handshake::Phase phase;
   ICN_CHECK(pc.control->progress(&phase));
   Handshake& hs = pc.control->handshake();
-  if (phase == Handshake::Phase::PeerKnown && !pc.controlConfirmed) {
+  if (phase == Handshake::Phase::PeerKnown && !pc.answered) {
     Blob answer;
     std::string why;
     if (decodeBlob(hs.peer().blob, &answer, &why) != Status::Ok || answer.kind != kBlobControl ||
-        answer.value > pc.blob.value || !sameToken(answer.token, pc.blob.token)) {
+        answer.value > pc.blob.value || answer.eagerBytes > pc.blob.eagerBytes ||
+        !sameToken(answer.token, pc.blob.token)) {
       ICN_WARN(subsys::Net, "handshake with %s: %s", hs.peerName().c_str(),
                why.empty() ? "the answer does not match our TCP connection request" : why.c_str());
       return Status::RemoteError;
     }
     pc.blob.value = answer.value;
-    pc.controlConfirmed = true;
-    hs.confirm();
-    ICN_CHECK(pc.control->progress(&phase));
+    pc.blob.eagerBytes = answer.eagerBytes;
+    pc.answered = true;
+    for (uint16_t i = 0; i <= pc.blob.value; i++) {
+      Blob lane = pc.blob;
+      lane.kind = kBlobLane;
+      lane.value = i;
+      std::unique_ptr<OobConnector> c;
+      ICN_CHECK(OobConnector::start(handle, kTransportTcp, makeLocalHello(kTransportTcp, pc.config.commId,
+                                                                          encodeBlob(lane)), &c));
+      pc.lanes.push_back(std::move(c));
+    }
+    pc.laneConfirmed.assign(pc.lanes.size(), false);
+    pc.laneFds.resize(pc.lanes.size());
+    return Status::Ok;
   }
   if (phase != Handshake::Phase::Done) return Status::Ok;
   // Our READY is out and nothing else ever comes on this socket: take it before anything reads past the handshake.
@@ -236,17 +260,6 @@ Status TcpTransport::progressControl(PendingConnect& pc, HandleBytes handle) {
   pc.peerName = hs.peerName();
   pc.controlFd = hs.takeFd();
   pc.control.reset();
-  for (uint16_t i = 0; i <= pc.blob.value; i++) {
-    Blob lane = pc.blob;
-    lane.kind = kBlobLane;
-    lane.value = i;
-    std::unique_ptr<OobConnector> c;
-    ICN_CHECK(OobConnector::start(handle, kTransportTcp, makeLocalHello(kTransportTcp, pc.config.commId,
-                                                                        encodeBlob(lane)), &c));
-    pc.lanes.push_back(std::move(c));
-  }
-  pc.laneConfirmed.assign(pc.lanes.size(), false);
-  pc.laneFds.resize(pc.lanes.size());
   return Status::Ok;
 }
 
@@ -293,28 +306,35 @@ Status TcpTransport::connect(int dev, const CommConfig& config, HandleBytes hand
     pc->config = config;
     pc->blob.kind = kBlobControl;
     pc->blob.value = static_cast<uint16_t>(wantedLanes());
+    pc->blob.eagerBytes = wantedEagerBytes();
     auth::fillNonce(std::span<uint8_t, kTokenSize>(pc->blob.token, kTokenSize));
     ICN_CHECK(OobConnector::start(handle, kTransportTcp,
                                   makeLocalHello(kTransportTcp, config.commId, encodeBlob(pc->blob)), &pc->control));
   }
   // On failure pc dies here, closing every socket, and the handle is clean for a retry.
   if (pc->control) ICN_CHECK(progressControl(*pc, handle));
-  bool done = false;
-  if (!pc->control) ICN_CHECK(progressLanes(*pc, &done));
-  if (!done) {
+  bool lanesDone = false;
+  if (pc->answered) ICN_CHECK(progressLanes(*pc, &lanesDone));
+  if (lanesDone && !pc->controlConfirmed) {  // every lane is ours now: let the acceptor finish
+    pc->controlConfirmed = true;
+    pc->control->handshake().confirm();
+    ICN_CHECK(progressControl(*pc, handle));
+  }
+  if (pc->control) {
     parkPending(handle, pc.release());
     return Status::Ok;
   }
   Sockets socks;
   socks.control = std::move(pc->controlFd);
+  socks.eagerBytes = pc->blob.eagerBytes;
   for (auto& f : pc->laneFds) {
     tuneLane(f.get());
     socks.lanes.push_back(std::move(f));
   }
   NetCommInfo info = netCommInfo(pc->peer, pc->config.commId, true);
   if (params::getInt(params::Id::LogDetail) >= 1)
-    ICN_INFO(subsys::Net, "TCP send connection to %s (rank %d) ready: %zu lanes", pc->peerName.c_str(), pc->peer.rank,
-             socks.lanes.size());
+    ICN_INFO(subsys::Net, "TCP send connection to %s (rank %d) ready: %zu lanes, eager messages <= %u bytes",
+             pc->peerName.c_str(), pc->peer.rank, socks.lanes.size(), socks.eagerBytes);
   *out = std::make_unique<TcpSendComm>(std::move(socks), pc->peerName, info);
   return Status::Ok;
 }

@@ -11,6 +11,7 @@ std::vector<uint8_t> encodeBlob(const Blob& b) {
   w.put<uint8_t>(b.kind);
   w.put<uint8_t>(kBlobVersion);
   w.put<uint16_t>(b.value);
+  w.put<uint32_t>(b.eagerBytes);
   w.bytes(std::span<const uint8_t>(b.token, kTokenSize));
   return std::move(w.buffer());
 }
@@ -19,7 +20,7 @@ Status decodeBlob(std::span<const uint8_t> raw, Blob* out, std::string* why) {
   WireReader r(raw);
   uint8_t version = 0;
   std::span<const uint8_t> token;
-  if (!r.get(&out->kind) || !r.get(&version) || !r.get(&out->value) || !r.bytes(kTokenSize, &token) || !r.atEnd()) {
+  if (!r.get(&out->kind) || !r.get(&version) || !r.get(&out->value) || !r.get(&out->eagerBytes) || !r.bytes(kTokenSize, &token) || !r.atEnd()) {
     *why = "malformed TCP connection blob (" + std::to_string(raw.size()) + " bytes)";
     return Status::RemoteError;
   }
@@ -33,12 +34,16 @@ Status decodeBlob(std::span<const uint8_t> raw, Blob* out, std::string* why) {
            std::to_string(kMaxLanes) + ")";
     return Status::RemoteError;
   }
+  if (out->eagerBytes > kMaxEagerBytes) {
+    *why = "malformed TCP connection blob (eager limit " + std::to_string(out->eagerBytes) + " bytes)";
+    return Status::RemoteError;
+  }
   memcpy(out->token, token.data(), kTokenSize);
   return Status::Ok;
 }
 
 bool validCts(const CtsHeader& h, uint32_t expectSeq, std::string* why) {
-  if (h.magic != kCtsMagic || h.zero != 0) {
+  if (h.magic != kCtsMagic) {
     *why = "garbage where a clear-to-send record was expected";
     return false;
   }
@@ -46,15 +51,16 @@ bool validCts(const CtsHeader& h, uint32_t expectSeq, std::string* why) {
     *why = "clear-to-send record " + std::to_string(h.seq) + " out of order (expected " + std::to_string(expectSeq) + ")";
     return false;
   }
-  if (h.slot >= kMaxRequests || h.n < 1 || h.n > kMaxRecvs) {
-    *why = "clear-to-send record with slot " + std::to_string(h.slot) + " and " + std::to_string(h.n) + " receives";
+  if (h.slot >= kMaxRequests || h.n < 1 || h.n > kMaxRecvs || h.credits > kEagerCredits) {
+    *why = "clear-to-send record with slot " + std::to_string(h.slot) + ", " + std::to_string(h.n) + " receives and " +
+           std::to_string(h.credits) + " credits";
     return false;
   }
   return true;
 }
 
-bool validChunk(const ChunkHeader& h, std::string* why) {
-  if (h.magic != kChunkMagic || h.zero != 0 || h.zero2 != 0) {
+bool validChunk(const ChunkHeader& h, uint32_t eagerBytes, std::string* why) {
+  if (h.magic != kChunkMagic || (h.flags & ~kChunkEager) != 0 || h.zero2 != 0) {
     *why = "garbage where a message header was expected";
     return false;
   }
@@ -65,6 +71,11 @@ bool validChunk(const ChunkHeader& h, std::string* why) {
   if (h.total > kMaxMessage || h.offset > h.total || h.length > h.total - h.offset) {
     *why = "message piece [" + std::to_string(h.offset) + ", +" + std::to_string(h.length) + ") outside its " +
            std::to_string(h.total) + "-byte message";
+    return false;
+  }
+  if ((h.flags & kChunkEager) && (h.total > eagerBytes || h.length != h.total || h.slot || h.index)) {
+    *why = "eager message of " + std::to_string(h.total) + " bytes (limit " + std::to_string(eagerBytes) +
+           ") or not in one piece";
     return false;
   }
   return true;
