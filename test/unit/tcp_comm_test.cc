@@ -71,6 +71,15 @@ void sendChunk(int fd, ChunkHeader h, const std::vector<uint8_t>& payload) {
   if (h.length) writeAll(fd, payload.data() + h.offset, h.length);
 }
 
+ChunkHeader eager(uint32_t horizon, int tag, uint32_t size) {
+  ChunkHeader h;
+  h.flags = kChunkEager;
+  h.seq = horizon;
+  h.tag = tag;
+  h.total = h.length = size;
+  return h;
+}
+
 ChunkHeader chunk(const CtsHeader& cts, int index, int tag, uint32_t total, uint32_t offset, uint32_t length) {
   ChunkHeader h;
   h.seq = cts.seq;
@@ -100,6 +109,7 @@ class RecvSide : public ::testing::Test {
   void SetUp() override {
     testing::installLogCapture();
     testing::takeWarnings();
+    wires.comm.eagerBytes = kEager;
     comm = std::make_unique<TcpRecvComm>(std::move(wires.comm), kPeer, NetCommInfo{});
     buf.assign(kPosted + kGuard, 0xEE);
   }
@@ -129,6 +139,7 @@ class RecvSide : public ::testing::Test {
 
   static constexpr uint32_t kPosted = 1000;
   static constexpr size_t kGuard = 4096;
+  static constexpr uint32_t kEager = 2048;
   Wires wires{1};
   std::unique_ptr<TcpRecvComm> comm;
   std::vector<uint8_t> buf;
@@ -250,11 +261,97 @@ TEST_F(RecvSide, CloseWithReceivesPendingDoesNotWaitForThePeer) {
   EXPECT_LT(ms, 500.0) << "close waited for the peer";
 }
 
+TEST_F(RecvSide, EagerMessagesBeforeTheirReceivesAreStagedInOrder) {
+  auto a = pattern(300), b = pattern(500);
+  for (auto& x : b) x ^= 0x5a;
+  sendChunk(wires.lane(0), eager(0, 7, 300), a);
+  sendChunk(wires.lane(0), eager(0, 7, 500), b);
+  usleep(20000);
+  CtsHeader cts;
+  Request* r = post(7, &cts);  // the first eager message of tag 7 belongs to the first receive of tag 7
+  int size = -1;
+  ASSERT_EQ(finish(r, &size), Status::Ok);
+  EXPECT_EQ(size, 300);
+  EXPECT_EQ(memcmp(buf.data(), a.data(), 300), 0);
+  EXPECT_TRUE(guardIntact());
+  Request* r2 = post(7, &cts);
+  EXPECT_EQ(cts.credits, 2) << "both eager messages are consumed by now: their credits come back with this record";
+  ASSERT_EQ(finish(r2, &size), Status::Ok);
+  EXPECT_EQ(size, 500);
+  EXPECT_EQ(memcmp(buf.data(), b.data(), 500), 0);
+}
+
+TEST_F(RecvSide, EagerMessageSkipsReceivesBeforeItsHorizon) {
+  CtsHeader first, second;
+  Request* r1 = post(7, &first);
+  // Record 0 was read and taken by a send that goes through the helper lanes; the eager message after it says
+  // so (horizon 1) and must wait for receive 1 even though receive 0 is still empty.
+  auto data = pattern(kPosted);
+  sendChunk(wires.lane(0), eager(1, 7, 10), data);
+  std::vector<uint8_t> other(kPosted + kGuard, 0xEE);
+  void* d = other.data();
+  size_t sz = kPosted;
+  int tag = 7;
+  Request* r2 = nullptr;
+  usleep(20000);
+  ASSERT_EQ(comm->irecv(1, &d, &sz, &tag, nullptr, &r2), Status::Ok);
+  int size = -1;
+  ASSERT_EQ(finish(r2, &size), Status::Ok);
+  EXPECT_EQ(size, 10);
+  EXPECT_EQ(memcmp(other.data(), data.data(), 10), 0);
+  sendChunk(wires.lane(1), chunk(first, 0, 7, 40, 0, 40), data);
+  ASSERT_EQ(finish(r1, &size), Status::Ok);
+  EXPECT_EQ(size, 40);
+}
+
+TEST_F(RecvSide, MoreEagerMessagesThanCreditsFail) {
+  CtsHeader cts;
+  Request* r = post(9, &cts);  // a receive none of them belongs to
+  for (uint32_t i = 0; i <= kEagerCredits; i++) sendChunk(wires.lane(0), eager(1, 7, 8), pattern(8));
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("more eager messages than the 16 credits");
+}
+
+TEST_F(RecvSide, EagerMessageBeyondTheLimitFails) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  sendChunk(wires.lane(0), eager(0, 7, kEager + 1), pattern(kEager + 1));
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("eager message of 2049 bytes (limit 2048)");
+}
+
+TEST_F(RecvSide, EagerMessageOnAHelperLaneFails) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  sendChunk(wires.lane(1), eager(0, 7, 8), pattern(8));
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("eager message on a helper lane");
+  EXPECT_EQ(buf[0], 0xEE);
+}
+
+TEST_F(RecvSide, EagerMessageLargerThanItsReceiveFails) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  sendChunk(wires.lane(0), eager(0, 7, kPosted + 1), pattern(kPosted + 1));
+  EXPECT_EQ(finish(r), Status::InvalidUsage);
+  expectWarn("for a receive buffer of 1000 bytes");
+  EXPECT_TRUE(guardIntact());
+}
+
+TEST_F(RecvSide, EagerMessageNamingAnUnsentRecordFails) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  sendChunk(wires.lane(0), eager(5, 7, 8), pattern(8));
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("which was never sent");
+}
+
 class SendSide : public ::testing::Test {
  protected:
   void SetUp() override {
     testing::installLogCapture();
     testing::takeWarnings();
+    wires.comm.eagerBytes = 2048;
     comm = std::make_unique<TcpSendComm>(std::move(wires.comm), kPeer, NetCommInfo{});
   }
   void postCts(uint32_t seq, uint8_t slot, std::vector<CtsEntry> entries) {
@@ -311,6 +408,51 @@ TEST_F(SendSide, SmallMessageGoesWholeOnLaneZero) {
   std::vector<uint8_t> got(100);
   ASSERT_TRUE(readAll(wires.lane(0), got.data(), got.size()));
   EXPECT_EQ(got, data);
+}
+
+TEST_F(SendSide, SmallMessagesGoEagerOnlyAfterTheFirstRecordAndSettleLaterRecords) {
+  auto data = pattern(100);
+  Request* r = nullptr;
+  ASSERT_EQ(comm->isend(data.data(), 100, 1, nullptr, &r), Status::Ok);
+  bool done = false;
+  ASSERT_EQ(r->test(&done, nullptr), Status::Ok);
+  EXPECT_FALSE(done) << "nothing may be written on lane 0 before the receiver's first record";
+  postCts(0, 0, {{1, 4096}});
+  ASSERT_EQ(finish(r), Status::Ok);
+  ChunkHeader h;
+  ASSERT_TRUE(readAll(wires.lane(0), &h, sizeof h));
+  EXPECT_EQ(h.flags, 0);
+  std::vector<uint8_t> got(100);
+  ASSERT_TRUE(readAll(wires.lane(0), got.data(), 100));
+  // Every record read is used up: the next small sends leave at once, before their records.
+  for (int i = 0; i < 3; i++) {
+    ASSERT_EQ(comm->isend(data.data(), 100, 1, nullptr, &r), Status::Ok);
+    ASSERT_EQ(finish(r), Status::Ok);
+    ASSERT_TRUE(readAll(wires.lane(0), &h, sizeof h));
+    EXPECT_EQ(h.flags, kChunkEager);
+    EXPECT_EQ(h.seq, 1u) << "horizon: one record read";
+    ASSERT_TRUE(readAll(wires.lane(0), got.data(), 100));
+    EXPECT_EQ(got, data);
+  }
+  // Their records arrive later; a large send must take the record after them.
+  postCts(1, 1, {{1, 4096}});
+  postCts(2, 2, {{1, 4096}});
+  postCts(3, 3, {{1, 4096}});
+  postCts(4, 4, {{1, 1 << 20}});
+  std::vector<uint8_t> big(1 << 18, 3);
+  ASSERT_EQ(comm->isend(big.data(), big.size(), 1, nullptr, &r), Status::Ok);
+  std::thread reader([&] {
+    for (int lane = 1; lane <= 2; lane++) {
+      ChunkHeader p;
+      ASSERT_TRUE(readAll(wires.lane(lane), &p, sizeof p));
+      EXPECT_EQ(p.seq, 4u);
+      EXPECT_EQ(p.slot, 4);
+      std::vector<uint8_t> sink(p.length);
+      ASSERT_TRUE(readAll(wires.lane(lane), sink.data(), p.length));
+    }
+  });
+  EXPECT_EQ(finish(r), Status::Ok);
+  reader.join();
 }
 
 TEST_F(SendSide, SendLargerThanThePostedReceiveFails) {
