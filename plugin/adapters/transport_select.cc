@@ -80,13 +80,25 @@ Status selectTransport(std::unique_ptr<Transport>* out) {
     ICN_INFO(subsys::Net | subsys::Init, "transport ib (ICN_TRANSPORT=auto: an active RDMA port is usable)");
     return Status::Ok;
   }
-  std::string ucxWhy;
-  if (tryUcx(out, &ucxWhy) == Status::Ok) {
-    ICN_WARN(subsys::Net | subsys::Init, "no usable RDMA port (%s): falling back to the UCX transport", why.c_str());
-    ICN_INFO(subsys::Net | subsys::Init, "transport ucx (ICN_TRANSPORT=auto: %s)", why.c_str());
-    return Status::Ok;
+  // Without a usable RDMA port, auto takes the fallbacks in this order (the first that can be created).
+  struct Fallback {
+    const char* name;
+    const char* label;
+    Status (*create)(std::unique_ptr<Transport>*, std::string*);
+  };
+  const Fallback fallbacks[] = {{"ucx", "UCX", tryUcx}, {"tcp", "TCP", tryTcp}};
+  std::string whyNot = "ib: " + why;
+  for (const Fallback& f : fallbacks) {
+    std::string fwhy;
+    if (f.create(out, &fwhy) == Status::Ok) {
+      ICN_WARN(subsys::Net | subsys::Init, "no usable RDMA port (%s): falling back to the %s transport", why.c_str(),
+               f.label);
+      ICN_INFO(subsys::Net | subsys::Init, "transport %s (ICN_TRANSPORT=auto: %s)", f.name, why.c_str());
+      return Status::Ok;
+    }
+    whyNot += std::string("; ") + f.name + ": " + fwhy;
   }
-  ICN_WARN(subsys::Net | subsys::Init, "no transport is usable: ib: %s; ucx: %s", why.c_str(), ucxWhy.c_str());
+  ICN_WARN(subsys::Net | subsys::Init, "no transport is usable: %s", whyNot.c_str());
   return Status::SystemError;
 }
 

@@ -82,6 +82,7 @@ iperf() {
   wait $srv
 }
 
+uptime > "$OUT/load-start.txt"
 VARIANTS="tcp:ICN_TRANSPORT=tcp ucx:ICN_TRANSPORT=ucx,UCX_TLS=tcp,ICN_COPY_THREADS=0 ${ICN_BENCH_VARIANTS:-}"
 for r in $(seq "$ROUNDS"); do
   echo "round $r/$ROUNDS" >&2
@@ -97,6 +98,7 @@ for r in $(seq "$ROUNDS"); do
   iperf "iperf3-$r"
 done
 
+uptime > "$OUT/load-end.txt"
 python3 - "$OUT" "$ROUNDS" "$SIZES" "$VARIANTS" <<'PY'
 import json, statistics, sys, os
 out, rounds, sizes = sys.argv[1], int(sys.argv[2]), [int(s) for s in sys.argv[3].split()]
@@ -126,5 +128,7 @@ print("|---|" + "---:|" * (len(sizes) + 1))
 for k, (bw, lat) in rows.items():
     print(f"| {k} | " + " | ".join(f"{b:.2f}" for b in bw) + f" | {lat:.1f} |")
 print(f"| iperf3 -P 4 (5 s) | " + " | ".join(f"{ip:.2f}" for _ in sizes) + " | |")
-print(f"\n{rounds} interleaved rounds, medians; raw results in {out}")
+load = [open(f"{out}/load-{w}.txt").read().split("load average:")[1].split(",")[0].strip() for w in ("start", "end")]
+print(f"\n{rounds} interleaved rounds, medians; 1-minute load average {load[0]} before, {load[1]} after; "
+      f"raw results in {out}")
 PY

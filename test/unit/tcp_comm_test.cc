@@ -140,9 +140,9 @@ class RecvSide : public ::testing::Test {
   static constexpr uint32_t kPosted = 1000;
   static constexpr size_t kGuard = 4096;
   static constexpr uint32_t kEager = 2048;
+  std::vector<uint8_t> buf;  // before comm: a lane may still be writing into it until comm is closed
   Wires wires{1};
   std::unique_ptr<TcpRecvComm> comm;
-  std::vector<uint8_t> buf;
 };
 
 std::vector<uint8_t> pattern(size_t n) {
@@ -302,6 +302,7 @@ TEST_F(RecvSide, EagerMessageSkipsReceivesBeforeItsHorizon) {
   sendChunk(wires.lane(1), chunk(first, 0, 7, 40, 0, 40), data);
   ASSERT_EQ(finish(r1, &size), Status::Ok);
   EXPECT_EQ(size, 40);
+  comm.reset();  // before `other` goes
 }
 
 TEST_F(RecvSide, MoreEagerMessagesThanCreditsFail) {

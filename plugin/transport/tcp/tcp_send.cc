@@ -181,7 +181,7 @@ bool TcpSendComm::sendEager(TcpSendRequest* r) {
   if (credits_ <= kEagerCredits / 2 && (readCts() != Status::Ok || match() != Status::Ok)) return false;
   // Only a message that can belong to no record we have read may go ahead of its record: then the receiver
   // and we place it by the same rule.
-  if (credits_ == 0 || ctsHead_ != ctsTail_) return false;
+  if (credits_ == 0 || ndebts_ == kEagerCredits || ctsHead_ != ctsTail_) return false;
   credits_--;
   debts_[ndebts_++] = r->tag;
   ChunkHeader h;
