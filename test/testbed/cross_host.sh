@@ -36,7 +36,7 @@ fi
 python3 - "$log" "$name" "$allowed" <<'PY'
 import re, sys
 log, name, allowed = sys.argv[1], sys.argv[2], re.compile(sys.argv[3])
-conn = re.compile(r"rank (\d) \(pid \d+\): .*ICN (?:UCX|ib|tcp) (?:send|receive) connection (?:to|from) (\S+?):\d+ .*")
+conn = re.compile(r"rank (\d) \(pid \d+\): .*ICN (?:UCX|ib|TCP) (?:send|receive) connection (?:to|from) (\S+?):\d+ .*")
 lanes_re = re.compile(r"ready, lanes (.*)$")
 seen, bad = 0, []
 for line in open(log, errors="replace"):
