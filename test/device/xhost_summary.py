@@ -66,5 +66,35 @@ def main(path):
     print("\n".join(out))
 
 
+def plot(path, png):
+    """One panel per collective: bus bandwidth per size and configuration (median over rounds)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    recs = [json.loads(l[len("XHOST "):]) for l in open(path) if l.startswith("XHOST ")]
+    recs = [r for r in recs if r["label"] != "iperf3" and "us" in r and r["rank"] == 0]
+    ops = list(dict.fromkeys(r["op"] for r in recs))
+    fig, axes = plt.subplots(1, len(ops), figsize=(6 * len(ops), 4), squeeze=False)
+    for ax, op in zip(axes[0], ops):
+        by = defaultdict(lambda: defaultdict(list))
+        for r in recs:
+            if r["op"] == op and r["bytes"] >= 1 << 20:
+                by[r["label"]][r["bytes"]].append(r["busbw_gbs"])
+        for label, sizes in by.items():
+            xs = sorted(sizes)
+            ax.plot(xs, [statistics.median(sizes[x]) for x in xs], marker="o", label=label,
+                    linestyle="-" if label.startswith("icn") else "--")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("bus bandwidth (GB/s)")
+        ax.set_title(f"{op}, 2 emulated hosts, 1 process per rank")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
 if __name__ == "__main__":
     main(sys.argv[1])
+    if len(sys.argv) > 2:
+        plot(sys.argv[1], sys.argv[2])
