@@ -44,10 +44,10 @@ TEST(Group, ConvergesToFastestOnNoisyModels) {
       double best = m.time(expect[mi].algo, expect[mi].proto, m.defaultChannels);
       double got = m.time(d.algo, d.proto, d.channels > 0 ? d.channels : m.defaultChannels);
       if (d.algo == expect[mi].algo && d.proto == expect[mi].proto) ++exact;
-      // The target: within 1.03x of the best fixed choice. Model 3's best two are 4.8% apart at 2 us with
+      // The target: within 1.03x of the best fixed choice. Model 3's best two are 4.8% apart at 2 us with
       // launch skew twice the kernel time, which ~20 calls cannot always resolve: there, within 1.05x. At most 1%
       // of seeds may miss: a duel arm whose unskewed samples are hit by two of the 4% outliers (model 0, 1 seed
-      // of 100 since every departure from NCCL's choice is dueled).
+      // of 100).
       if (got > best * (mi == 3 ? 1.05 : 1.03)) {
         ++missed;
         fprintf(stderr, "model %d seed %u: %.2fx the best\n", mi, seed, got / best);
@@ -92,11 +92,11 @@ TEST(Group, HostBoundRoundsKeepNcclsChoice) {
 }
 
 TEST(Group, HostBoundDeparturesFromNcclsChoiceAreDueled) {
-  // 128 KiB on H200 NVLink (paired_proof, session 7): NCCL's Ring/LL costs 14.9 us a call, every other arm 1.05-1.45x
+  // 128 KiB on H200 NVLink (paired benchmark): NCCL's Ring/LL costs 14.9 us a call, every other arm 1.05-1.45x
   // that. Profiled, the host's pace sets every period and wanders from 13.5 to 35 us, so a screen now and then
-  // puts Ring/LL 1.5x above a lucky arm (Tree/LL128 13.5 us against Ring/LL 20.5): 2 of 4 processes left Ring/LL
-  // for Tree/LL128 or Tree/LL and ran 1.05-1.08x slower. Such a departure must survive a duel against NCCL's
-  // choice, run back to back, in which the host-bound rule keeps NCCL's choice unless it is clearly slower.
+  // puts Ring/LL 1.5x above a lucky arm (Tree/LL128 13.5 us against Ring/LL 20.5); leaving Ring/LL for it costs
+  // 1.05-1.08x. Such a departure must survive a duel against NCCL's choice, run back to back, in which the
+  // host-bound rule keeps NCCL's choice unless it is clearly slower.
   Model m{{{16.3, 16.1, 21.3}, {14.9, 16.1, 21.5}}};
   setKernels(m, {{{3.7, 8.9, 8.8}, {3.9, 11.5, 16.3}}});
   m.hostUs = 22;
