@@ -25,9 +25,10 @@ for p in "$src" "$build"; do
     echo "FAIL: installed files name $p:"; echo "$hits" | sed "s|$root||"; fail=1
   fi
 done
-plugin=$(PKG_CONFIG_SYSROOT_DIR="$root" PKG_CONFIG_PATH="$root/usr/lib/pkgconfig:$root/usr/lib/x86_64-linux-gnu/pkgconfig" \
+plugin=$(PKG_CONFIG_PATH="$root/usr/lib/pkgconfig:$root/usr/lib/x86_64-linux-gnu/pkgconfig" \
   pkg-config --variable=plugin icn) || { echo "FAIL: pkg-config cannot find icn"; fail=1; }
-[ -f "$root${plugin#$root}" ] || { echo "FAIL: pkg-config's plugin path $plugin does not exist"; fail=1; }
+[ -f "$plugin" ] || { echo "FAIL: pkg-config's plugin path $plugin does not exist"; fail=1; }
+echo "pkg-config plugin: ${plugin#$root}"
 proj=$(mktemp -d /tmp/icn-findpkg.XXXXXX)
 cat > "$proj/CMakeLists.txt" <<'CM'
 cmake_minimum_required(VERSION 3.20)

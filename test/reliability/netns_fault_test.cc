@@ -164,7 +164,6 @@ TEST(NetnsFault, LinkDownMidTransferFailsBothSidesWithin30s) {
     setup[i].netns = net.ns[i];
     setup[i].env = {{"ICN_TRANSPORT", "ucx"},
                     {"UCX_TLS", "tcp"},
-                    {"ICN_COPY_THREADS", "0"},  // two "hosts": no same-host fast path, data crosses the veth
                     {"UCX_NET_DEVICES", net.dev[i]},
                     {"ICN_SOCKET_IFNAME", net.dev[i]},
                     {"UCX_WARN_UNUSED_ENV_VARS", "n"}};
