@@ -18,7 +18,7 @@
 namespace icn {
 
 namespace {
-const char* transportName(uint8_t t) { return t == 1 ? "ucx" : t == 2 ? "ib" : "?"; }
+const char* transportName(uint8_t t) { return t == 1 ? "ucx" : t == 2 ? "ib" : t == 3 ? "tcp" : "?"; }
 
 std::chrono::milliseconds connectTimeout() {
   return std::chrono::milliseconds(params::getInt(params::Id::ConnectTimeoutMs));

@@ -95,7 +95,7 @@ Status decodeHello(std::span<const uint8_t> payload, Hello* out, std::string* wh
     *why = "HELLO transport payload length does not match the frame";
     return Status::RemoteError;
   }
-  if (out->transport != 1 && out->transport != 2) {
+  if (out->transport < 1 || out->transport > 3) {  // ucx, ib, tcp (core/oob.h)
     *why = "unknown transport id " + std::to_string(out->transport);
     return Status::RemoteError;
   }

@@ -60,8 +60,9 @@ Status readListenHandle(HandleBytes handle, uint8_t transport, SockAddr* addr, s
   r.get(&version);
   r.get(&len);
   if (t != transport) {
-    *why = std::string("handle is for transport ") + (t == kTransportIb ? "ib" : t == kTransportUcx ? "ucx" : "?") +
-           ", this rank uses " + (transport == kTransportIb ? "ib" : "ucx") + " (set ICN_TRANSPORT alike everywhere)";
+    auto name = [](uint8_t x) { return x == kTransportIb ? "ib" : x == kTransportUcx ? "ucx" : x == kTransportTcp ? "tcp" : "?"; };
+    *why = std::string("handle is for transport ") + name(t) + ", this rank uses " + name(transport) +
+           " (set ICN_TRANSPORT alike everywhere)";
     return Status::InvalidArgument;
   }
   if (version != kWireVersion || (len != sizeof(sockaddr_in) && len != sizeof(sockaddr_in6)) || !r.bytes(len, &raw)) {

@@ -15,6 +15,7 @@ namespace icn {
 
 constexpr uint8_t kTransportUcx = 1;
 constexpr uint8_t kTransportIb = 2;
+constexpr uint8_t kTransportTcp = 3;
 constexpr size_t kHandleScratchOffset = 64;  // bytes [64,128) of the handle: connect-side state
 
 // Bytes [0,64) of the handle: what the listener advertises.

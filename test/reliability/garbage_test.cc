@@ -22,11 +22,19 @@
 #include "core/wire.h"
 #include "ranks.h"
 #include "raw_peer.h"
+#include "transport/tcp/tcp_wire.h"
 
 namespace icn::rel {
 namespace {
 
 constexpr int kConnectTimeoutMs = 8000;
+
+// The suite runs against the transport ICN_TRANSPORT names (ucx unless it says tcp).
+bool tcpTransport() {
+  const char* t = getenv("ICN_TRANSPORT");
+  return t && std::string(t) == "tcp";
+}
+uint8_t transportId() { return tcpTransport() ? kTransportTcp : kTransportUcx; }
 
 struct Garbage {
   const char* what;
@@ -41,7 +49,7 @@ struct Garbage {
 constexpr uint64_t kCommId = 0x1234;  // netapi::Plugin::init's default
 
 Hello helloWithBlob(std::vector<uint8_t> blob) {
-  Hello h = makeLocalHello(kTransportUcx, kCommId, std::move(blob));
+  Hello h = makeLocalHello(transportId(), kCommId, std::move(blob));
   h.host = "garbage-client";
   return h;
 }
@@ -167,13 +175,23 @@ TEST(ListenPort, GarbageIsRejectedAndRealConnectionCompletes) {
         SockAddr addr;
         std::string why;
         ASSERT_EQ(readListenHandle(std::span<uint8_t, kHandleSize>(reinterpret_cast<uint8_t*>(handle), kHandleSize),
-                                   kTransportUcx, &addr, &why),
+                                   transportId(), &addr, &why),
                   Status::Ok)
             << why;
         // The garbage arrives first, so the real connection queues behind every bad one.
+        // A peer that gets through its HELLO and then never finishes: a real UCX worker that is never
+        // progressed, or a valid TCP connection request whose READY and lanes never come.
         SilentUcxWorker silent;
-        ASSERT_FALSE(silent.address().empty()) << "cannot create a UCX worker for the stalling client";
-        auto garbage = garbageList(silent.address());
+        std::vector<uint8_t> stallBlob = silent.address();
+        if (tcpTransport()) {
+          tcp::Blob b;
+          b.kind = tcp::kBlobControl;
+          b.value = 2;
+          b.token[0] = 1;
+          stallBlob = tcp::encodeBlob(b);
+        }
+        ASSERT_FALSE(stallBlob.empty()) << "cannot create a UCX worker for the stalling client";
+        auto garbage = garbageList(stallBlob);
         std::vector<int> fds;
         for (auto& g : garbage) {
           int fd = connectTo(addr);
@@ -266,7 +284,7 @@ TEST(ListenPort, GarbageIsRejectedAndRealConnectionCompletes) {
   for (const char* why : {"fails its integrity check", "bad magic", "protocol version 9", "unknown frame type 77", "exceeds the 65536-byte limit",
                           "closed the connection during the handshake", "not completed within"})
     EXPECT_TRUE(out[0].warnHas({"handshake with", why})) << "no WARN saying: " << why;
-  EXPECT_TRUE(out[0].warnHas({"garbage-client", "malformed UCX connection blob"}));
+  EXPECT_TRUE(out[0].warnHas({"garbage-client", tcpTransport() ? "malformed TCP connection blob" : "malformed UCX connection blob"}));
 }
 
 }  // namespace

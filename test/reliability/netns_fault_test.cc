@@ -171,6 +171,20 @@ TEST(NetnsFault, LinkDownMidTransferFailsBothSidesWithin30s) {
   linkDownMidTransfer(setup, "ip link set dev " + net.dev[0] + " down");
 }
 
+// The same over ICN's own TCP transport: its lanes see the dead link through TCP_USER_TIMEOUT (sender, data
+// unacknowledged) and keepalive (receiver, idle sockets), both derived from ICN_PEER_TIMEOUT_MS.
+TEST(NetnsFault, TcpLinkDownMidTransferFailsBothSidesWithin30s) {
+  NetnsPair net;
+  if (!net.created[0]) GTEST_SKIP() << net.why;
+  ASSERT_TRUE(net.ready) << net.why;
+  std::array<RankSetup, 2> setup;
+  for (int i = 0; i < 2; i++) {
+    setup[i].netns = net.ns[i];
+    setup[i].env = {{"ICN_TRANSPORT", "tcp"}, {"ICN_SOCKET_IFNAME", net.dev[i]}};
+  }
+  linkDownMidTransfer(setup, "ip link set dev " + net.dev[0] + " down");
+}
+
 // The same over verbs in the Soft-RoCE VM (test/vm/fault-tests.sh): rxe0 and rxe1 sit on the two ends of a
 // veth pair and the out-of-band control socket stays on lo, so only the verbs path sees the fault. The guest
 // script passes the fault as a command: the link going down (rxe reports the port down at once), or every

@@ -130,6 +130,7 @@ class UcxTransport final : public Transport {
 
 Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
   out->reset();
+  t_.reaper()->poll();
   std::unique_ptr<Handshake> hs;
   // No UCX resource exists for a peer before the handshake reached PeerKnown (see handshake.h).
   ICN_CHECK(listener_->poll(setups_.size() < kMaxSetups ? &hs : nullptr));
@@ -184,6 +185,7 @@ Status UcxTransport::listen(int dev, const CommConfig& config, HandleBytes handl
 
 Status UcxTransport::connect(int dev, const CommConfig& config, HandleBytes handle, std::unique_ptr<SendComm>* out) {
   out->reset();
+  reaper_.poll();
   if (dev != 0) {
     ICN_WARN(subsys::Net, "connect: device %d does not exist (UCX transport has 1 device)", dev);
     return Status::InvalidArgument;
