@@ -445,7 +445,7 @@ int BucketExplorer::leader(bool hostBound) const {
   // included) cannot resolve what separates the arms: the reference stays unless its period is clearly worse.
   // Inside one process on 2 H200 (paired_proof.sh) every choice costs the same per call within ~5% up to 512 KiB on
   // NVLink, and NCCL's own choice is within 1.00-1.03x of the best there; ranking such rounds by kernel time
-  // instead (what this did before) picked arms 2-5% slower a call, and up to 1.25x where a short kernel hides a
+  // instead picks arms 2-5% slower a call, and up to 1.25x where a short kernel hides a
   // long call (Tree/Simple at 2 MiB: 16.5 us kernel, 29 us a call; Ring/LL 23.5).
   if (hostBound) {
     if (refUs <= p_.hostTieRatio * winUs) return sameAlgoShorterKernel(ref, period.data(), winUs);

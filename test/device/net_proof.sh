@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 2 proof on the 2-GPU machine: nccl-tests through the ICN net plugin vs NCCL's built-in Socket
+# Net path proof on the 2-GPU machine: nccl-tests through the ICN net plugin vs NCCL's built-in Socket
 # transport, both on the net path (P2P and SHM off), interleaved runs, data check on.
 #   test/device/net_proof.sh PLUGIN_SO NCCL_TESTS_BUILD_DIR [smoke|full] [RUNS]
+# Logs go to $OUT (default /tmp/icn-out); python3 test/device/net_summary.py $OUT writes the Markdown tables.
 set -u
 PLUGIN=$(realpath "$1"); NT=$(realpath "$2"); MODE=${3:-full}; RUNS=${4:-3}
 OUT=${OUT:-/tmp/icn-out}; mkdir -p "$OUT"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU proof for topo/ and shim/ (issue 5), for the 2x H200 machine.
+# GPU proof for topo/ and shim/, for the 2x H200 machine.
 #   usage: test/device/topo_proof.sh BUILD_DIR NCCL_TESTS_BIN_DIR
 #   BUILD_DIR holds topo/icn-topo, shim/libicn-shim.so, shim/libnccl-env-icn.so and topo-runtime/ (a copy of
 #   libhwloc.so.15, used only when the machine has no hwloc). Results go to $OUT (default ./topo-proof-out).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU proof for the ICN tuner (issue 4) on one host with 2 GPUs (written for 2x H200).
+# GPU proof for the ICN tuner on one host with 2 GPUs (written for 2x H200).
 #
 #   test/device/tuner_proof.sh <dir with libnccl-net-icn.so> <nccl-tests build dir>
 #
@@ -11,8 +11,7 @@
 # The online run learns in-process: nccl-tests' warm-up (-w calls at every power of two) and first sweep are its
 # learning phase (~20 calls per size bucket), the second sweep is slack, the third (-N 3) is what the table
 # reports (the summary keeps the last sweep of every log). Every configuration runs the same sweeps and reports
-# its last one, so all are compared at the same age of their process (docs/results/tuner/history.md: sweeps
-# of one process differ).
+# its last one, so all are compared at the same age of their process (a process's later sweeps run faster).
 # Once per path a diagnostic online run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING (not in the table: NCCL
 # logs a line per collective there) records every ICN decision and how many collectives the profiler timed
 # (diag-<path>-online.txt, decisions.log).

@@ -14,7 +14,11 @@
 
 namespace icn::topo::test {
 
-inline std::string fixture(const std::string& name) { return std::string(ICN_TOPO_FIXTURES) + "/" + name; }
+// sys-* trees are generated at build time by gen_fixtures.py (test/topo/CMakeLists.txt); the rest is committed.
+inline std::string fixture(const std::string& name) {
+  const bool generated = name.rfind("sys-", 0) == 0;
+  return std::string(generated ? ICN_TOPO_SYS_FIXTURES : ICN_TOPO_FIXTURES) + "/" + name;
+}
 
 // A private copy of a fixture folder that a test may edit; removed on destruction.
 class TempTree {

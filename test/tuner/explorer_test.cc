@@ -453,9 +453,9 @@ TEST(Explorer, UnmeasuredCallsAreNotAwaited) {
   EXPECT_EQ(ex.finishRound(12, true).after, c[0]);
 }
 
-// 2 H200 NVLink, 2 MiB (paired_proof call e): stage 1 crowned a lucky Tree/SIMPLE; its duel against Tree/LL and
-// NCCL's Ring/SIMPLE kept Ring/SIMPLE (28 us a call) because Ring/LL (17.5 us kernel, 22.4 a call), measured in
-// stage 1, was not in the duel and the same-algorithm kernel rule only looks among the duel's arms.
+// 2 H200 NVLink, 2 MiB: when stage 1 crowns a lucky Tree/SIMPLE, a duel of Tree/SIMPLE, Tree/LL and NCCL's
+// Ring/SIMPLE keeps Ring/SIMPLE (28 us a call) unless Ring/LL (17.5 us kernel, 22.4 a call), measured in stage 1,
+// joins it: the same-algorithm kernel rule only looks among the duel's arms.
 TEST(Explorer, DuelTakesAlongTheArmOfNcclsAlgorithmWithAClearlyShorterKernel) {
   auto c = sixCandidates();  // c[0..2] Tree LL/LL128/SIMPLE, c[3..5] Ring LL/LL128/SIMPLE
   auto feedK = [](BucketExplorer& ex, const Decision& d, int n, double us, double kernelUs) {

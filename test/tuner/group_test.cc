@@ -44,7 +44,7 @@ TEST(Group, ConvergesToFastestOnNoisyModels) {
       double best = m.time(expect[mi].algo, expect[mi].proto, m.defaultChannels);
       double got = m.time(d.algo, d.proto, d.channels > 0 ? d.channels : m.defaultChannels);
       if (d.algo == expect[mi].algo && d.proto == expect[mi].proto) ++exact;
-      // The target: within 1.03x of the best fixed choice. Model 3's best two are 4.8% apart at 2 us with
+      // The target: within 1.03x of the best fixed choice. Model 3's best two are 4.8% apart at 2 us with
       // launch skew twice the kernel time, which ~20 calls cannot always resolve: there, within 1.05x. At most 1%
       // of seeds may miss: a duel arm whose unskewed samples are hit by two of the 4% outliers (model 0, 1 seed
       // of 100 since every departure from NCCL's choice is dueled).

@@ -1,4 +1,4 @@
-// Samples that arrive long after their calls were issued (issue 4, net path): nccl-tests enqueues all its calls of
+// Samples that arrive long after their calls were issued (net path): nccl-tests enqueues all its calls of
 // a size back to back, so on a slow path the host runs 20+ calls ahead of the GPU and the measurements of a
 // bucket's exploration arrive after the host moved on to other sizes. Rounds must wait for them (crediting each
 // to its own bucket and arm), and must never leave NCCL's choice on one-sided evidence.
