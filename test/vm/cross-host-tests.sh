@@ -114,11 +114,13 @@ if [ "$me" = a ]; then
   done
 fi
 
-# ib_write_bw (a writes to b) then ICN verbs (a sends to b), 64 x 1 MiB each, interleaved rounds.
+# ib_write_bw (a writes to b) then ICN verbs (a sends to b), 64 x 1 MiB each, interleaved rounds. perftest
+# gets ICN's QP timeout (ICN_IB_TIMEOUT 18, ~1 s): with its default (14, 67 ms) round trips of tens of ms
+# here make rxe retransmit writes the peer already took, and the run fails with a remote invalid request.
 ratios=""
 for rep in 1 2 3; do
-  xstep ib_write_bw-$rep 120 b "ib_write_bw -d rxe0 -x $gid -s 1048576 -n 64 -F -p \$port" \
-    "ib_write_bw -d rxe0 -x $gid -s 1048576 -n 64 -F -p \$port $peer"
+  xstep ib_write_bw-$rep 120 b "ib_write_bw -d rxe0 -x $gid -s 1048576 -n 64 -u 18 -F -p \$port" \
+    "ib_write_bw -d rxe0 -x $gid -s 1048576 -n 64 -u 18 -F -p \$port $peer"
   xstep icn-bw-$rep 180 a \
     "ICN_TRANSPORT=ib $(perf --server --port \$port --min 1M --max 1M --bw-only --bw-bytes 64M)" \
     "ICN_TRANSPORT=ib $(perf --client $peer:\$port --min 1M --max 1M --bw-only --bw-bytes 64M)"
