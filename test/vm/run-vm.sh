@@ -174,7 +174,7 @@ else
   done
   [[ -n $port ]] || die "no free loopback port for the guests' link"
   pids=()
-  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done' EXIT
+  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
   boot_guest() {  # boot_guest ROLE ADDR PEER MAC NETDEV_OPTS
     local log=$workdir/console-$1.log
     logs+=("$log")
