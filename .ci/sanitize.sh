@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the plugin and its test suites with ASan+UBSan (build-asan) and with TSan (build-tsan), then runs
-# the unit, conformance and (fast) reliability tests under each. UCX itself is not instrumented: the few
+# the unit, conformance, adversary and (fast) reliability tests under each. UCX itself is not instrumented: the few
 # reports that come from inside UCX are suppressed in test/sanitizers/*.supp (each entry says why).
 #   .ci/sanitize.sh            # both
 #   .ci/sanitize.sh address    # one of: address thread
@@ -8,9 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 KINDS=${*:-address thread}
-TARGETS="nccl-net-icn icn-conformance icn_core_unit icn_reliability_unit icn-reliability icn_tuner_unit icn_tuner_abi"
-# Tests: unit + conformance labels, plus the reliability suites that finish in seconds.
-TESTS='^(core\.|tuner\.|reliability\.(Sha|Hmac|Codec|ListenHandle|HandshakeTest|AuthTest)|reliability\.(garbage|auth|load)$|conformance\.)'
+TARGETS="nccl-net-icn icn-conformance icn_core_unit icn_reliability_unit icn-reliability icn_tuner_unit icn_tuner_abi
+         icn_tuner_multiproc icn-adversary"
+# Tests: unit + conformance labels, the adversary suite (hostile peers against a victim rank), plus the
+# reliability suites that finish in seconds.
+TESTS='^(core\.|tuner\.|reliability\.(Sha|Hmac|Codec|ListenHandle|HandshakeTest|AuthTest)|reliability\.(garbage|auth|load)$|conformance\.|adversary\.)'
 # UCX's own malloc/mmap hooks fight the sanitizers' interceptors.
 export UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no
 export ICN_REL_LOAD_SECONDS=${ICN_REL_LOAD_SECONDS:-5}

@@ -10,14 +10,14 @@
 namespace icn::adapters {
 
 inline ncclResult_t tunerInit(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, ncclDebugLogger_t logFn,
-                              bool shareByCommId) {
+                              bool shareByCommId, const tuner::ShapeHints& hints = {}) {
   if (!ctx) return ncclInvalidArgument;
   *ctx = nullptr;
   setLogSink(reinterpret_cast<LogSink>(logFn));
   try {
     tuner::ContextConfig cfg = tuner::ContextConfig::fromEnvironment();
     cfg.shareByCommId = shareByCommId;
-    *ctx = new tuner::Context(cfg, commId, static_cast<int>(nRanks), static_cast<int>(nNodes));
+    *ctx = new tuner::Context(cfg, commId, static_cast<int>(nRanks), static_cast<int>(nNodes), hints);
     return ncclSuccess;
   } catch (const std::bad_alloc&) {
     ICN_WARN(subsys::Tuning, "tuner: out of memory at init");

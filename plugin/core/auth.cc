@@ -1,13 +1,14 @@
 #include "core/auth.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
+#include <atomic>
 #include <mutex>
-#include <sstream>
 
 #include "core/log.h"
 #include "core/params.h"
@@ -17,31 +18,72 @@ namespace {
 std::mutex g_mu;
 bool g_loaded = false;
 Status g_status = Status::Ok;
+std::string g_problem;
 std::string g_key;
+std::atomic<bool> g_failRandom{false};
+
+Status refuse(std::string why) {
+  ICN_WARN(subsys::Init | subsys::Net, "%s: every listen and connect will fail", why.c_str());
+  g_problem = std::move(why);
+  g_key.clear();
+  return g_status = Status::InvalidArgument;
+}
+
+// Reads the whole key file; the key is its content without trailing newlines.
+Status readKeyFile(const std::string& file) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return refuse("ICN_AUTH_KEY_FILE=" + file + " cannot be read: " + strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)))
+    ICN_WARN(subsys::Init | subsys::Net,
+             "ICN_AUTH_KEY_FILE=%s is accessible by group or others (mode %04o): anyone who can read it can join "
+             "the job; chmod 600 it", file.c_str(), static_cast<unsigned>(st.st_mode & 07777));
+  std::string key;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      key.append(buf, static_cast<size_t>(n));
+      if (key.size() <= 64 * 1024) continue;
+      ::close(fd);
+      return refuse("ICN_AUTH_KEY_FILE=" + file + " is larger than 64 KiB (not a key file?)");
+    }
+    if (n < 0 && errno == EINTR) continue;
+    int err = errno;
+    ::close(fd);
+    if (n < 0) return refuse("ICN_AUTH_KEY_FILE=" + file + " cannot be read: " + strerror(err));
+    break;
+  }
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+  if (key.empty()) return refuse("ICN_AUTH_KEY_FILE=" + file + " is empty");
+  g_key = std::move(key);
+  return Status::Ok;
+}
 
 Status loadLocked() {
   if (g_loaded) return g_status;
   g_loaded = true;
   g_key = params::getString(params::Id::AuthKey);
   const std::string& file = params::getString(params::Id::AuthKeyFile);
+  const char* source = "ICN_AUTH_KEY";
   if (g_key.empty() && !file.empty()) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) {
-      ICN_WARN(subsys::Init | subsys::Net, "ICN_AUTH_KEY_FILE=%s cannot be read: %s", file.c_str(), strerror(errno));
-      return g_status = Status::InvalidArgument;
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    g_key = ss.str();
-    while (!g_key.empty() && (g_key.back() == '\n' || g_key.back() == '\r')) g_key.pop_back();
-    if (g_key.empty()) {
-      ICN_WARN(subsys::Init | subsys::Net, "ICN_AUTH_KEY_FILE=%s is empty", file.c_str());
-      return g_status = Status::InvalidArgument;
-    }
+    ICN_CHECK(readKeyFile(file));
+    source = "ICN_AUTH_KEY_FILE";
   }
+  if (!g_key.empty() && g_key.size() < kMinKeyBytes)
+    return refuse(std::string(source) + " holds " + std::to_string(g_key.size()) + " bytes; at least " +
+                  std::to_string(kMinKeyBytes) + " are required (e.g. the output of `openssl rand -hex 32`)");
   if (!g_key.empty())
-    ICN_INFO(subsys::Init | subsys::Net, "handshake authentication on (HMAC-SHA256 job key, %zu bytes)", g_key.size());
+    ICN_INFO(subsys::Init | subsys::Net, "handshake authentication on (HMAC-SHA256 job key from %s, %zu bytes)",
+             source, g_key.size());
   return g_status = Status::Ok;
+}
+
+bool equalConstantTime(std::span<const uint8_t> a, std::span<const uint8_t> b) {
+  if (a.size() != b.size()) return false;
+  uint8_t diff = 0;
+  for (size_t i = 0; i < a.size(); i++) diff |= a[i] ^ b[i];
+  return diff == 0;
 }
 }  // namespace
 
@@ -50,70 +92,53 @@ Status init() {
   return loadLocked();
 }
 
+std::string problem() {
+  std::lock_guard lk(g_mu);
+  loadLocked();
+  return g_problem;
+}
+
 bool enabled() {
   std::lock_guard lk(g_mu);
   loadLocked();
   return !g_key.empty();
 }
 
-std::vector<uint8_t> mac(char role, std::span<const uint8_t, 16> nonceC, std::span<const uint8_t, 16> nonceA) {
+Digest tag(std::span<const uint8_t> msg) {
   std::lock_guard lk(g_mu);
   loadLocked();
-  if (g_key.empty()) return {};
-  uint8_t msg[33];
-  msg[0] = static_cast<uint8_t>(role);
-  memcpy(msg + 1, nonceC.data(), 16);
-  memcpy(msg + 17, nonceA.data(), 16);
-  Digest d = hmacSha256({reinterpret_cast<const uint8_t*>(g_key.data()), g_key.size()}, msg);
-  return {d.begin(), d.end()};
+  return g_key.empty() ? sha256(msg) : hmacSha256({reinterpret_cast<const uint8_t*>(g_key.data()), g_key.size()}, msg);
 }
 
-bool verify(char role, std::span<const uint8_t, 16> nonceC, std::span<const uint8_t, 16> nonceA,
-            std::span<const uint8_t> got) {
-  std::vector<uint8_t> want = mac(role, nonceC, nonceA);
-  if (want.size() != got.size()) return false;
-  uint8_t diff = 0;
-  for (size_t i = 0; i < want.size(); i++) diff |= want[i] ^ got[i];
-  return diff == 0;
+bool verifyTag(std::span<const uint8_t> msg, std::span<const uint8_t> got) {
+  Digest want = tag(msg);
+  return equalConstantTime(want, got);
 }
 
-std::vector<uint8_t> helloTag(char role, std::span<const uint8_t, 16> nonceC, std::span<const uint8_t, 16> nonceA,
-                              std::span<const uint8_t> blob) {
-  uint8_t msg[1 + 16 + 16 + 32];
-  msg[0] = static_cast<uint8_t>(role);
-  memcpy(msg + 1, nonceC.data(), 16);
-  memcpy(msg + 17, nonceA.data(), 16);
-  Digest b = sha256(blob);
-  memcpy(msg + 33, b.data(), b.size());
-  std::lock_guard lk(g_mu);
-  loadLocked();
-  Digest d = g_key.empty() ? sha256(msg)
-                           : hmacSha256({reinterpret_cast<const uint8_t*>(g_key.data()), g_key.size()}, msg);
-  return {d.begin(), d.end()};
-}
-
-bool verifyHelloTag(char role, std::span<const uint8_t, 16> nonceC, std::span<const uint8_t, 16> nonceA,
-                    std::span<const uint8_t> blob, std::span<const uint8_t> got) {
-  std::vector<uint8_t> want = helloTag(role, nonceC, nonceA, blob);
-  if (want.size() != got.size()) return false;
-  uint8_t diff = 0;
-  for (size_t i = 0; i < want.size(); i++) diff |= want[i] ^ got[i];
-  return diff == 0;
-}
-
-void fillNonce(std::span<uint8_t, 16> nonce) {
+Status fillNonce(std::span<uint8_t, 16> nonce) {
   size_t off = 0;
   while (off < nonce.size()) {
-    ssize_t r = getrandom(nonce.data() + off, nonce.size() - off, 0);
-    if (r <= 0) break;
-    off += static_cast<size_t>(r);
+    ssize_t r = g_failRandom.load() ? (errno = ENOSYS, -1) : getrandom(nonce.data() + off, nonce.size() - off, 0);
+    if (r > 0) {
+      off += static_cast<size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    ICN_WARN(subsys::Net, "no random bytes for a handshake nonce (getrandom: %s): refusing to connect with a "
+             "predictable one", r < 0 ? strerror(errno) : "short read");
+    memset(nonce.data(), 0, nonce.size());
+    return Status::SystemError;
   }
+  return Status::Ok;
 }
+
+void failRandomForTesting(bool on) { g_failRandom = on; }
 
 void resetForTesting() {
   std::lock_guard lk(g_mu);
   g_loaded = false;
   g_key.clear();
+  g_problem.clear();
   g_status = Status::Ok;
 }
 

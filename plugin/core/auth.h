@@ -16,24 +16,25 @@ Digest sha256(std::span<const uint8_t> data);
 Digest hmacSha256(std::span<const uint8_t> key, std::span<const uint8_t> msg);
 
 namespace auth {
-// Loads the key once; an unreadable key file is an error (never silently unauthenticated).
+// Shorter keys are refused: a job key is meant to be random (e.g. `openssl rand -hex 32`), not a password.
+constexpr size_t kMinKeyBytes = 16;
+
+// Loads the key once. An unreadable or empty key file, or a key shorter than kMinKeyBytes, is an error
+// (logged once, with the reason; never a silent fallback to no authentication): every listen and connect then
+// fails. A key file readable by group or others is used, with a WARN.
 Status init();
+// Why init() failed ("" when it did not).
+std::string problem();
 bool enabled();
-// mac = HMAC(key, role | nonceC | nonceA); role 'C' for the connector, 'A' for the acceptor.
-std::vector<uint8_t> mac(char role, std::span<const uint8_t, 16> nonceC, std::span<const uint8_t, 16> nonceA);
-// Constant-time comparison against the expected mac.
-bool verify(char role, std::span<const uint8_t, 16> nonceC, std::span<const uint8_t, 16> nonceA,
-            std::span<const uint8_t> got);
-// Tag carried by every HELLO, checked before the transport parses the peer's blob (UCX aborts the process
-// on a malformed worker address): over role | nonceC | nonceA | SHA-256(blob). With a key it is
-// HMAC-SHA256(key, .) and proves knowledge of it; without one it is a plain SHA-256 that catches corrupt
-// or foreign payloads, not a deliberate attacker (that needs the key). The connector's HELLO uses role 'H'
-// and a zero nonceA (it does not know it yet).
-std::vector<uint8_t> helloTag(char role, std::span<const uint8_t, 16> nonceC, std::span<const uint8_t, 16> nonceA,
-                              std::span<const uint8_t> blob);
-bool verifyHelloTag(char role, std::span<const uint8_t, 16> nonceC, std::span<const uint8_t, 16> nonceA,
-                    std::span<const uint8_t> blob, std::span<const uint8_t> got);
-void fillNonce(std::span<uint8_t, 16> nonce);
+// The tag of a handshake message: HMAC-SHA256(key, msg) with a key; without one a plain SHA-256, which catches
+// corrupt or foreign payloads, not a deliberate attacker (that needs the key).
+Digest tag(std::span<const uint8_t> msg);
+// Constant-time comparison of `got` against tag(msg).
+bool verifyTag(std::span<const uint8_t> msg, std::span<const uint8_t> got);
+// Fills the nonce from the kernel's random source; SystemError (logged) when none is available: a handshake
+// never runs with a predictable nonce.
+Status fillNonce(std::span<uint8_t, 16> nonce);
+void failRandomForTesting(bool on);
 void resetForTesting();
 }  // namespace auth
 

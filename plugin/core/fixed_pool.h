@@ -26,6 +26,9 @@ class FixedPool {
     for (auto& item : items_) f(item);
   }
   bool owns(const T* t) const { return t >= items_.data() && t < items_.data() + N; }
+  // Slot numbers, for transports that name a request on the wire (the peer's number is checked: i < N).
+  size_t indexOf(const T* t) const { return static_cast<size_t>(t - items_.data()); }
+  T& at(size_t i) { return items_[i]; }
 
  private:
   std::array<T, N> items_{};

@@ -18,17 +18,19 @@
 namespace icn {
 
 namespace {
-const char* transportName(uint8_t t) { return t == 1 ? "ucx" : t == 2 ? "ib" : "?"; }
+const char* transportName(uint8_t t) { return t == 1 ? "ucx" : t == 2 ? "ib" : t == 3 ? "tcp" : "?"; }
+
+std::chrono::milliseconds connectTimeout() {
+  return std::chrono::milliseconds(params::getInt(params::Id::ConnectTimeoutMs));
+}
 }  // namespace
 
-Handshake::Handshake(Fd fd, Role role, std::string peerName, Hello local)
+Handshake::Handshake(Fd fd, Role role, std::string peerName, Hello local, std::chrono::steady_clock::time_point start)
     : fd_(std::move(fd)), role_(role), peerName_(std::move(peerName)), local_(std::move(local)) {
-  lastProgress_ = std::chrono::steady_clock::now();
-  if (role_ == Role::Connector) {
-    const uint8_t noNonce[16] = {};
-    local_.mac = auth::helloTag('H', local_.nonce, noNonce, local_.blob);
-    out_ = encodeFrame(FrameType::Hello, encodeHello(local_));
-    helloSent_ = true;
+  deadline_ = start + connectTimeout();
+  if (role_ == Role::Acceptor && local_.fresh) {
+    memcpy(nonceA_, local_.nonce, sizeof nonceA_);
+    queue(FrameType::Challenge, nonceA_);
   }
 }
 
@@ -43,22 +45,28 @@ Status Handshake::fail(const char* fmt, ...) {
   return Status::RemoteError;
 }
 
+void Handshake::queue(FrameType type, std::span<const uint8_t> payload) {
+  std::vector<uint8_t> frame = encodeFrame(type, payload);
+  out_.insert(out_.end(), frame.begin(), frame.end());
+}
+
 void Handshake::confirm(std::vector<uint8_t> acceptorBlob) {
+  if (confirmed_ || !helloReceived_) return;
   confirmed_ = true;
-  std::vector<uint8_t> frame;
   if (role_ == Role::Acceptor) {
     local_.blob = std::move(acceptorBlob);
-    local_.mac = auth::helloTag('A', peer_.nonce, local_.nonce, local_.blob);
-    frame = encodeFrame(FrameType::Hello, encodeHello(local_));
+    local_.mac.clear();
+    digestA_ = helloDigest(local_);
+    Digest t = auth::tag(proofMessage('A', digestC_, digestA_));
+    local_.mac.assign(t.begin(), t.end());
+    queue(FrameType::Hello, encodeHello(local_));
     helloSent_ = true;
   } else {
-    std::vector<uint8_t> mac = auth::mac('C', local_.nonce, peer_.nonce);
-    std::vector<uint8_t> payload;
-    payload.push_back(static_cast<uint8_t>(mac.size()));
-    payload.insert(payload.end(), mac.begin(), mac.end());
-    frame = encodeFrame(FrameType::Ready, payload);
+    Digest t = auth::tag(proofMessage('R', digestC_, digestA_));
+    std::vector<uint8_t> payload{static_cast<uint8_t>(t.size())};
+    payload.insert(payload.end(), t.begin(), t.end());
+    queue(FrameType::Ready, payload);
   }
-  out_.insert(out_.end(), frame.begin(), frame.end());
 }
 
 Status Handshake::pump() {
@@ -66,7 +74,6 @@ Status Handshake::pump() {
     ssize_t n = ::send(fd_.get(), out_.data() + outOff_, out_.size() - outOff_, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       outOff_ += static_cast<size_t>(n);
-      lastProgress_ = std::chrono::steady_clock::now();
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -82,7 +89,6 @@ Status Handshake::pump() {
     ssize_t n = ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT);
     if (n > 0) {
       in_.insert(in_.end(), buf, buf + n);
-      lastProgress_ = std::chrono::steady_clock::now();
       if (in_.size() > kMaxFramePayload + 12) break;  // parse before reading more
       continue;
     }
@@ -97,47 +103,106 @@ Status Handshake::pump() {
   return Status::Ok;
 }
 
-Status Handshake::onFrame(FrameType type, std::span<const uint8_t> payload) {
-  bool wantHello = !helloReceived_;
-  if (type == FrameType::Hello) {
-    if (!wantHello) return fail("unexpected second HELLO");
-    std::string why;
-    if (decodeHello(payload, &peer_, &why) != Status::Ok) return fail("%s", why.c_str());
-    if (peer_.transport != local_.transport)
-      return fail("peer %s:%u uses transport %s, we use %s (set ICN_TRANSPORT alike on all ranks)", peer_.host.c_str(),
-                  peer_.pid, transportName(peer_.transport), transportName(local_.transport));
-    // Checked before anyone parses the blob: a transport must never see an unverified peer payload.
-    const uint8_t noNonce[16] = {};
-    bool tagOk = role_ == Role::Connector ? auth::verifyHelloTag('A', local_.nonce, peer_.nonce, peer_.blob, peer_.mac)
-                                          : auth::verifyHelloTag('H', peer_.nonce, noNonce, peer_.blob, peer_.mac);
-    if (!tagOk && auth::enabled())
-      return fail("peer %s:%u did not prove knowledge of the job key (ICN_AUTH_KEY)", peer_.host.c_str(), peer_.pid);
-    if (!tagOk)
-      return fail("HELLO from %s:%u fails its integrity check (corrupt, not an ICN peer, or ICN_AUTH_KEY is set there "
-                  "but not here)", peer_.host.c_str(), peer_.pid);
-    peerName_ = peer_.host + ":" + std::to_string(peer_.pid) + " (" + peerName_ + ")";
-    helloReceived_ = true;
-    return Status::Ok;
+Status Handshake::onChallenge(std::span<const uint8_t> payload) {
+  if (role_ != Role::Connector || challenged_) return fail("unexpected CHALLENGE frame");
+  if (payload.size() != sizeof nonceA_) return fail("malformed CHALLENGE frame (%zu bytes)", payload.size());
+  memcpy(nonceA_, payload.data(), sizeof nonceA_);
+  challenged_ = true;
+  // Our HELLO answers this very challenge: its tag binds the acceptor's fresh nonce to every field we send.
+  local_.mac.clear();
+  digestC_ = helloDigest(local_);
+  Digest t = auth::tag(proofMessage('C', nonceA_, digestC_));
+  local_.mac.assign(t.begin(), t.end());
+  queue(FrameType::Hello, encodeHello(local_));
+  helloSent_ = true;
+  return Status::Ok;
+}
+
+Status Handshake::onHello(std::span<const uint8_t> payload) {
+  if (helloReceived_) return fail("unexpected second HELLO");
+  if (role_ == Role::Connector && !challenged_) return fail("unexpected HELLO before the CHALLENGE");
+  Hello h;
+  std::string why;
+  if (decodeHello(payload, &h, &why) != Status::Ok) return fail("%s", why.c_str());
+  const std::string who = h.host + ":" + std::to_string(h.pid);
+  if (h.transport != local_.transport)
+    return fail("peer %s uses transport %s, we use %s (set ICN_TRANSPORT alike on all ranks)", who.c_str(),
+                transportName(h.transport), transportName(local_.transport));
+  // Checked before anyone parses the blob: a transport must never see an unverified peer payload.
+  std::vector<uint8_t> got = std::move(h.mac);
+  h.mac.clear();
+  const Digest d = helloDigest(h);
+  bool tagOk;
+  if (role_ == Role::Acceptor) {
+    tagOk = auth::verifyTag(proofMessage('C', nonceA_, d), got);
+  } else {
+    if (memcmp(h.nonce, nonceA_, sizeof nonceA_) != 0)
+      return fail("HELLO from %s does not carry the nonce of its CHALLENGE (replayed or forged)", who.c_str());
+    tagOk = auth::verifyTag(proofMessage('A', digestC_, d), got);
   }
-  // READY: only the acceptor receives it, after its own HELLO.
-  if (role_ != Role::Acceptor || !helloSent_) return fail("unexpected READY frame");
+  if (!tagOk && auth::enabled())
+    return fail("peer %s did not prove knowledge of the job key (ICN_AUTH_KEY), or its HELLO was replayed or "
+                "altered", who.c_str());
+  if (!tagOk)
+    return fail("HELLO from %s fails its integrity check (corrupt, replayed or altered, not an ICN peer, or "
+                "ICN_AUTH_KEY is set there but not here)", who.c_str());
+  if (local_.commId != 0 && h.commId != local_.commId)
+    return fail("peer %s (rank %d) belongs to communicator 0x%llx, this %s 0x%llx: refused", who.c_str(), h.rank,
+                static_cast<unsigned long long>(h.commId),
+                role_ == Role::Acceptor ? "listener serves" : "connection is for",
+                static_cast<unsigned long long>(local_.commId));
+  h.mac = std::move(got);
+  peer_ = std::move(h);
+  if (role_ == Role::Acceptor) digestC_ = d;
+  else digestA_ = d;
+  peerName_ = who + " (" + peerName_ + ")";
+  helloReceived_ = true;
+  return Status::Ok;
+}
+
+Status Handshake::onReady(std::span<const uint8_t> payload) {
+  // Only the acceptor receives READY, after its own HELLO.
+  if (role_ != Role::Acceptor || !helloSent_ || readyDone_) return fail("unexpected READY frame");
   if (payload.empty() || payload.size() != 1u + payload[0]) return fail("malformed READY frame");
-  std::span<const uint8_t> mac = payload.subspan(1);
-  if (auth::enabled()) {
-    if (!auth::verify('C', peer_.nonce, local_.nonce, mac))
-      return fail("peer %s:%u did not prove knowledge of the job key (ICN_AUTH_KEY)", peer_.host.c_str(), peer_.pid);
-  } else if (!mac.empty()) {
-    return fail("peer requires authentication but ICN_AUTH_KEY is not set here");
+  if (!auth::verifyTag(proofMessage('R', digestC_, digestA_), payload.subspan(1))) {
+    if (auth::enabled())
+      return fail("peer %s:%u did not prove knowledge of the job key (ICN_AUTH_KEY) in READY", peer_.host.c_str(),
+                  peer_.pid);
+    return fail("READY from %s:%u fails its integrity check", peer_.host.c_str(), peer_.pid);
   }
   readyDone_ = true;
   return Status::Ok;
 }
 
+Status Handshake::onFrame(FrameType type, std::span<const uint8_t> payload) {
+  switch (type) {
+    case FrameType::Challenge: return onChallenge(payload);
+    case FrameType::Hello: return onHello(payload);
+    case FrameType::Ready: return onReady(payload);
+  }
+  return fail("unknown frame type %u", static_cast<unsigned>(type));
+}
+
+const char* Handshake::waitingFor() const {
+  if (role_ == Role::Connector) {
+    if (!challenged_) return "the CHALLENGE";
+    if (!helloReceived_) return "the acceptor's HELLO";
+    if (!confirmed_) return "our transport set-up";
+    return "READY to be sent";
+  }
+  if (!helloReceived_) return "the connector's HELLO";
+  if (!confirmed_) return "our transport set-up";
+  return "READY";
+}
+
 Status Handshake::progress(Phase* phase) {
   *phase = Phase::InProgress;
   if (!fd_.valid()) return Status::RemoteError;
+  if (!local_.fresh) return fail("no fresh nonce (the kernel's random source failed)");
+  if (auth::init() != Status::Ok) return fail("the job key is unusable: %s", auth::problem().c_str());
   ICN_CHECK(pump());
-  while (in_.size() >= 12) {
+  // Frames after the peer's HELLO wait until the transport has confirmed it (our HELLO goes out first).
+  while (in_.size() >= 12 && !(helloReceived_ && !confirmed_)) {
     FrameType type;
     uint32_t len;
     std::string why;
@@ -147,32 +212,20 @@ Status Handshake::progress(Phase* phase) {
     ICN_CHECK(onFrame(type, std::span<const uint8_t>(in_.data() + 12, len)));
     in_.erase(in_.begin(), in_.begin() + 12 + len);
   }
-  bool finished = helloReceived_ && (role_ == Role::Connector || readyDone_);
-  if (eof_ && !finished)
-    return fail("peer closed the connection during the handshake%s",
-                role_ == Role::Connector ? " (if its log shows a refusal: ICN_AUTH_KEY must match on every rank)" : "");
-  if (!helloReceived_) {
-    auto idle = std::chrono::steady_clock::now() - lastProgress_;
-    if (idle > std::chrono::milliseconds(params::getInt(params::Id::ConnectTimeoutMs)))
-      return fail("no progress for %lld ms (ICN_CONNECT_TIMEOUT_MS)",
-                  static_cast<long long>(params::getInt(params::Id::ConnectTimeoutMs)));
-    return Status::Ok;
-  }
-  if (!confirmed_) {
-    *phase = Phase::PeerKnown;
-    return Status::Ok;
-  }
-  ICN_CHECK(pump());
-  bool flushed = out_.empty();
-  bool done = role_ == Role::Connector ? flushed : (flushed && readyDone_);
+  ICN_CHECK(pump());  // what the frames just handled queued (our HELLO, READY)
+  const bool flushed = out_.empty();
+  const bool done = confirmed_ && flushed && (role_ == Role::Connector || readyDone_);
   if (done) {
     *phase = Phase::Done;
     return Status::Ok;
   }
-  auto idle = std::chrono::steady_clock::now() - lastProgress_;
-  if (idle > std::chrono::milliseconds(params::getInt(params::Id::ConnectTimeoutMs)))
-    return fail("no progress for %lld ms after HELLO (ICN_CONNECT_TIMEOUT_MS)",
-                static_cast<long long>(params::getInt(params::Id::ConnectTimeoutMs)));
+  if (eof_)
+    return fail("peer closed the connection during the handshake%s",
+                role_ == Role::Connector ? " (if its log shows a refusal: ICN_AUTH_KEY must match on every rank)" : "");
+  if (std::chrono::steady_clock::now() > deadline_)
+    return fail("not completed within %lld ms (ICN_CONNECT_TIMEOUT_MS; waiting for %s)",
+                static_cast<long long>(params::getInt(params::Id::ConnectTimeoutMs)), waitingFor());
+  if (helloReceived_ && !confirmed_) *phase = Phase::PeerKnown;
   return Status::Ok;
 }
 
@@ -211,7 +264,10 @@ Status ControlChannel::checkAlive() {
     uint8_t b[2 + 255];
     ssize_t n = ::recv(fd_.get(), b, sizeof b, MSG_DONTWAIT);
     if (n >= 2 && b[0] == kFailureMagic) {
-      why = "peer reports: " + std::string(reinterpret_cast<const char*>(b + 2), std::min<size_t>(size_t(n) - 2, b[1]));
+      std::string text(reinterpret_cast<const char*>(b + 2), std::min<size_t>(size_t(n) - 2, b[1]));
+      for (char& c : text)  // the peer's words reach our log: printable ASCII only
+        if (c < 0x20 || c > 0x7e) c = '?';
+      why = "peer reports: " + text;
     } else if (n > 0) {
       why = "unexpected data on the control connection";
     }
@@ -241,7 +297,7 @@ Hello makeLocalHello(uint8_t transport, uint64_t commId, std::vector<uint8_t> bl
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   h.host = host;
-  auth::fillNonce(h.nonce);
+  h.fresh = auth::fillNonce(h.nonce) == Status::Ok;
   h.blob = std::move(blob);
   return h;
 }

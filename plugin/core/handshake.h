@@ -1,19 +1,27 @@
-// Out-of-band connection set-up over one TCP socket, fully non-blocking.
+// Out-of-band connection set-up over one TCP socket, fully non-blocking (wire version 2).
 //
-//   connector                      acceptor
-//      HELLO(blob, nonceC)  ──▶
-//                                  PeerKnown: transport sets up with the peer's blob, confirm()
-//                           ◀──   HELLO(blob, nonceA, mac_a)
-//   PeerKnown: set up, confirm()
-//      READY(mac_c)         ──▶
-//   Done                           Done
+//   connector                                   acceptor
+//                                        ◀──   CHALLENGE(nonceA)                sent at accept
+//      HELLO_C(identity, blob_c, nonceC, tagC) ──▶
+//                                              check tagC, commId: the peer is live (it answered our fresh nonce)
+//                                              and, with a key, holds it. PeerKnown: only now does the transport
+//                                              create resources for it, then confirm(blob_a)
+//                                        ◀──   HELLO_A(identity, blob_a, nonceA, tagA)
+//   check nonce, tagA, commId. PeerKnown: set up, confirm()
+//      READY(tagR)                       ──▶
+//   Done                                        Done
 //
-// The blob is transport-specific (UCX worker address, QP numbers/GIDs/FIFO rkey). Each HELLO carries a tag over
-// role | nonceC | nonceA | SHA-256(blob) ('H' with a zero nonceA for the connector, 'A' for the acceptor), checked
-// before the blob is used; READY carries HMAC(key, 'C' | nonceC | nonceA). With ICN_AUTH_KEY the tags are
-// HMAC-SHA256 with the key; without it they are plain SHA-256 (catches garbage, not attackers) and READY's is empty.
+// identity = transport, commId, rank, pid, host. With D(h) = SHA-256 of HELLO h encoded with an empty tag:
+//   tagC = T("ICN2" 'C' | nonceA | D(HELLO_C))       tagA = T("ICN2" 'A' | D(HELLO_C) | D(HELLO_A))
+//   tagR = T("ICN2" 'R' | D(HELLO_C) | D(HELLO_A))
+// T is HMAC-SHA256 with the job key (ICN_AUTH_KEY), or plain SHA-256 without one (catches corruption, not
+// attackers). Every field of both HELLOs and both fresh nonces are covered, so a captured HELLO cannot be
+// replayed or rewritten, and a connection made for another communicator is refused. The blob is
+// transport-specific (UCX worker address, QP numbers/GIDs/FIFO rkey) and is parsed only after its tag checked.
+// The whole exchange must finish within ICN_CONNECT_TIMEOUT_MS of its start, however slowly bytes trickle in.
 // After Done the socket stays open as the control channel: its closing is how a dead peer is noticed.
 #pragma once
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -28,10 +36,10 @@
 namespace icn {
 
 constexpr uint32_t kWireMagic = 0x49434e31;  // "ICN1"
-constexpr uint16_t kWireVersion = 1;
+constexpr uint16_t kWireVersion = 2;
 constexpr size_t kMaxFramePayload = 64 * 1024;
 
-enum class FrameType : uint16_t { Hello = 1, Ready = 2 };
+enum class FrameType : uint16_t { Hello = 1, Ready = 2, Challenge = 3 };
 
 struct Hello {
   uint8_t transport = 0;  // 1 = ucx, 2 = ib
@@ -39,9 +47,10 @@ struct Hello {
   int32_t rank = -1;
   uint32_t pid = 0;
   std::string host;
-  uint8_t nonce[16] = {};
-  std::vector<uint8_t> mac;   // HELLO: 32-byte tag (auth::helloTag); decoder accepts 0 or 32
+  uint8_t nonce[16] = {};     // connector: nonceC; acceptor: nonceA, the one its CHALLENGE carried
+  std::vector<uint8_t> mac;   // tagC / tagA (see above); the decoder accepts 0 or 32 bytes
   std::vector<uint8_t> blob;  // transport payload
+  bool fresh = false;         // not on the wire: nonce drawn from the kernel's random source (makeLocalHello)
 };
 
 // Codec (separate so it can be fuzzed): frame = magic u32 | version u16 | type u16 | length u32 | payload.
@@ -50,19 +59,28 @@ std::vector<uint8_t> encodeHello(const Hello& h);
 Status decodeHello(std::span<const uint8_t> payload, Hello* out, std::string* why);
 // Parses a 12-byte header; rejects wrong magic/version/type and oversized lengths.
 Status decodeFrameHeader(std::span<const uint8_t, 12> header, FrameType* type, uint32_t* length, std::string* why);
+// D(h) above: SHA-256 of the HELLO encoded with an empty tag field.
+std::array<uint8_t, 32> helloDigest(const Hello& h);
+// The bytes a tag covers: "ICN2" | kind ('C', 'A' or 'R') | first | second (see above). Exposed for tests and
+// tools that play a peer; the handshake tags them with auth::tag.
+std::vector<uint8_t> proofMessage(char kind, std::span<const uint8_t> first, std::span<const uint8_t> second);
 
 class Handshake {
  public:
   enum class Role { Connector, Acceptor };
   enum class Phase { InProgress, PeerKnown, Done };
 
-  Handshake(Fd fd, Role role, std::string peerName, Hello local);
+  // The deadline (ICN_CONNECT_TIMEOUT_MS) counts from `start`: for a connector, when its TCP connect began.
+  Handshake(Fd fd, Role role, std::string peerName, Hello local,
+            std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now());
   // Drives I/O; never blocks. Returns an error (already logged with the peer's name) on protocol
-  // violation, auth failure, EOF or timeout.
+  // violation, auth failure, EOF or the deadline.
   Status progress(Phase* phase);
   // The transport accepted the peer's blob; the exchange may finish. The acceptor passes its own blob
-  // here (its resources are created once it knows the peer); the connector gave its blob up front.
+  // here (its resources are created once the peer proved itself); the connector gave its blob up front.
   void confirm(std::vector<uint8_t> acceptorBlob = {});
+  // PeerKnown or later: the peer's HELLO passed every check.
+  bool peerProven() const { return helloReceived_; }
   const Hello& peer() const { return peer_; }
   const std::string& peerName() const { return peerName_; }
   Fd takeFd() { return std::move(fd_); }
@@ -71,18 +89,26 @@ class Handshake {
  private:
   Status pump();  // write pending bytes, read into the frame buffer
   Status onFrame(FrameType type, std::span<const uint8_t> payload);
+  Status onChallenge(std::span<const uint8_t> payload);
+  Status onHello(std::span<const uint8_t> payload);
+  Status onReady(std::span<const uint8_t> payload);
+  void queue(FrameType type, std::span<const uint8_t> payload);
   Status fail(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+  const char* waitingFor() const;
 
   Fd fd_;
   Role role_;
   std::string peerName_;
   Hello local_;
   Hello peer_;
-  bool eof_ = false, helloReceived_ = false, confirmed_ = false, helloSent_ = false, readyDone_ = false;
+  uint8_t nonceA_[16] = {};  // the acceptor's challenge (ours or the peer's)
+  std::array<uint8_t, 32> digestC_{}, digestA_{};
+  bool eof_ = false, challenged_ = false, helloReceived_ = false, confirmed_ = false, helloSent_ = false,
+       readyDone_ = false;
   std::vector<uint8_t> out_;
   size_t outOff_ = 0;
   std::vector<uint8_t> in_;
-  std::chrono::steady_clock::time_point lastProgress_;
+  std::chrono::steady_clock::time_point deadline_;
 };
 
 // After the handshake: watches the control socket. Cheap to call often (rate-limited poll).
@@ -112,7 +138,8 @@ class ControlChannel {
 // Telemetry identity of a connection to the peer that sent this HELLO (both transports use it).
 NetCommInfo netCommInfo(const Hello& peer, uint64_t commId, bool isSend);
 
-// Local identity for HELLO: host name, pid, our rank for commId if known, a fresh nonce.
+// Local identity for HELLO: host name, pid, our rank for commId if known, a fresh nonce (`fresh` false, and a
+// WARN logged, when the kernel gave no random bytes: the handshake then refuses to start).
 Hello makeLocalHello(uint8_t transport, uint64_t commId, std::vector<uint8_t> blob);
 
 }  // namespace icn

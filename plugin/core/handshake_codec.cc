@@ -1,6 +1,7 @@
 // Wire encoding of handshake frames. Kept apart from the state machine so the fuzzer can drive it alone.
 #include <cstdio>
 
+#include "core/auth.h"
 #include "core/handshake.h"
 #include "core/wire.h"
 
@@ -29,7 +30,8 @@ Status decodeFrameHeader(std::span<const uint8_t, 12> header, FrameType* type, u
     snprintf(msg, sizeof msg, "bad magic 0x%08x (not an ICN peer, or a different protocol)", magic);
   } else if (version != kWireVersion) {
     snprintf(msg, sizeof msg, "protocol version %u, we speak %u (mixed ICN versions in one job?)", version, kWireVersion);
-  } else if (t != static_cast<uint16_t>(FrameType::Hello) && t != static_cast<uint16_t>(FrameType::Ready)) {
+  } else if (t != static_cast<uint16_t>(FrameType::Hello) && t != static_cast<uint16_t>(FrameType::Ready) &&
+             t != static_cast<uint16_t>(FrameType::Challenge)) {
     snprintf(msg, sizeof msg, "unknown frame type %u", t);
   } else if (len > kMaxFramePayload) {
     snprintf(msg, sizeof msg, "frame of %u bytes exceeds the %zu-byte limit", len, kMaxFramePayload);
@@ -77,6 +79,14 @@ Status decodeHello(std::span<const uint8_t> payload, Hello* out, std::string* wh
     *why = "bad host name field in HELLO";
     return Status::RemoteError;
   }
+  for (uint8_t c : host) {  // it reaches our logs: printable ASCII only, no escape sequences or line breaks
+    if (c < 0x21 || c > 0x7e) {
+      char msg[64];
+      snprintf(msg, sizeof msg, "host name in HELLO has a non-printable byte 0x%02x", c);
+      *why = msg;
+      return Status::RemoteError;
+    }
+  }
   if (!r.get(&macLen) || (macLen != 0 && macLen != 32) || !r.bytes(macLen, &mac)) {
     *why = "bad authentication field in HELLO";
     return Status::RemoteError;
@@ -85,7 +95,7 @@ Status decodeHello(std::span<const uint8_t> payload, Hello* out, std::string* wh
     *why = "HELLO transport payload length does not match the frame";
     return Status::RemoteError;
   }
-  if (out->transport != 1 && out->transport != 2) {
+  if (out->transport < 1 || out->transport > 3) {  // ucx, ib, tcp (core/oob.h)
     *why = "unknown transport id " + std::to_string(out->transport);
     return Status::RemoteError;
   }
@@ -93,6 +103,19 @@ Status decodeHello(std::span<const uint8_t> payload, Hello* out, std::string* wh
   out->mac.assign(mac.begin(), mac.end());
   out->blob.assign(blob.begin(), blob.end());
   return Status::Ok;
+}
+
+Digest helloDigest(const Hello& h) {
+  Hello plain = h;
+  plain.mac.clear();
+  return sha256(encodeHello(plain));
+}
+
+std::vector<uint8_t> proofMessage(char kind, std::span<const uint8_t> first, std::span<const uint8_t> second) {
+  std::vector<uint8_t> m = {'I', 'C', 'N', '2', static_cast<uint8_t>(kind)};
+  m.insert(m.end(), first.begin(), first.end());
+  m.insert(m.end(), second.begin(), second.end());
+  return m;
 }
 
 }  // namespace icn

@@ -4,9 +4,11 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <mutex>
 #include <unordered_set>
 
+#include "core/auth.h"
 #include "core/log.h"
 #include "core/params.h"
 #include "core/wire.h"
@@ -58,8 +60,9 @@ Status readListenHandle(HandleBytes handle, uint8_t transport, SockAddr* addr, s
   r.get(&version);
   r.get(&len);
   if (t != transport) {
-    *why = std::string("handle is for transport ") + (t == kTransportIb ? "ib" : t == kTransportUcx ? "ucx" : "?") +
-           ", this rank uses " + (transport == kTransportIb ? "ib" : "ucx") + " (set ICN_TRANSPORT alike everywhere)";
+    auto name = [](uint8_t x) { return x == kTransportIb ? "ib" : x == kTransportUcx ? "ucx" : x == kTransportTcp ? "tcp" : "?"; };
+    *why = std::string("handle is for transport ") + name(t) + ", this rank uses " + name(transport) +
+           " (set ICN_TRANSPORT alike everywhere)";
     return Status::InvalidArgument;
   }
   if (version != kWireVersion || (len != sizeof(sockaddr_in) && len != sizeof(sockaddr_in6)) || !r.bytes(len, &raw)) {
@@ -76,7 +79,31 @@ Status readListenHandle(HandleBytes handle, uint8_t transport, SockAddr* addr, s
   return Status::Ok;
 }
 
+namespace {
+// A job key that is configured but unusable fails every listen and connect, so NCCL reports an error instead
+// of the job running unauthenticated (the key's own WARN, logged once, says why).
+Status keyUsable(const char* what) {
+  if (auth::init() == Status::Ok) return Status::Ok;
+  ICN_WARN(subsys::Net, "%s refused: %s", what, auth::problem().c_str());
+  return Status::InvalidArgument;
+}
+
+// accept() errors that say nothing about the listening socket: a connection that died in the queue, or a
+// shortage that passes (descriptors, buffers). The next poll() tries again.
+bool acceptErrorIsTemporary(int e) {
+  switch (e) {
+    case EAGAIN: case EINTR: case ECONNABORTED: case EPROTO: case ENETDOWN: case ENOPROTOOPT: case EHOSTDOWN:
+    case ENONET: case EHOSTUNREACH: case EOPNOTSUPP: case ENETUNREACH: case EPERM: case EMFILE: case ENFILE:
+    case ENOBUFS: case ENOMEM:
+      return true;
+    default:
+      return e == EWOULDBLOCK;
+  }
+}
+}  // namespace
+
 Status OobListener::open(uint8_t transport, uint64_t commId, HandleBytes handle, std::unique_ptr<OobListener>* out) {
+  ICN_CHECK(keyUsable("listen"));
   auto l = std::make_unique<OobListener>();
   std::string ifname;
   SockAddr want;
@@ -91,17 +118,41 @@ Status OobListener::open(uint8_t transport, uint64_t commId, HandleBytes handle,
 }
 
 Status OobListener::poll(std::unique_ptr<Handshake>* ready) {
-  for (;;) {
+  for (int n = 0; n < kAcceptsPerPoll; n++) {
     SockAddr peer;
     peer.len = sizeof peer.storage;
     int fd = ::accept4(fd_.get(), reinterpret_cast<sockaddr*>(&peer.storage), &peer.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) break;
-      ICN_WARN(subsys::Net, "accept on %s: %s", addr_.str().c_str(), strerror(errno));
-      return Status::SystemError;
+      const int e = errno;
+      if (!acceptErrorIsTemporary(e)) {
+        ICN_WARN(subsys::Net, "accept on %s: %s", addr_.str().c_str(), strerror(e));
+        return Status::SystemError;
+      }
+      if ((e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) && !outOfFds_) {
+        outOfFds_ = true;
+        ICN_WARN(subsys::Net, "accept on %s: %s; the connection waits in the kernel's queue and is retried at the "
+                 "next accept (raise `ulimit -n`?)", addr_.str().c_str(), strerror(e));
+      }
+      break;
     }
+    outOfFds_ = false;
     Fd conn(fd);
     setLivenessOptions(fd);
+    if (pending_.size() >= kMaxPendingHandshakes) {
+      auto oldest = std::find_if(pending_.begin(), pending_.end(), [](const auto& h) { return !h->peerProven(); });
+      if (oldest == pending_.end()) {  // every slot holds a proven peer waiting for its transport: refuse this one
+        ICN_WARN(subsys::Net, "listener %s: %zu handshakes pending, all past their proof: refusing %s",
+                 addr_.str().c_str(), pending_.size(), peer.str().c_str());
+        continue;
+      }
+      if (!warnedFull_) {
+        warnedFull_ = true;
+        ICN_WARN(subsys::Net, "listener %s: %zu handshakes pending (the limit): dropping the oldest unproven one, "
+                 "from %s (warned once per listener)", addr_.str().c_str(), pending_.size(),
+                 (*oldest)->peerName().c_str());
+      }
+      pending_.erase(oldest);
+    }
     pending_.push_back(std::make_unique<Handshake>(std::move(conn), Handshake::Role::Acceptor, peer.str(),
                                                    makeLocalHello(transport_, commId_, {})));
   }
@@ -111,7 +162,7 @@ Status OobListener::poll(std::unique_ptr<Handshake>* ready) {
       pending_.erase(pending_.begin() + static_cast<long>(i));
       continue;
     }
-    if (phase == Handshake::Phase::PeerKnown && !*ready) {
+    if (phase == Handshake::Phase::PeerKnown && ready && !*ready) {
       *ready = std::move(pending_[i]);
       pending_.erase(pending_.begin() + static_cast<long>(i));
       continue;
@@ -122,6 +173,7 @@ Status OobListener::poll(std::unique_ptr<Handshake>* ready) {
 }
 
 Status OobConnector::start(HandleBytes handle, uint8_t transport, Hello hello, std::unique_ptr<OobConnector>* out) {
+  ICN_CHECK(keyUsable("connect"));
   SockAddr addr;
   std::string why;
   if (readListenHandle(handle, transport, &addr, &why) != Status::Ok) {
@@ -151,7 +203,7 @@ Status OobConnector::progress(Handshake::Phase* phase) {
       }
       return Status::Ok;
     }
-    hs_ = std::make_unique<Handshake>(std::move(fd_), Handshake::Role::Connector, peerName_, std::move(hello_));
+    hs_ = std::make_unique<Handshake>(std::move(fd_), Handshake::Role::Connector, peerName_, std::move(hello_), started_);
   }
   return hs_->progress(phase);
 }

@@ -15,6 +15,7 @@ namespace icn {
 
 constexpr uint8_t kTransportUcx = 1;
 constexpr uint8_t kTransportIb = 2;
+constexpr uint8_t kTransportTcp = 3;
 constexpr size_t kHandleScratchOffset = 64;  // bytes [64,128) of the handle: connect-side state
 
 // Bytes [0,64) of the handle: what the listener advertises.
@@ -43,13 +44,24 @@ void parkPending(HandleBytes handle, T* p) {
   memcpy(handle.data() + kHandleScratchOffset, &p, sizeof p);
 }
 
+// Handshakes a listener runs at once before their peers proved themselves. Past it, a new connection evicts the
+// oldest unproven one (with a WARN): a flood of idle connections cannot lock honest peers out, who prove
+// themselves within one round trip of being accepted.
+constexpr size_t kMaxPendingHandshakes = 64;
+// Connections accepted per poll() call, so one call stays short and pending handshakes progress in between.
+constexpr int kAcceptsPerPoll = 16;
+
 class OobListener {
  public:
+  // Fails (InvalidArgument, logged) when the job key is unusable (auth::init).
   static Status open(uint8_t transport, uint64_t commId, HandleBytes handle, std::unique_ptr<OobListener>* out);
-  // Accepts new sockets and progresses every pending handshake. When one reaches PeerKnown it is
-  // handed to the caller, who sets up, confirm()s and progresses it to Done. Never fails because of
-  // one bad peer: that handshake is logged and dropped.
+  // Accepts new sockets and progresses every pending handshake. When one reaches PeerKnown (its peer is live and,
+  // with a key, proved it) it is handed to the caller through `ready`, who sets up, confirm()s and progresses it
+  // to Done; with ready == nullptr (the caller has no room now) proven handshakes wait, their deadline running.
+  // Never fails because of a peer: that handshake is logged and dropped. Running out of descriptors
+  // (EMFILE/ENFILE) is temporary: one WARN, and the connection waits in the kernel's queue for a later call.
   Status poll(std::unique_ptr<Handshake>* ready);
+  size_t pendingCount() const { return pending_.size(); }
   const SockAddr& address() const { return addr_; }
   uint64_t commId() const { return commId_; }
 
@@ -58,11 +70,14 @@ class OobListener {
   SockAddr addr_;
   uint8_t transport_ = 0;
   uint64_t commId_ = 0;
-  std::vector<std::unique_ptr<Handshake>> pending_;
+  std::vector<std::unique_ptr<Handshake>> pending_;  // oldest first
+  bool outOfFds_ = false;  // warned about EMFILE/ENFILE; cleared by the next successful accept
+  bool warnedFull_ = false;
 };
 
 class OobConnector {
  public:
+  // Fails (InvalidArgument, logged) when the handle is not ours or the job key is unusable (auth::init).
   static Status start(HandleBytes handle, uint8_t transport, Hello hello, std::unique_ptr<OobConnector>* out);
   // Waits for the TCP connect, then runs the handshake. Phase semantics as Handshake::progress.
   Status progress(Handshake::Phase* phase);

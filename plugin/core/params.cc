@@ -52,7 +52,8 @@ void load() {
       case Type::Int: v.num = parseInt(p.name, v.str, p.defaultValue); break;
       case Type::Bool: v.num = parseBool(p.name, v.str, p.defaultValue); break;
       case Type::String:
-      case Type::Enum: break;
+      case Type::Enum:
+      case Type::Secret: break;
     }
   }
 }
@@ -68,6 +69,7 @@ const char* typeName(Type t) {
     case Type::Int: return "int";
     case Type::String: return "string";
     case Type::Enum: return "enum";
+    case Type::Secret: return "secret";
   }
   return "?";
 }
@@ -88,6 +90,12 @@ bool getBool(Id id) { return get(id).num != 0; }
 const std::string& getString(Id id) { return get(id).str; }
 bool isSetByUser(Id id) { return get(id).fromEnv; }
 
+std::string displayValue(Id id) {
+  const Value& v = get(id);
+  if (table()[static_cast<size_t>(id)].type != Type::Secret || v.str.empty()) return v.str;
+  return "<set, " + std::to_string(v.str.size()) + " bytes>";
+}
+
 std::string getStringNow(Id id) {
   const Info& p = table()[static_cast<size_t>(id)];
   const char* env = std::getenv(p.name);
@@ -99,7 +107,8 @@ void logOnce() {
   std::call_once(once, [] {
     for (const Info& p : table()) {
       const Value& v = get(p.id);
-      ICN_INFO(subsys::Init | subsys::Env, "param %s=%s (%s, %s)", p.name, v.str.empty() ? "\"\"" : v.str.c_str(),
+      const std::string shown = displayValue(p.id);
+      ICN_INFO(subsys::Init | subsys::Env, "param %s=%s (%s, %s)", p.name, shown.empty() ? "\"\"" : shown.c_str(),
                typeName(p.type), v.fromEnv ? "from environment" : "default");
     }
   });

@@ -6,7 +6,7 @@
 
 namespace icn::params {
 
-enum class Type { Bool, Int, String, Enum };
+enum class Type { Bool, Int, String, Enum, Secret };
 
 enum class Id : int {
 #define ICN_PARAM(id, name, type, def, help) id,
@@ -27,7 +27,9 @@ const std::vector<Info>& table();
 
 int64_t getInt(Id id);
 bool getBool(Id id);
-const std::string& getString(Id id);  // String and Enum
+const std::string& getString(Id id);  // String, Enum and Secret
+// The value as it may be shown (logs, icn-params): a Secret reads `<set, N bytes>` (or "" when unset).
+std::string displayValue(Id id);
 bool isSetByUser(Id id);
 // The environment's value now rather than at first use, for settings read once per communicator (ICN_TUNER,
 // ICN_TUNER_CACHE), so one process can run communicators in different modes. String and Enum only.

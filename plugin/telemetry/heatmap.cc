@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/net_counters.h"
 #include "core/params.h"
+#include "core/private_file.h"
 #include "telemetry/coll_names.h"
 
 namespace icn::telemetry::heatmap {
@@ -30,6 +31,7 @@ struct State {
   std::condition_variable cv;
   bool stopWriter = false;
   std::string path;
+  bool defaultPath = false;  // ours to remove when the last communicator goes
 };
 
 State& state() {
@@ -90,7 +92,12 @@ std::string snapshotPath() {
   const std::string& p = params::getString(params::Id::HeatmapFile);
   if (!p.empty()) return p;
   if (params::getString(params::Id::Tuner) == "off") return "";
-  return "/tmp/icn-heatmap-" + std::to_string(getpid()) + ".json";
+  std::string dir, why;
+  if (privfile::runtimeDir(&dir, &why) != Status::Ok) {
+    ICN_WARN(subsys::Tuning, "heatmap: no snapshot file: %s", why.c_str());
+    return "";
+  }
+  return dir + "/heatmap-" + std::to_string(getpid()) + ".json";
 }
 
 std::shared_ptr<CommEntry> registerComm(uint64_t commId, int rank, int nranks) {
@@ -103,6 +110,7 @@ std::shared_ptr<CommEntry> registerComm(uint64_t commId, int rank, int nranks) {
   s.entries.push_back(e);
   if (!s.writer.joinable()) {
     s.path = snapshotPath();
+    s.defaultPath = !params::isSetByUser(params::Id::HeatmapFile);
     if (!s.path.empty()) {
       s.stopWriter = false;
       s.writer = std::thread(writerLoop, &s);
@@ -135,7 +143,11 @@ void unregisterComm(const std::shared_ptr<CommEntry>& entry) {
   if (toJoin.joinable()) toJoin.join();
   if (!last) return;
   std::string why;
-  if (!path.empty() && !writeSnapshot(path, &why))
+  // The default snapshot is a live view in the per-user runtime directory: it goes with the process. A file the
+  // user named keeps the final picture.
+  if (!path.empty() && s.defaultPath)
+    unlink(path.c_str());
+  else if (!path.empty() && !writeSnapshot(path, &why))
     ICN_WARN(subsys::Tuning, "heatmap: cannot write %s: %s", path.c_str(), why.c_str());
   std::lock_guard<std::mutex> lock(s.mu);
   s.entries.clear();
@@ -218,17 +230,8 @@ bool writeSnapshot(const std::string& path, std::string* why) {
     return false;
   }
   std::string json = renderJson();
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  FILE* f = fopen(tmp.c_str(), "w");
-  if (!f) {
-    if (why) *why = std::string("open ") + tmp + ": " + strerror(errno);
-    return false;
-  }
-  bool ok = fwrite(json.data(), 1, json.size(), f) == json.size();
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-    if (why) *why = std::string("write/rename ") + path + ": " + strerror(errno);
-    unlink(tmp.c_str());
+  if (privfile::writeAtomic(path, json, /*sync=*/false, why) != Status::Ok) {
+    if (why) *why = "write/rename " + *why;
     return false;
   }
   return true;

@@ -1,6 +1,6 @@
 // The live heatmap: per communicator rank, bytes/messages per peer and channel (from the net counters) and measured
 // GPU times per collective bucket (from the profiler). Rendered as a versioned JSON snapshot that a small background
-// thread writes atomically (temp file + rename) at most every ICN_HEATMAP_INTERVAL_MS, so nothing on NCCL's hot
+// thread writes atomically (unpredictable temp file + rename) at most every ICN_HEATMAP_INTERVAL_MS, so nothing on NCCL's hot
 // paths does file I/O.
 #pragma once
 #include <cstdint>
@@ -25,9 +25,10 @@ std::shared_ptr<CommEntry> registerComm(uint64_t commId, int rank, int nranks);
 void unregisterComm(const std::shared_ptr<CommEntry>& entry);
 // Snapshot of everything known now (registered entries + net counters), as the JSON documented in tuner.md.
 std::string renderJson();
-// Path the writer uses: ICN_HEATMAP_FILE, else /tmp/icn-heatmap-<pid>.json when the tuner is on, else "".
+// Path the writer uses: ICN_HEATMAP_FILE, else <per-user runtime dir>/heatmap-<pid>.json when the tuner is on
+// ($XDG_RUNTIME_DIR/icn, else /tmp/icn-<uid>: 0700, ours), else "". The default file is removed at the end.
 std::string snapshotPath();
-// Writes the snapshot now (temp + rename). False with *why on failure.
+// Writes the snapshot now (mkstemp temp, mode 0600, renamed over the file). False with *why on failure.
 bool writeSnapshot(const std::string& path, std::string* why);
 void resetForTesting();
 }  // namespace heatmap

@@ -1,5 +1,7 @@
 #include "tuner/cache.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,11 +13,13 @@
 #include <sstream>
 #include <tuple>
 
+#include "core/private_file.h"
 #include "telemetry/coll_names.h"
 
 namespace icn::tuner {
 namespace {
 constexpr const char* kHeader = "# icn-tuner-cache v1";
+constexpr const char* kKeyPrefix = "# key: ";
 constexpr const char* kColumns = "coll,nRanks,nNodes,bucket_log2,algo,proto,channels,mean_us,samples";
 constexpr const char* kFields[] = {"coll", "nRanks", "nNodes", "bucket_log2", "algo",
                                    "proto", "channels", "mean_us", "samples"};
@@ -28,14 +32,17 @@ bool toLong(const std::string& s, long long* v) {
 }
 }  // namespace
 
-Status parseCache(std::string_view text, const std::string& source, std::vector<CacheEntry>* out, std::string* why) {
+Status parseCache(std::string_view text, const std::string& source, std::vector<CacheEntry>* out, std::string* why,
+                  std::string* key) {
   out->clear();
+  if (key) key->clear();
   std::istringstream in{std::string(text)};
   std::string line;
   int lineNo = 0;
   while (std::getline(in, line)) {
     ++lineNo;
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (key && line.rfind(kKeyPrefix, 0) == 0) *key = line.substr(strlen(kKeyPrefix));
     if (line.empty() || line[0] == '#' || line == kColumns) continue;
     std::vector<std::string> f;
     std::stringstream ls(line);
@@ -73,7 +80,7 @@ Status parseCache(std::string_view text, const std::string& source, std::vector<
   return Status::Ok;
 }
 
-Status loadCache(const std::string& path, std::vector<CacheEntry>* out, std::string* why) {
+Status loadCache(const std::string& path, std::vector<CacheEntry>* out, std::string* why, const std::string& key) {
   out->clear();
   std::ifstream in(path);
   if (!in) {
@@ -83,15 +90,23 @@ Status loadCache(const std::string& path, std::vector<CacheEntry>* out, std::str
   }
   std::stringstream ss;
   ss << in.rdbuf();
-  return parseCache(ss.str(), path, out, why);
+  std::string fileKey;
+  Status st = parseCache(ss.str(), path, out, why, &fileKey);
+  if (st == Status::Ok && !key.empty() && fileKey != key) {
+    out->clear();
+    if (why) *why = path + ": written for another machine, NCCL version or communicator shape (key '" + fileKey + "')";
+  }
+  return st;
 }
 
-std::string renderCache(const std::vector<CacheEntry>& entries) {
+std::string renderCache(const std::vector<CacheEntry>& entries, const std::string& key) {
   std::vector<CacheEntry> sorted = entries;
   std::sort(sorted.begin(), sorted.end(), [](const CacheEntry& a, const CacheEntry& b) {
     return std::tie(a.nRanks, a.nNodes, a.coll, a.bucket) < std::tie(b.nRanks, b.nNodes, b.coll, b.bucket);
   });
-  std::string out = std::string(kHeader) + "\n" + kColumns + "\n";
+  std::string out = std::string(kHeader) + "\n";
+  if (!key.empty()) out += kKeyPrefix + key + "\n";
+  out += std::string(kColumns) + "\n";
   char buf[256];
   for (const CacheEntry& e : sorted) {
     snprintf(buf, sizeof buf, "%s,%d,%d,%d,%s,%s,%d,%.3f,%llu\n", coll::collName(e.coll), e.nRanks, e.nNodes,
@@ -103,30 +118,49 @@ std::string renderCache(const std::vector<CacheEntry>& entries) {
   return out;
 }
 
-Status saveCache(const std::string& path, const std::vector<CacheEntry>& entries, std::string* why) {
+namespace {
+// Holds flock() on the cache file's directory: concurrent jobs merge one after the other. Waits a bounded time;
+// without the lock the merge still replaces the file atomically (an entry another job wrote meanwhile may be lost,
+// the file is never corrupt).
+class DirLock {
+ public:
+  explicit DirLock(const std::string& path) {
+    size_t slash = path.rfind('/');
+    std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    fd_ = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    for (int i = 0; fd_ >= 0 && i < 200; ++i) {  // 2 s
+      if (flock(fd_, LOCK_EX | LOCK_NB) == 0) {
+        locked_ = true;
+        return;
+      }
+      usleep(10000);
+    }
+  }
+  ~DirLock() {
+    if (locked_) flock(fd_, LOCK_UN);
+    if (fd_ >= 0) close(fd_);
+  }
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+  bool locked_ = false;
+};
+}  // namespace
+
+Status saveCache(const std::string& path, const std::vector<CacheEntry>& entries, std::string* why,
+                 const std::string& key) {
+  DirLock lock(path);
   std::vector<CacheEntry> merged;
   std::string loadWhy;
-  if (loadCache(path, &merged, &loadWhy) != Status::Ok) merged.clear();  // a broken file is replaced
+  if (loadCache(path, &merged, &loadWhy, key) != Status::Ok) merged.clear();  // a broken file is replaced
   for (const CacheEntry& e : entries) {
     auto it = std::find_if(merged.begin(), merged.end(), [&](const CacheEntry& m) { return m.sameKey(e); });
     if (it != merged.end()) *it = e;
     else merged.push_back(e);
   }
-  std::string text = renderCache(merged);
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  FILE* f = fopen(tmp.c_str(), "w");
-  if (!f) {
-    if (why) *why = tmp + ": " + strerror(errno);
-    return Status::SystemError;
-  }
-  bool ok = fwrite(text.data(), 1, text.size(), f) == text.size();
-  ok = fclose(f) == 0 && ok;
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-    if (why) *why = path + ": " + strerror(errno);
-    unlink(tmp.c_str());
-    return Status::SystemError;
-  }
-  return Status::Ok;
+  return privfile::writeAtomic(path, renderCache(merged, key), /*sync=*/true, why);
 }
 
 }  // namespace icn::tuner

@@ -48,6 +48,12 @@ ContextConfig ContextConfig::fromEnvironment() {
     ratio = 1.5;
   }
   c.group.modelSkipRatio = ratio;
+  int waitMs = static_cast<int>(params::getInt(params::Id::TunerAgreeWaitMs));
+  if (waitMs < 1 || waitMs > 10000) {
+    ICN_WARN(subsys::Tuning, "ICN_TUNER_AGREE_WAIT_MS=%d out of range 1..10000; using 50", waitMs);
+    waitMs = 50;
+  }
+  c.group.agree.waitMs = waitMs;
   c.rulesPath = params::getString(params::Id::TunerRules);
   if (c.rulesPath.empty()) {
     const char* nccl = std::getenv("NCCL_TUNER_CONFIG_FILE");
@@ -57,7 +63,7 @@ ContextConfig ContextConfig::fromEnvironment() {
   return c;
 }
 
-Context::Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNodes)
+Context::Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNodes, const ShapeHints& hints)
     : mode_(cfg.group.mode), userForced_(cfg.userForced), commId_(commId) {
   if (mode_ == Mode::Off) {
     ICN_INFO(subsys::Tuning, "tuner: ICN_TUNER=off, NCCL's own model decides");
@@ -94,6 +100,7 @@ Context::Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNod
   if (!cfg.shareByCommId) {
     // No commId (tuner API v2-v4): no profiler can feed us, so only rules and the cache apply.
     if (gc.mode == Mode::Online) gc.mode = Mode::Static;
+    gc.cacheEverywhere = true;
     std::vector<CacheEntry> cache;
     std::string why;
     if (!gc.cachePath.empty() && loadCache(gc.cachePath, &cache, &why) != Status::Ok)
@@ -101,6 +108,17 @@ Context::Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNod
     group_ = std::make_shared<Group>(commId, nRanks, nNodes, gc, cache);
     mode_ = gc.mode;
   } else {
+    // Persistence is on by default: a per-user table keyed by everything that decides which choice is fastest.
+    // ICN_TUNER_CACHE names a file instead (then the user keeps it apt for the machine).
+    if (gc.cachePath.empty()) {
+      std::string why;
+      gc.cacheKey = cacheKey(nRanks, nNodes, hints);
+      if (defaultCachePath(gc.cacheKey, &gc.cachePath, &why) != Status::Ok) {
+        ICN_WARN(subsys::Tuning, "tuner: learned tables are not persisted: %s", why.c_str());
+        gc.cachePath.clear();
+        gc.cacheKey.clear();
+      }
+    }
     group_ = acquireGroup(commId, nRanks, nNodes, gc);
   }
   slot_ = group_->join();
@@ -108,6 +126,7 @@ Context::Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNod
   ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx nRanks=%d nNodes=%d mode=%s cache=%s",
            static_cast<unsigned long long>(commId), nRanks, nNodes,
            mode_ == Mode::Online ? "online" : "static", gc.cachePath.empty() ? "-" : gc.cachePath.c_str());
+  if (!gc.cacheKey.empty()) ICN_INFO(subsys::Tuning, "tuner: table key: %s", gc.cacheKey.c_str());
 }
 
 Context::~Context() {
@@ -129,7 +148,15 @@ void Context::getCollInfo(int c, uint64_t nBytes, int numPipeOps, CostTable& tab
     }
   }
   if (!group_ || slot_ < 0) return;
-  Decision d = group_->decide(slot_, c, coll::bucketOf(nBytes), table);
+  int bucket = coll::bucketOf(nBytes);
+  Decision d;
+  if (Agreement* ag = group_->agreement()) {
+    // Ranks in other processes: this call is tuned only once the leader's word covers it, and then an agreed
+    // decision comes before the group's own (fixed) plan.
+    if (ag->gate(commCalls_++, group_->members()) == Agreement::Gate::Untuned) return;
+    d = ag->decisionAt(c, bucket, commCalls_ - 1);
+  }
+  if (!d.valid()) d = group_->decide(slot_, c, bucket, table);
   if (d.valid() && table.force(d) && d.channels > 0 && nChannels) *nChannels = d.channels;
   if (mode_ == Mode::Online) {
     // Bookkeeping for the drift-sampling windows (the profiler only measures while someone asks for it).

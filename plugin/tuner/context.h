@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "tuner/cache_key.h"
 #include "tuner/cost_table.h"
 #include "tuner/group.h"
 #include "tuner/rules.h"
@@ -25,7 +26,8 @@ struct ContextConfig {
 class Context {
  public:
   // Never fails: a broken rules file or cache is reported and ignored so NCCL keeps working.
-  Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNodes);
+  // `hints`: what the tuner API told beyond nRanks/nNodes; it keys the default per-user table.
+  Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNodes, const ShapeHints& hints = {});
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -46,6 +48,7 @@ class Context {
   std::shared_ptr<Group> group_;
   int slot_ = -1;
   uint64_t calls_ = 0;
+  uint64_t commCalls_ = 0;  // this rank's calls of the communicator while it agrees with other processes
   int windowLeft_ = 0;
   std::unique_ptr<std::atomic<bool>[]> ruleWarned_;
 };

@@ -663,8 +663,7 @@ bool BucketExplorer::beginStage2(uint64_t start) {
   if (phase_ != Phase::Settled || (stage_ != kScreen && stage_ != kDuel) || current_.algo < 0 || baseChannels_ <= 0)
     return false;
   // After a quiet duel the search ends: stage 2 times every call, and the profiler's toll grows with the channel
-  // count (a proxy op per channel), so fewer channels would look faster than they are. (The net-path results of
-  // session 8 were measured this way.)
+  // count (a proxy op per channel), so fewer channels would look faster than they are.
   if (quiet_) return false;
   int win = -1;
   for (int i = 0; i < nBins_; ++i)

@@ -53,8 +53,8 @@
 // `hostTieRatio` of the best. Measured on 2 H200 (NVLink), the stage-1 rounds of five runs: up to 512 KiB the
 // fastest kernel takes 0.1-0.35 of the best period; from 8 MiB up it is above 0.9 and the period also sees
 // per-call costs outside the kernel (Tree/Simple: 8-15 us); 2 MiB sits between (0.54-0.83, lower on a slower
-// host). Until session 5 host-bound rounds ranked by kernel time; timed inside one process (paired_proof.sh),
-// that picked arms 2-5% slower per call at small sizes, where NCCL's choice was within 1.00-1.03x of the best.
+// host). Host-bound rounds do not rank by kernel time either: timed inside one process (paired_proof.sh), that
+// picks arms 2-5% slower per call at small sizes, where NCCL's choice is within 1.00-1.03x of the best.
 // Communicators spanning nodes are never host-bound (Group: the network wait is not in the kernel time reliably).
 #pragma once
 #include <array>

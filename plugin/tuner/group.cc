@@ -2,106 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
 
 #include "core/log.h"
+#include "tuner/agree_service.h"
 
 namespace icn::tuner {
-namespace {
-
-// Settled word: bit 0 valid | bits 1-4 algo+1 | bits 5-7 proto+1 | bits 8-15 channels | bits 16-63 first index.
-constexpr uint64_t kMaxFrom = (uint64_t{1} << 48) - 1;
-uint64_t pack(const Decision& d, uint64_t from) {
-  return 1 | (static_cast<uint64_t>(d.algo + 1) & 0xF) << 1 | (static_cast<uint64_t>(d.proto + 1) & 0x7) << 5 |
-         (static_cast<uint64_t>(d.channels) & 0xFF) << 8 | std::min(from, kMaxFrom) << 16;
-}
-Decision unpack(uint64_t w) {
-  return Decision{static_cast<int8_t>(static_cast<int>((w >> 1) & 0xF) - 1),
-                  static_cast<int8_t>(static_cast<int>((w >> 5) & 0x7) - 1), static_cast<int16_t>((w >> 8) & 0xFF)};
-}
-
-std::atomic<void (*)(bool)> g_hook{nullptr};
-std::atomic<uint64_t> g_tick{0};
-// Demand and the quiet request change together under this lock, so the hook sees every flip in order.
-std::mutex g_demandMu;
-// The one bucket asking for the process's next call untimed (a quiet duel); any other bucket's call ends it.
-struct QuietHolder {
-  const void* group = nullptr;
-  int c = -1, b = -1;
-};
-QuietHolder g_quiet;
-std::atomic<bool> g_quietActive{false};  // g_quiet.group != nullptr, for the decision's lock-free check
-bool g_wanted = false;  // what the hook was last told
-void setQuietLocked(const QuietHolder& h) {
-  g_quiet = h;
-  g_quietActive.store(h.group != nullptr, std::memory_order_relaxed);
-}
-void updateWantedLocked() {
-  bool want = measurementDemand().load() - (g_quiet.group ? 1 : 0) > 0;
-  if (want == g_wanted) return;
-  g_wanted = want;
-  if (auto hook = g_hook.load()) hook(want);
-}
-
-struct Registry {
-  std::mutex mu;
-  std::map<uint64_t, std::weak_ptr<Group>> groups;
-  std::map<uint64_t, std::vector<int>> pendingRanks;  // noted before the group existed
-};
-Registry& registry() {
-  static Registry* r = new Registry();
-  return *r;
-}
-
-}  // namespace
-
-std::atomic<int>& measurementDemand() {
-  static std::atomic<int> demand{0};
-  return demand;
-}
-void setDemandHook(void (*hook)(bool)) { g_hook.store(hook); }
-uint64_t tunerTick() { return g_tick.load(std::memory_order_relaxed); }
-
-namespace {
-// Every few decisions while something is measured: let idle exploring buckets of every other group give the
-// profiler back (the caller parks its own). try_lock only, so a decision never waits here.
-void parkIdleElsewhere(const Group* self, uint64_t tick, uint64_t idleCalls = kParkAfterCalls) {
-  Registry& r = registry();
-  std::unique_lock<std::mutex> lock(r.mu, std::try_to_lock);
-  if (!lock.owns_lock()) return;
-  for (auto& [id, weak] : r.groups)
-    if (auto g = weak.lock(); g && g.get() != self) g->parkIdle(tick, idleCalls);
-}
-}  // namespace
-void demandChanged(int delta) {
-  std::lock_guard<std::mutex> lock(g_demandMu);
-  measurementDemand().fetch_add(delta);
-  updateWantedLocked();
-}
-void requestQuiet(const void* group, int c, int b, bool on) {
-  std::lock_guard<std::mutex> lock(g_demandMu);
-  bool mine = g_quiet.group == group && g_quiet.c == c && g_quiet.b == b;
-  if (on == mine) return;
-  setQuietLocked(on ? QuietHolder{group, c, b} : QuietHolder{});
-  updateWantedLocked();
-}
-void noteCallForQuiet(const void* group, int c, int b) {
-  if (!g_quietActive.load(std::memory_order_relaxed)) return;
-  std::lock_guard<std::mutex> lock(g_demandMu);
-  if (!g_quiet.group || (g_quiet.group == group && g_quiet.c == c && g_quiet.b == b)) return;
-  setQuietLocked(QuietHolder{});
-  updateWantedLocked();
-}
-void releaseQuiet(const void* group) {
-  std::lock_guard<std::mutex> lock(g_demandMu);
-  if (g_quiet.group != group) return;
-  setQuietLocked(QuietHolder{});
-  updateWantedLocked();
-}
-bool measurementWanted() {
-  std::lock_guard<std::mutex> lock(g_demandMu);
-  return measurementDemand().load() - (g_quiet.group ? 1 : 0) > 0;
-}
 
 Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std::vector<CacheEntry>& cache)
     : commId_(commId), nRanks_(nRanks), nNodes_(nNodes), cfg_(std::move(cfg)) {
@@ -129,30 +34,44 @@ Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std
     // at 114-127 us a call, 82-91 untimed).
     if (cfg_.explore.quietDuelCalls >= 4) cfg_.explore.quietSpanCalls = std::min(8, cfg_.explore.quietDuelCalls - 2);
   }
-  int loaded = 0;
-  for (const CacheEntry& e : cache) {
-    if (e.nRanks != nRanks || e.nNodes != nNodes || e.coll < 0 || e.coll >= coll::kNumColls) continue;
-    Bucket& b = buckets_[e.coll][e.bucket];
-    b.ex.settle(e.decision, 0, e.meanUs);
-    publish(b);
-    ++loaded;
+  for (const CacheEntry& e : cache)
+    if (e.nRanks == nRanks && e.nNodes == nNodes && e.coll >= 0 && e.coll < coll::kNumColls) cache_.push_back(e);
+}
+
+void Group::applyCache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cacheChecked_.load()) return;
+  allLocal_.store(complete());
+  if (!complete() && !cfg_.cacheEverywhere) {
+    if (!cache_.empty())
+      ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: %zu cached decisions not used here: ranks live in other "
+               "processes, which may hold other tables", static_cast<unsigned long long>(commId_), cache_.size());
+  } else {
+    for (const CacheEntry& e : cache_) {
+      Bucket& b = buckets_[e.coll][e.bucket];
+      if (b.ex.phase() != BucketExplorer::Phase::Unseen) continue;
+      b.ex.settle(e.decision, 0, e.meanUs);
+      publish(b);
+    }
+    if (!cache_.empty())
+      ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: %zu cached decisions for nRanks=%d nNodes=%d from %s",
+               static_cast<unsigned long long>(commId_), cache_.size(), nRanks_, nNodes_, cfg_.cachePath.c_str());
   }
-  if (loaded)
-    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: %d cached decisions for nRanks=%d nNodes=%d from %s",
-             static_cast<unsigned long long>(commId), loaded, nRanks, nNodes, cfg_.cachePath.c_str());
+  cacheChecked_.store(true);
 }
 
 Group::~Group() {
+  if (agree_) agree::detach(agree_.get());
   for (auto& row : buckets_)
     for (Bucket& b : row)
       if (b.counted) demandChanged(-1);
   releaseQuiet(this);
   if (cfg_.mode == Mode::Off || cfg_.cachePath.empty()) return;
-  if (rankKnown_.load() && !hasRank0_.load()) return;  // the process holding rank 0 writes the shared file
+  if (!persists()) return;
   std::vector<CacheEntry> entries = learnedEntries();
   if (entries.empty()) return;
   std::string why;
-  if (saveCache(cfg_.cachePath, entries, &why) == Status::Ok)
+  if (saveCache(cfg_.cachePath, entries, &why, cfg_.cacheKey) == Status::Ok)
     ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: saved %zu learned decisions to %s",
              static_cast<unsigned long long>(commId_), entries.size(), cfg_.cachePath.c_str());
   else
@@ -176,8 +95,53 @@ void Group::leave(int slot) {
 }
 
 void Group::noteRank(int rank) {
-  rankKnown_.store(true);
-  if (rank == 0) hasRank0_.store(true);
+  if (rank != 0 || hasRank0_.exchange(true)) return;
+  // Rank 0 turned out to live here after another local rank registered us as a follower (before any call).
+  if (agree_ && agree_->role() == Agreement::Role::Follower && agreeState_.load() == 0) startAgreement();
+}
+
+void Group::startAgreement() {
+  if (cfg_.mode == Mode::Off || nRanks_ < 2) return;
+  if (agree_) agree::detach(agree_.get());
+  bool lead = hasRank0_.load();
+  std::vector<AgreedDecision> initial;
+  if (lead)
+    for (const CacheEntry& e : cache_) initial.push_back(AgreedDecision{e.coll, e.bucket, e.decision});
+  agree_ = std::make_shared<Agreement>(commId_, nRanks_, lead ? Agreement::Role::Leader : Agreement::Role::Follower,
+                                       cfg_.agree, std::move(initial));
+  std::string why;
+  if (!agree::attach(agree_, &why)) agree_->freeze(0, why.c_str());
+}
+
+Agreement* Group::agreement() {
+  int st = agreeState_.load(std::memory_order_acquire);
+  if (st == 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    st = agreeState_.load();
+    if (st == 0) {
+      st = agree_ && !complete() ? 1 : 2;
+      if (st == 2 && agree_) {
+        agree::detach(agree_.get());
+        agree_.reset();
+      }
+      agreeState_.store(st, std::memory_order_release);
+    }
+  }
+  return st == 1 ? agree_.get() : nullptr;
+}
+
+bool Group::persists() const {
+  if (allLocal_.load() || cfg_.cacheEverywhere) return true;
+  return agree_ && agree_->role() == Agreement::Role::Leader;
+}
+
+void Group::proposeLearned(int c, int bkt) {
+  Bucket& b = buckets_[c][bkt];
+  if (!agree_ || agree_->role() != Agreement::Role::Leader || agreeState_.load() != 1) return;
+  Decision learned = b.ex.learned();
+  if (b.ex.learnedSamples() == 0 || !learned.valid()) return;
+  if (b.ncclPick >= 0 && b.cands[b.ncclPick] == learned) return;  // NCCL's own choice: nothing to announce
+  agree_->propose(c, bkt, learned);
 }
 
 bool Group::complete() const { return members_.load() >= nRanks_; }
@@ -237,12 +201,13 @@ void Group::parkIdle(uint64_t tick, uint64_t idleCalls) {
 
 void Group::publish(Bucket& b) {
   if (b.ex.phase() == BucketExplorer::Phase::Settled && !b.pendingNext && !b.pendingReexplore)
-    b.word.store(pack(b.ex.current(), b.ex.currentFrom()));
+    b.word.store(packDecision(b.ex.current(), b.ex.currentFrom()));
 }
 
 Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
   if (slot < 0 || slot >= kMaxLocal || c < 0 || c >= coll::kNumColls || bkt < 0 || bkt >= coll::kNumBuckets)
     return Decision{};
+  if (!cacheChecked_.load()) applyCache();
   uint64_t index = next_[slot][c][bkt].fetch_add(1);
   // Counted only while some bucket of this group measures (a settled job's calls pay no further shared write); a
   // bucket parked meanwhile knows other calls came when it resumes.
@@ -251,22 +216,22 @@ Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
   noteCallForQuiet(this, c, bkt);  // another bucket's call: a quiet request for "the next call" is stale
   uint64_t w = buckets_[c][bkt].word.load();
   bool quiet = false;
-  Decision d = ((w & 1) && index >= (w >> 16)) ? unpack(w) : slowPath(slot, c, bkt, index, seq, table, quiet);
+  Decision d = ((w & 1) && index >= (w >> 16)) ? unpackDecision(w) : slowPath(slot, c, bkt, index, seq, table, quiet);
   decided_[slot][c][bkt].store(index + 1);
   // The parking clock only runs while something measures (only then can a bucket hold the profiler), so a
   // settled job's calls never write the process-wide counter.
   if (measurementDemand().load(std::memory_order_relaxed) > 0) {
-    uint64_t tick = g_tick.fetch_add(1, std::memory_order_relaxed) + 1;
+    uint64_t tick = advanceTunerTick();
     if ((tick & 31) == 0) {
       parkIdle(tick);  // this group, registered or not (tests, private v2-v4 groups) ...
-      parkIdleElsewhere(this, tick);  // ... and the others, whose buckets may never be called again
+      parkIdleOtherGroups(this, tick, kParkAfterCalls);  // ... and the others, whose buckets may never be called again
     }
     // A quiet duel's untimed calls need every other demand gone: buckets not called for a few decisions (they
     // explored in nccl-tests' warm-up and wait for their size to come back) give the profiler back now, and take
     // it again on their next call.
     if (quiet) {
       parkIdle(tick, kQuietParkCalls);
-      parkIdleElsewhere(this, tick, kQuietParkCalls);
+      parkIdleOtherGroups(this, tick, kQuietParkCalls);
     }
   }
   return d;
@@ -425,6 +390,7 @@ void Group::maybeTransition(int c, int bkt) {
     CommitInfo ci = b.ex.finishRound(maxNext(c, bkt), commit);
     setQuiet(b, false);
     logCommit(c, bkt, ci, commit);
+    if (!commit && online && !ci.notEnough) proposeLearned(c, bkt);
     if (commit && stage != BucketExplorer::kChannels) {
       // Keep measuring into the duel or stage 2: switching the profiler off and on again would cost its first
       // call's sample.
@@ -497,8 +463,10 @@ void Group::logCommit(int c, int bkt, const CommitInfo& ci, bool committed) {
              static_cast<unsigned long long>(commId_), coll::collName(c), bkt,
              describe(buckets_[c][bkt].ex.learned(), after, sizeof after), buckets_[c][bkt].ex.learnedUs(),
              describe(ci.after, before, sizeof before),
-             cfg_.mode == Mode::Online ? "ranks live in other processes, the table is persisted for the next run"
-                                       : "static mode",
+             cfg_.mode != Mode::Online ? "static mode"
+             : agree_ && agree_->role() == Agreement::Role::Leader
+                 ? "ranks live in other processes: announced to them, in force once every process has it"
+                 : "ranks live in other processes: the leader's process decides",
              ci.detail.c_str());
   }
 }
@@ -523,47 +491,6 @@ Decision Group::currentDecision(int c, int b) const {
 BucketExplorer::Phase Group::phase(int c, int b) const {
   std::lock_guard<std::mutex> lock(mu_);
   return buckets_[c][b].ex.phase();
-}
-
-std::shared_ptr<Group> acquireGroup(uint64_t commId, int nRanks, int nNodes, const GroupConfig& cfg) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  auto& slot = r.groups[commId];
-  if (auto g = slot.lock()) return g;
-  std::vector<CacheEntry> cache;
-  if (!cfg.cachePath.empty() && cfg.mode != Mode::Off) {
-    std::string why;
-    if (loadCache(cfg.cachePath, &cache, &why) != Status::Ok) {
-      ICN_WARN(subsys::Tuning, "tuner: ignoring the cache: %s", why.c_str());
-      cache.clear();
-    }
-  }
-  auto g = std::make_shared<Group>(commId, nRanks, nNodes, cfg, cache);
-  slot = g;
-  auto pending = r.pendingRanks.find(commId);
-  if (pending != r.pendingRanks.end()) {
-    for (int rank : pending->second) g->noteRank(rank);
-    r.pendingRanks.erase(pending);
-  }
-  return g;
-}
-
-std::shared_ptr<Group> findGroup(uint64_t commId) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  auto it = r.groups.find(commId);
-  return it == r.groups.end() ? nullptr : it->second.lock();
-}
-
-void noteLocalRank(uint64_t commId, int rank) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  auto it = r.groups.find(commId);
-  if (it != r.groups.end()) {
-    if (auto g = it->second.lock()) return g->noteRank(rank);
-  }
-  auto& v = r.pendingRanks[commId];
-  if (v.size() < 64) v.push_back(rank);
 }
 
 }  // namespace icn::tuner

@@ -1,7 +1,7 @@
 // All tuner contexts of one communicator that live in this process (nccl-tests -g 2 puts both ranks of a
 // communicator in one process). They share one decision state so every local rank makes the same choice for the
-// same call; measured winners are only committed when *all* ranks are local (otherwise the other processes could
-// not agree: they keep NCCL's choice and the winner is persisted for the next run instead).
+// same call. Measured winners are committed here only when *all* ranks are local; otherwise every process walks
+// the same fixed plan and the leader's winners reach the others through the agreement (agreement.h).
 //
 // Hot path: a settled bucket is one atomic word (decision + first call index it applies to); a call reads it
 // lock-free. Buckets that are exploring or changing take the group's mutex, which only local ranks of the *same*
@@ -16,8 +16,10 @@
 #include <vector>
 
 #include "telemetry/coll_names.h"
+#include "tuner/agreement.h"
 #include "tuner/cache.h"
 #include "tuner/cost_table.h"
+#include "tuner/demand.h"
 #include "tuner/explorer.h"
 
 namespace icn::tuner {
@@ -36,19 +38,32 @@ struct GroupConfig {
   // predicted to take kModelSkipFromUs or more (ICN_TUNER_MODEL_SKIP; 0: screen every supported candidate).
   double modelSkipRatio = 1.5;
   std::string cachePath;
+  std::string cacheKey;  // non-empty for the default per-user table: a file written under another key is stale
+  AgreeParams agree;     // communicators whose ranks live in several processes
+  // Tuner API v2-v4 (no commId, so no agreement): the user's ICN_TUNER_CACHE applies in every process, as a rules
+  // file does; the user keeps it the same for all of them.
+  bool cacheEverywhere = false;
 };
 
 class Group {
  public:
   static constexpr int kMaxLocal = 16;
+  // `cache`: the persisted table. It applies at the first decision, and only when every rank of the communicator
+  // lives in this process (other processes may hold other tables: only agreed decisions may differ from NCCL's).
   Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std::vector<CacheEntry>& cache);
-  ~Group();  // persists the learned table (ICN_TUNER_CACHE)
+  ~Group();  // persists the learned table
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
 
   int join();  // local slot, -1 when full
   void leave(int slot);
   void noteRank(int rank);
+  int members() const { return members_.load(); }
+  // Registered groups (acquireGroup) of communicators with ranks in other processes agree with those processes
+  // (agreement.h): the process holding rank 0 leads. Created at registration, dropped at the first call when every
+  // rank turns out to be local. Null when there is nothing to agree on.
+  void startAgreement();
+  Agreement* agreement();
 
   // The decision for this slot's next call of (coll, bucket); `table` is this call's cost table (candidates are
   // taken from it the first time the bucket is seen). O(1) and lock-free once the bucket has settled.
@@ -119,6 +134,13 @@ class Group {
   uint64_t minNext(int coll, int bucket) const;
   uint64_t minDecided(int coll, int bucket) const;
   void logCommit(int coll, int bucket, const CommitInfo& ci, bool committed);
+  void applyCache();  // first decision: settle the cached buckets when every rank is local
+  void proposeLearned(int coll, int bucket);  // leader of an agreement: announce what a fixed plan measured
+  bool persists() const;  // writes the table at the end: every rank local, or the agreement's leader
+
+  std::vector<CacheEntry> cache_;
+  std::atomic<bool> cacheChecked_{false};
+  std::atomic<bool> allLocal_{false};  // every rank was local at the first decision
 
   uint64_t commId_;
   int nRanks_, nNodes_;
@@ -133,32 +155,11 @@ class Group {
   std::atomic<int> members_{0};
   std::atomic<int> held_{0};  // buckets holding measurement demand
   std::atomic<uint64_t> decides_{0};  // decisions made while something measures: tells a quiet duel its blocks were cut
-  std::atomic<bool> hasRank0_{false}, rankKnown_{false};
+  std::atomic<bool> hasRank0_{false};
+  std::shared_ptr<Agreement> agree_;
+  std::atomic<int> agreeState_{0};  // 0: not resolved yet, 1: in use, 2: none (every rank local)
 };
 
-// Process-wide registry: tuner contexts join by commId, the profiler finds the group of its communicator.
-std::shared_ptr<Group> acquireGroup(uint64_t commId, int nRanks, int nNodes, const GroupConfig& cfg);
-std::shared_ptr<Group> findGroup(uint64_t commId);
-// The profiler (initialised before the tuner) tells which ranks of a communicator live here; only the process with
-// rank 0 writes the shared cache file.
-void noteLocalRank(uint64_t commId, int rank);
-
-// Number of buckets (all groups) currently exploring plus open sampling windows: the profiler measures while > 0.
-std::atomic<int>& measurementDemand();
-// Called when measurementDemand() crosses 0 <-> 1 (the profiler adapter installs it to flip NCCL's event mask).
-void setDemandHook(void (*hook)(bool wanted));
-void demandChanged(int delta);
-// A quiet duel's bucket asks for the process's next call untimed (on) or timed again (off). One bucket holds the
-// request; a call of any other bucket ends it (noteCallForQuiet), as does the group's end (releaseQuiet). The
-// profiler measures while some demand remains beyond the holder's own: a bucket measuring elsewhere keeps every
-// call timed.
-void requestQuiet(const void* group, int coll, int bucket, bool on);
-void noteCallForQuiet(const void* group, int coll, int bucket);
-void releaseQuiet(const void* group);
-// Whether the profiler should time the next call now.
-bool measurementWanted();
-// Process-wide count of tuner decisions made while something measures (all groups): the clock for parking idle
-// exploring buckets.
-uint64_t tunerTick();
-
 }  // namespace icn::tuner
+
+#include "tuner/registry.h"  // acquireGroup, findGroup, noteLocalRank: where groups are found

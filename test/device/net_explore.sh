@@ -9,8 +9,6 @@ v() { local name=$1; shift
 }
 P="NCCL_NET_PLUGIN=$PLUGIN"
 v tuneroff $P ICN_TUNER=off
-v tuneroff_copy4 $P ICN_TUNER=off ICN_COPY_THREADS=4
 v tuneroff_ch4 $P ICN_TUNER=off NCCL_MIN_NCHANNELS=4
-v tuneroff_nofast $P ICN_TUNER=off ICN_COPY_THREADS=0
 v tuneroff_speed400 $P ICN_TUNER=off ICN_NET_SPEED_MBPS=400000
 grep -h "TUNER\|Tuner\|ICN.*tuner" "$OUT/x_tuneroff.log" | head -3

@@ -103,10 +103,9 @@ for rep in $(seq 1 "$REPS"); do
       rm -f "$CACHE"
       # Measured without NCCL's INFO log: NCCL_DEBUG_SUBSYS=TUNING prints a line per collective, which
       # alone adds ~10 us to every small all-reduce. The learned table is in $CACHE.
-      # No ICN_HEATMAP_FILE here: an explicit file keeps timing on all the time; the default path samples.
+      # No ICN_HEATMAP_FILE here: an explicit file keeps timing on all the time (the default snapshot is a live
+      # view that goes with the process).
       run "$path" online "$rep" "$MAX" "${PENV[@]}" "${EXTRA_ENV[@]}" ICN_TUNER=online ICN_TUNER_CACHE="$CACHE"
-      latest=$(ls -t /tmp/icn-heatmap-*.json 2>/dev/null | head -1)
-      [ -n "$latest" ] && cp "$latest" "$OUT/heatmap-$path-r$rep.json"
     fi
     want static && run "$path" static "$rep" "$MAX" "${PENV[@]}" "${EXTRA_ENV[@]}" ICN_TUNER=static ICN_TUNER_CACHE="$CACHE"
     if [ "$rep" = 1 ] && want diag; then

@@ -5,7 +5,7 @@
 # configurations interleaved round by round; iperf3 gives the link's raw TCP capacity.
 # With one GPU both ranks share it (two NCCL nodes: bandwidth is meaningful, latency is not).
 #   OUT=dir test/device/xhost_proof.sh PLUGIN_SO NETTOOLS_DIR [ROUNDS] [CONFIGS] [BENCH ARGS...]
-# CONFIGS: comma list of icn-tcp, icn-ucx, icn-default, socket-default, socket-2x2, socket-4x4, socket-8x2
+# CONFIGS: comma list of icn-tcp, icn-tcp-s8, icn-ucx, icn-default, socket-default, socket-2x2, socket-4x4, socket-8x2
 set -uo pipefail
 PLUGIN=$(realpath "$1"); TOOLS=$(realpath "$2"); ROUNDS=${3:-3}
 CONFIGS=${4:-icn-default,icn-ucx,socket-default,socket-2x2,socket-4x4}
@@ -44,6 +44,7 @@ cfg_env() {
   case "$1" in
     icn-default) echo "NCCL_NET_PLUGIN=$PLUGIN" ;;
     icn-tcp) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_TUNER=off" ;;
+    icn-tcp-s8) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_TUNER=off ICN_TCP_STREAMS=8" ;;
     icn-ucx) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=ucx UCX_TLS=tcp ICN_TUNER=off" ;;
     socket-default) echo "NCCL_NET_PLUGIN=none NCCL_NET=Socket" ;;
     socket-2x2) echo "NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_SOCKET_NTHREADS=2 NCCL_NSOCKS_PERTHREAD=2" ;;

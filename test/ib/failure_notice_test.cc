@@ -57,6 +57,22 @@ TEST(FailureNotice, LongReasonIsTruncatedNotLost) {
   EXPECT_EQ(survivor.deadReason(), "peer reports: " + std::string(255, 'x'));
 }
 
+// The reason is the peer's text and lands in our log: control characters never get through.
+TEST(FailureNotice, ControlCharactersAreNeutralised) {
+  SocketPair sp;
+  ASSERT_TRUE(sp.ok);
+  ControlChannel failing(Fd(sp.sv[0]), "hostA:1");
+  ControlChannel survivor(Fd(sp.sv[1]), "hostB:2");
+  failing.notifyFailure("bad\n[1] WARN forged\x1b[2J");
+  Status st = Status::Ok;
+  for (int i = 0; i < 100 && st == Status::Ok; ++i) {
+    st = survivor.checkAlive();
+    if (st == Status::Ok) usleep(10000);
+  }
+  EXPECT_EQ(st, Status::RemoteError);
+  EXPECT_EQ(survivor.deadReason(), "peer reports: bad?[1] WARN forged?[2J");
+}
+
 TEST(FailureNotice, PlainCloseStillReportsTheExit) {
   SocketPair sp;
   ASSERT_TRUE(sp.ok);

@@ -128,27 +128,53 @@ INSTANTIATE_TEST_SUITE_P(
     Keys, AuthPair,
     ::testing::Values(
         AuthCase{"NoKeys", {}, {}, true, nullptr},
-        AuthCase{"SameKey", {{"ICN_AUTH_KEY", "k1"}}, {{"ICN_AUTH_KEY", "k1"}}, true, nullptr},
+        AuthCase{"SameKey", {{"ICN_AUTH_KEY", "job-key-one-0123456789"}}, {{"ICN_AUTH_KEY", "job-key-one-0123456789"}}, true, nullptr},
         AuthCase{"SameKeyFile", {{"ICN_AUTH_KEY_FILE", "@A"}}, {{"ICN_AUTH_KEY_FILE", "@A"}}, true, nullptr},
         AuthCase{"KeyFileAndEnvSameKey", {{"ICN_AUTH_KEY_FILE", "@A"}}, {{"ICN_AUTH_KEY", "shared-job-key-A"}}, true,
                  nullptr},
-        AuthCase{"WrongKey", {{"ICN_AUTH_KEY", "k1"}}, {{"ICN_AUTH_KEY", "k2"}}, false,
+        AuthCase{"WrongKey", {{"ICN_AUTH_KEY", "job-key-one-0123456789"}}, {{"ICN_AUTH_KEY", "job-key-two-0123456789"}}, false,
                  "did not prove knowledge of the job key"},
         AuthCase{"WrongKeyFile", {{"ICN_AUTH_KEY_FILE", "@A"}}, {{"ICN_AUTH_KEY_FILE", "@B"}}, false,
                  "did not prove knowledge of the job key"},
-        AuthCase{"KeyOnAcceptorOnly", {{"ICN_AUTH_KEY", "k1"}}, {}, false, "did not prove knowledge of the job key"},
-        AuthCase{"KeyOnConnectorOnly", {}, {{"ICN_AUTH_KEY", "k1"}}, false, "ICN_AUTH_KEY is set there but not here"}),
+        AuthCase{"KeyOnAcceptorOnly", {{"ICN_AUTH_KEY", "job-key-one-0123456789"}}, {}, false, "did not prove knowledge of the job key"},
+        AuthCase{"KeyOnConnectorOnly", {}, {{"ICN_AUTH_KEY", "job-key-one-0123456789"}}, false, "ICN_AUTH_KEY is set there but not here"}),
     [](const auto& info) { return std::string(info.param.name); });
 
-// An unreadable key file is a configuration error at init, never a silent fallback to no authentication.
-TEST(AuthConfig, UnreadableKeyFileFailsInit) {
-  std::array<RankSetup, 2> setup;
-  setup[1].env = {{"ICN_AUTH_KEY_FILE", "/nonexistent/icn-key"}};
-  auto out = runPair([](Rank&) {}, [](Rank&) { ADD_FAILURE() << "init succeeded with an unreadable key file"; }, setup,
-                     std::chrono::seconds(60));
-  EXPECT_TRUE(out[0].cleanExit());
-  EXPECT_TRUE(WIFEXITED(out[1].status) && WEXITSTATUS(out[1].status) == 4) << "rank 1 should fail plugin init";
-  EXPECT_TRUE(out[1].warnHas({"ICN_AUTH_KEY_FILE=/nonexistent/icn-key", "cannot be read"}));
+// An unusable key (unreadable file, too short) is a configuration error: init succeeds (a failed init would make
+// NCCL fall back to its own, unauthenticated transports) and every listen and connect fails with the reason.
+TEST(AuthConfig, UnusableKeyFailsListenAndConnect) {
+  for (auto kv : std::vector<std::pair<std::string, std::string>>{{"ICN_AUTH_KEY_FILE", "/nonexistent/icn-key"},
+                                                                  {"ICN_AUTH_KEY", "short"}}) {
+    std::array<RankSetup, 2> setup;
+    setup[1].env = {kv};
+    auto out = runPair(
+        [](Rank& r) {
+          char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+          void* l = nullptr;
+          ASSERT_EQ(r.plugin.net->listen(r.plugin.ctx, 0, handle, &l), ncclSuccess);
+          ASSERT_TRUE(r.peer.send(handle, sizeof handle));
+          ASSERT_TRUE(r.peer.barrier());
+          EXPECT_EQ(r.plugin.net->closeListen(l), ncclSuccess);
+        },
+        [](Rank& r) {
+          char handle[NCCL_NET_HANDLE_MAXSIZE];
+          ASSERT_TRUE(r.peer.recv(handle, sizeof handle));
+          char mine[NCCL_NET_HANDLE_MAXSIZE] = {};
+          void* l = nullptr;
+          EXPECT_EQ(r.plugin.net->listen(r.plugin.ctx, 0, mine, &l), ncclInvalidArgument);
+          void* s = nullptr;
+          EXPECT_EQ(netapi::connectBlocking(r.plugin, 0, handle, &s, std::chrono::seconds(10)), ncclInvalidArgument);
+          EXPECT_EQ(s, nullptr);
+          ASSERT_TRUE(r.peer.barrier());
+        },
+        setup, std::chrono::seconds(60));
+    EXPECT_TRUE(out[0].cleanExit());
+    EXPECT_TRUE(out[1].cleanExit()) << kv.first << "=" << kv.second;
+    const std::string why = kv.first == "ICN_AUTH_KEY" ? "at least 16 are required" : "cannot be read";
+    EXPECT_TRUE(out[1].warnHas({"listen refused", why}));
+    EXPECT_TRUE(out[1].warnHas({"connect refused", why}));
+    EXPECT_FALSE(out[1].logHas("ICN_AUTH_KEY=short")) << "the key reached the log";
+  }
 }
 
 }  // namespace

@@ -3,12 +3,16 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <fstream>
 
 #include "core/auth.h"
 #include "core/oob.h"
+#include "core/params.h"
 #include "log_capture.h"
 
 namespace icn {
@@ -34,7 +38,8 @@ class AuthTest : public ::testing::Test {
   ~AuthTest() override {
     for (auto& f : files_) unlink(f.c_str());
   }
-  std::array<uint8_t, 16> nc{1, 2, 3}, na{4, 5, 6};
+  static constexpr const char* kKey = "auth-test-job-key-0123456789";
+  std::vector<uint8_t> msg = proofMessage('C', std::vector<uint8_t>(16, 1), std::vector<uint8_t>(32, 2));
   int n_ = 0;
   std::vector<std::string> files_;
 };
@@ -42,39 +47,39 @@ class AuthTest : public ::testing::Test {
 TEST_F(AuthTest, OffByDefault) {
   EXPECT_EQ(auth::init(), Status::Ok);
   EXPECT_FALSE(auth::enabled());
-  EXPECT_TRUE(auth::mac('C', nc, na).empty());
-  EXPECT_TRUE(auth::verify('C', nc, na, {}));
-  std::vector<uint8_t> some(32, 0);
-  EXPECT_FALSE(auth::verify('C', nc, na, some)) << "a MAC where none is expected must not verify";
+  EXPECT_EQ(auth::tag(msg), sha256(msg)) << "without a key the tag is a plain SHA-256";
+  EXPECT_TRUE(auth::verifyTag(msg, sha256(msg)));
 }
 
-TEST_F(AuthTest, KeyFromEnvironment) {
-  setEnvAndReload("ICN_AUTH_KEY", "secret");
+TEST_F(AuthTest, TagIsHmacAndVerifiesOnlyItself) {
+  setEnvAndReload("ICN_AUTH_KEY", kKey);
   ASSERT_TRUE(auth::enabled());
-  auto m = auth::mac('C', nc, na);
-  ASSERT_EQ(m.size(), 32u);
-  EXPECT_TRUE(auth::verify('C', nc, na, m));
-  EXPECT_FALSE(auth::verify('A', nc, na, m)) << "role is bound into the MAC";
-  EXPECT_FALSE(auth::verify('C', na, nc, m)) << "nonce order is bound into the MAC";
-  for (size_t i = 0; i < m.size(); i++) {
-    auto flipped = m;
+  Digest t = auth::tag(msg);
+  EXPECT_EQ(t, hmacSha256({reinterpret_cast<const uint8_t*>(kKey), strlen(kKey)}, msg));
+  EXPECT_TRUE(auth::verifyTag(msg, t));
+  EXPECT_FALSE(auth::verifyTag(msg, sha256(msg))) << "an unkeyed tag must not pass a keyed check";
+  for (size_t i = 0; i < t.size(); i++) {
+    auto flipped = t;
     flipped[i] ^= 0x01;
-    EXPECT_FALSE(auth::verify('C', nc, na, flipped)) << "bit flip at byte " << i;
+    EXPECT_FALSE(auth::verifyTag(msg, flipped)) << "bit flip at byte " << i;
   }
-  EXPECT_FALSE(auth::verify('C', nc, na, std::span<const uint8_t>(m.data(), 31)));
-  EXPECT_FALSE(auth::verify('C', nc, na, {}));
+  auto other = msg;
+  other.back() ^= 1;
+  EXPECT_FALSE(auth::verifyTag(other, t)) << "the tag covers every byte of the message";
+  EXPECT_FALSE(auth::verifyTag(msg, std::span<const uint8_t>(t.data(), 31)));
+  EXPECT_FALSE(auth::verifyTag(msg, {}));
 }
 
 TEST_F(AuthTest, KeyFileMatchesEnvironmentKey) {
-  setEnvAndReload("ICN_AUTH_KEY", "file-secret");
-  auto fromEnv = auth::mac('C', nc, na);
+  setEnvAndReload("ICN_AUTH_KEY", "file-secret-0123456789");
+  auto fromEnv = auth::tag(msg);
   setEnvAndReload("ICN_AUTH_KEY", nullptr);
-  setEnvAndReload("ICN_AUTH_KEY_FILE", writeFile("file-secret\n").c_str());  // trailing newline ignored
+  setEnvAndReload("ICN_AUTH_KEY_FILE", writeFile("file-secret-0123456789\n").c_str());  // trailing newline ignored
   ASSERT_EQ(auth::init(), Status::Ok);
   ASSERT_TRUE(auth::enabled());
-  EXPECT_EQ(auth::mac('C', nc, na), fromEnv);
-  setEnvAndReload("ICN_AUTH_KEY_FILE", writeFile("other-secret").c_str());
-  EXPECT_NE(auth::mac('C', nc, na), fromEnv);
+  EXPECT_EQ(auth::tag(msg), fromEnv);
+  setEnvAndReload("ICN_AUTH_KEY_FILE", writeFile("other-secret-0123456789").c_str());
+  EXPECT_NE(auth::tag(msg), fromEnv);
 }
 
 TEST_F(AuthTest, UnreadableOrEmptyKeyFileIsAnErrorNotSilentlyOff) {
@@ -86,12 +91,60 @@ TEST_F(AuthTest, UnreadableOrEmptyKeyFileIsAnErrorNotSilentlyOff) {
   EXPECT_TRUE(testing::warned(testing::takeWarnings(), {"is empty"}));
 }
 
-TEST_F(AuthTest, NoncesAreFresh) {
+// A short key is refused with the reason, and so is every listen and connect (never silently unauthenticated).
+TEST_F(AuthTest, ShortKeyIsRefusedAndBlocksListenAndConnect) {
+  setEnvAndReload("ICN_AUTH_KEY", "k1");
+  EXPECT_EQ(auth::init(), Status::InvalidArgument);
+  EXPECT_FALSE(auth::enabled());
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {"ICN_AUTH_KEY holds 2 bytes; at least 16 are required"}));
+  std::array<uint8_t, kHandleSize> handle{};
+  std::unique_ptr<OobListener> l;
+  EXPECT_EQ(OobListener::open(kTransportUcx, 1, handle, &l), Status::InvalidArgument);
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {"listen refused", "at least 16 are required"}));
+  std::unique_ptr<OobConnector> c;
+  EXPECT_EQ(OobConnector::start(handle, kTransportUcx, makeLocalHello(kTransportUcx, 1, {}), &c),
+            Status::InvalidArgument);
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {"connect refused", "at least 16 are required"}));
+  setEnvAndReload("ICN_AUTH_KEY", nullptr);
+  setEnvAndReload("ICN_AUTH_KEY_FILE", writeFile("fifteen-bytes!!").c_str());
+  EXPECT_EQ(auth::init(), Status::InvalidArgument);
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {"ICN_AUTH_KEY_FILE holds 15 bytes"}));
+}
+
+TEST_F(AuthTest, KeyFileReadableByOthersIsWarnedAbout) {
+  std::string f = writeFile("a-long-enough-job-key-0123456789");
+  ASSERT_EQ(chmod(f.c_str(), 0644), 0);
+  setEnvAndReload("ICN_AUTH_KEY_FILE", f.c_str());
+  EXPECT_EQ(auth::init(), Status::Ok);
+  EXPECT_TRUE(auth::enabled());
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {"is accessible by group or others (mode 0644)", "chmod 600"}));
+  ASSERT_EQ(chmod(f.c_str(), 0600), 0);
+  setEnvAndReload("ICN_AUTH_KEY_FILE", f.c_str());
+  EXPECT_EQ(auth::init(), Status::Ok);
+  EXPECT_FALSE(testing::warned(testing::takeWarnings(), {"accessible by group or others"}));
+}
+
+// The key never reaches a log: the settings dump and icn-params show its length only.
+TEST_F(AuthTest, KeyIsNeverShown) {
+  setEnvAndReload("ICN_AUTH_KEY", kKey);
+  EXPECT_EQ(params::displayValue(params::Id::AuthKey), "<set, " + std::to_string(strlen(kKey)) + " bytes>");
+  EXPECT_EQ(params::displayValue(params::Id::AuthKeyFile), "");
+  ASSERT_EQ(auth::init(), Status::Ok);
+  for (auto& w : testing::takeWarnings()) EXPECT_EQ(w.find(kKey), std::string::npos) << w;
+  setEnvAndReload("ICN_AUTH_KEY", nullptr);
+  EXPECT_EQ(params::displayValue(params::Id::AuthKey), "");
+}
+
+TEST_F(AuthTest, NoncesAreFreshOrRefused) {
   std::array<uint8_t, 16> a{}, b{};
-  auth::fillNonce(a);
-  auth::fillNonce(b);
+  EXPECT_EQ(auth::fillNonce(a), Status::Ok);
+  EXPECT_EQ(auth::fillNonce(b), Status::Ok);
   EXPECT_NE(a, b);
   EXPECT_NE(a, (std::array<uint8_t, 16>{}));
+  auth::failRandomForTesting(true);
+  EXPECT_EQ(auth::fillNonce(a), Status::SystemError);
+  auth::failRandomForTesting(false);
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {"no random bytes for a handshake nonce"}));
 }
 
 // ---- bind address -----------------------------------------------------------------------------------

@@ -2,8 +2,11 @@
 // bounded, and the listen handle parser refuses anything it did not write.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <random>
 
+#include "core/auth.h"
 #include "core/handshake.h"
 #include "core/oob.h"
 
@@ -89,7 +92,40 @@ TEST(Codec, FrameHeader) {
   EXPECT_EQ(decodeFrameHeader(hdr(kWireMagic ^ 1, kWireVersion, 1, 0), &t, &len, &why), Status::RemoteError);
   EXPECT_EQ(decodeFrameHeader(hdr(kWireMagic, kWireVersion + 1, 1, 0), &t, &len, &why), Status::RemoteError);
   EXPECT_EQ(decodeFrameHeader(hdr(kWireMagic, kWireVersion, 0, 0), &t, &len, &why), Status::RemoteError);
-  EXPECT_EQ(decodeFrameHeader(hdr(kWireMagic, kWireVersion, 3, 0), &t, &len, &why), Status::RemoteError);
+  EXPECT_EQ(decodeFrameHeader(hdr(kWireMagic, kWireVersion, 3, 16), &t, &len, &why), Status::Ok);
+  EXPECT_EQ(t, FrameType::Challenge);
+  EXPECT_EQ(decodeFrameHeader(hdr(kWireMagic, kWireVersion, 4, 0), &t, &len, &why), Status::RemoteError);
+}
+
+// A host name reaches the logs: printable ASCII only (no escape sequences, no forged log lines).
+TEST(Codec, HostNameMustBePrintable) {
+  for (const char* bad : {"a\nb", "esc\x1b[2J", "nul\x01", "space here", "del\x7f", "hi\xc3\xa9"}) {
+    Hello h = sample(), out;
+    std::string why;
+    h.host = bad;
+    EXPECT_EQ(decodeHello(encodeHello(h), &out, &why), Status::RemoteError) << bad;
+    EXPECT_NE(why.find("non-printable"), std::string::npos) << why;
+  }
+}
+
+// The digest behind every tag covers each field of a HELLO except the tag itself.
+TEST(Codec, HelloDigestCoversEveryFieldButTheTag) {
+  const Hello base = sample();
+  const Digest d = helloDigest(base);
+  Hello h = base;
+  h.mac.assign(32, 0x77);
+  EXPECT_EQ(helloDigest(h), d);
+  std::vector<std::function<void(Hello&)>> changes = {
+      [](Hello& x) { x.transport = 2; }, [](Hello& x) { x.commId ^= 1; }, [](Hello& x) { x.rank ^= 1; },
+      [](Hello& x) { x.pid ^= 1; },      [](Hello& x) { x.host += "x"; }, [](Hello& x) { x.nonce[15] ^= 1; },
+      [](Hello& x) { x.blob.push_back(0); }};
+  for (size_t i = 0; i < changes.size(); i++) {
+    h = base;
+    changes[i](h);
+    EXPECT_NE(helloDigest(h), d) << "change " << i << " is not covered";
+  }
+  EXPECT_EQ(proofMessage('C', std::vector<uint8_t>{1}, std::vector<uint8_t>{2}),
+            (std::vector<uint8_t>{'I', 'C', 'N', '2', 'C', 1, 2}));
 }
 
 TEST(ListenHandle, RoundTripAndRefusals) {

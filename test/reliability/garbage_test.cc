@@ -2,7 +2,7 @@
 // request, wrong magic/version, oversized lengths, truncated frames, HELLOs with junk transport payloads,
 // connections that open and stall, resets), a real rank still connects promptly and its data arrives
 // intact; every bad connection is closed by the listener (stalled ones at ICN_CONNECT_TIMEOUT_MS), with
-// a WARN saying why, and accept() never fails.
+// a WARN saying why, and accept() never fails. (test/adversary plays a protocol-aware hostile peer.)
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -11,6 +11,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -21,26 +22,43 @@
 #include "core/wire.h"
 #include "ranks.h"
 #include "raw_peer.h"
+#include "transport/tcp/tcp_wire.h"
 
 namespace icn::rel {
 namespace {
 
 constexpr int kConnectTimeoutMs = 8000;
 
+// The suite runs against the transport ICN_TRANSPORT names (ucx unless it says tcp).
+bool tcpTransport() {
+  const char* t = getenv("ICN_TRANSPORT");
+  return t && std::string(t) == "tcp";
+}
+uint8_t transportId() { return tcpTransport() ? kTransportTcp : kTransportUcx; }
+
 struct Garbage {
   const char* what;
   std::vector<uint8_t> bytes;
   bool closeAfter = false;  // client closes (truncation); otherwise it waits to be dropped
   bool reset = false;       // abortive close (RST)
+  // A HELLO with this blob, sent after reading the listener's CHALLENGE and tagged for it (as a buggy-but-honest
+  // or protocol-aware client would); `bytes` is unused then.
+  std::optional<std::vector<uint8_t>> taggedBlob = std::nullopt;
 };
 
-// tagged: carries a correct integrity tag (as a buggy-but-honest or protocol-aware client would).
-Hello helloWithBlob(std::vector<uint8_t> blob, bool tagged = false) {
-  Hello h = makeLocalHello(kTransportUcx, 1, std::move(blob));
+constexpr uint64_t kCommId = 0x1234;  // netapi::Plugin::init's default
+
+Hello helloWithBlob(std::vector<uint8_t> blob) {
+  Hello h = makeLocalHello(transportId(), kCommId, std::move(blob));
   h.host = "garbage-client";
-  const uint8_t zero[16] = {};
-  if (tagged) h.mac = auth::helloTag('H', h.nonce, zero, h.blob);
   return h;
+}
+
+std::vector<uint8_t> taggedHelloFrame(std::vector<uint8_t> blob, const uint8_t* nonceA) {
+  Hello h = helloWithBlob(std::move(blob));
+  Digest t = auth::tag(proofMessage('C', std::span<const uint8_t>(nonceA, 16), helloDigest(h)));
+  h.mac.assign(t.begin(), t.end());
+  return encodeFrame(FrameType::Hello, encodeHello(h));
 }
 
 // A real UCX worker address from a worker that is never progressed: a peer that gets through the HELLO
@@ -57,11 +75,10 @@ class SilentUcxWorker {
     ucp_address_t* a = nullptr;
     size_t len = 0;
     if (ucp_worker_get_address(worker_, &a, &len) != UCS_OK) return;
-    // The UCX transport's connection blob: u32 length | worker address | u64 extra (0: no fast path).
+    // The UCX transport's connection blob: u32 length | worker address.
     WireWriter w;
     w.put<uint32_t>(static_cast<uint32_t>(len));
     w.bytes({reinterpret_cast<const uint8_t*>(a), len});
-    w.put<uint64_t>(0);
     address_ = std::move(w.buffer());
     ucp_worker_release_address(worker_, a);
   }
@@ -104,11 +121,9 @@ std::vector<Garbage> garbageList(const std::vector<uint8_t>& silentAddress) {
       {"hello with empty transport payload", encodeFrame(FrameType::Hello, encodeHello(helloWithBlob({})))},
       {"hello with junk UCX address", encodeFrame(FrameType::Hello, encodeHello(helloWithBlob(random(300))))},
       {"hello with tiny junk UCX address", encodeFrame(FrameType::Hello, encodeHello(helloWithBlob(random(3))))},
-      {"tagged hello with empty transport payload",
-       encodeFrame(FrameType::Hello, encodeHello(helloWithBlob({}, true)))},
-      {"stall after a valid hello (real UCX worker, never wires up)",
-       encodeFrame(FrameType::Hello, encodeHello(helloWithBlob(silentAddress, true)))},
-      {"second stall after a valid hello", encodeFrame(FrameType::Hello, encodeHello(helloWithBlob(silentAddress, true)))},
+      {"tagged hello with empty transport payload", {}, false, false, std::vector<uint8_t>{}},
+      {"stall after a valid hello (real UCX worker, never wires up)", {}, false, false, silentAddress},
+      {"second stall after a valid hello", {}, false, false, silentAddress},
       {"stall (connect, send nothing)", {}},
       {"stall after half a header", {0x31, 0x4e, 0x43, 0x49, 1, 0}},
       {"stall after a full header", testing::rawHeader(kWireMagic, kWireVersion, 1, 100)},
@@ -160,17 +175,40 @@ TEST(ListenPort, GarbageIsRejectedAndRealConnectionCompletes) {
         SockAddr addr;
         std::string why;
         ASSERT_EQ(readListenHandle(std::span<uint8_t, kHandleSize>(reinterpret_cast<uint8_t*>(handle), kHandleSize),
-                                   kTransportUcx, &addr, &why),
+                                   transportId(), &addr, &why),
                   Status::Ok)
             << why;
         // The garbage arrives first, so the real connection queues behind every bad one.
+        // A peer that gets through its HELLO and then never finishes: a real UCX worker that is never
+        // progressed, or a valid TCP connection request whose READY and lanes never come.
         SilentUcxWorker silent;
-        ASSERT_FALSE(silent.address().empty()) << "cannot create a UCX worker for the stalling client";
-        auto garbage = garbageList(silent.address());
+        std::vector<uint8_t> stallBlob = silent.address();
+        if (tcpTransport()) {
+          tcp::Blob b;
+          b.kind = tcp::kBlobControl;
+          b.value = 2;
+          b.token[0] = 1;
+          stallBlob = tcp::encodeBlob(b);
+        }
+        ASSERT_FALSE(stallBlob.empty()) << "cannot create a UCX worker for the stalling client";
+        auto garbage = garbageList(stallBlob);
         std::vector<int> fds;
         for (auto& g : garbage) {
           int fd = connectTo(addr);
           ASSERT_GE(fd, 0) << g.what;
+          if (g.taggedBlob) {  // read the CHALLENGE (driving the listener meanwhile), then answer it
+            uint8_t challenge[12 + 16];
+            size_t got = 0;
+            for (int i = 0; i < 2000 && got < sizeof challenge; i++) {
+              void* none = nullptr;
+              ASSERT_EQ(r.plugin.net->accept(l, &none, nullptr), ncclSuccess);
+              ssize_t n = recv(fd, challenge + got, sizeof challenge - got, MSG_DONTWAIT);
+              if (n > 0) got += size_t(n);
+              else usleep(1000);
+            }
+            ASSERT_EQ(got, sizeof challenge) << g.what << ": no CHALLENGE";
+            sendAll(fd, taggedHelloFrame(*g.taggedBlob, challenge + 12));
+          }
           sendAll(fd, g.bytes);
           if (g.reset) {
             linger lg{1, 0};
@@ -244,9 +282,9 @@ TEST(ListenPort, GarbageIsRejectedAndRealConnectionCompletes) {
   EXPECT_TRUE(out[1].cleanExit());
   // Each kind of garbage was explained in a WARN on the listening rank.
   for (const char* why : {"fails its integrity check", "bad magic", "protocol version 9", "unknown frame type 77", "exceeds the 65536-byte limit",
-                          "closed the connection during the handshake", "no progress for"})
+                          "closed the connection during the handshake", "not completed within"})
     EXPECT_TRUE(out[0].warnHas({"handshake with", why})) << "no WARN saying: " << why;
-  EXPECT_TRUE(out[0].warnHas({"garbage-client", "malformed UCX connection blob"}));
+  EXPECT_TRUE(out[0].warnHas({"garbage-client", tcpTransport() ? "malformed TCP connection blob" : "malformed UCX connection blob"}));
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <array>
+#include <cstring>
 #include <optional>
 #include <random>
 
@@ -69,54 +71,55 @@ class HandshakeTest : public ::testing::Test {
       confirmed = true;
     }
   }
-  // A connector HELLO with a correct tag for this process's key setting (or an explicit tag).
-  Hello validHello(std::optional<std::vector<uint8_t>> tag = std::nullopt) {
-    Hello h = makeLocalHello(kTransportUcx, 77, {0xAB, 0xCD});
-    h.host = "scripted";
-    const uint8_t zero[16] = {};
-    h.mac = tag ? *tag : auth::helloTag('H', h.nonce, zero, h.blob);
-    return h;
+  // Reads the acceptor's CHALLENGE (the real acceptor sends it first).
+  std::array<uint8_t, 16> challenge() {
+    std::array<uint8_t, 16> n{};
+    auto f = raw->readFrame([&] { pumpOnce(); });
+    EXPECT_TRUE(f.has_value()) << "no CHALLENGE";
+    if (f) {
+      EXPECT_EQ(f->type, uint16_t(FrameType::Challenge));
+      EXPECT_EQ(f->payload.size(), 16u);
+      if (f->payload.size() == 16) memcpy(n.data(), f->payload.data(), 16);
+    }
+    return n;
   }
-  // Tag as a peer holding `key` (empty: no key, plain SHA-256) would compute it.
-  static std::vector<uint8_t> tagWith(const std::string& key, char role, const uint8_t* nC, const uint8_t* nA,
-                                      std::span<const uint8_t> blob) {
-    uint8_t msg[65];
-    msg[0] = static_cast<uint8_t>(role);
-    memcpy(msg + 1, nC, 16);
-    memcpy(msg + 17, nA, 16);
-    Digest b = sha256(blob);
-    memcpy(msg + 33, b.data(), 32);
+  // The tag a peer holding `key` (empty: no key, plain SHA-256) computes over proofMessage(kind, first, second).
+  static std::vector<uint8_t> tagWith(const std::string& key, char kind, std::span<const uint8_t> first,
+                                      std::span<const uint8_t> second) {
+    std::vector<uint8_t> msg = proofMessage(kind, first, second);
     Digest d = key.empty() ? sha256(msg) : hmacSha256({reinterpret_cast<const uint8_t*>(key.data()), key.size()}, msg);
     return {d.begin(), d.end()};
   }
-  Hello helloTaggedWith(const std::string& key) {
-    Hello h = validHello();
-    const uint8_t zero[16] = {};
-    h.mac = tagWith(key, 'H', h.nonce, zero, h.blob);
+  // A connector HELLO, tagged for `nonceA` as a peer holding `key` would (or with an explicit tag).
+  Hello helloFor(const std::array<uint8_t, 16>& nonceA, const std::string& key,
+                 std::optional<std::vector<uint8_t>> tag = std::nullopt) {
+    Hello h = makeLocalHello(kTransportUcx, 77, {0xAB, 0xCD});
+    h.host = "scripted";
+    h.mac = tag ? *tag : tagWith(key, 'C', nonceA, helloDigest(h));
     return h;
   }
+  // With this process's key setting.
+  std::string ownKey() const { return auth::enabled() ? kKey : ""; }
   std::vector<uint8_t> helloFrame(const Hello& h) { return encodeFrame(FrameType::Hello, encodeHello(h)); }
   std::vector<uint8_t> readyFrame(std::span<const uint8_t> mac) {
     std::vector<uint8_t> p{static_cast<uint8_t>(mac.size())};
     p.insert(p.end(), mac.begin(), mac.end());
     return encodeFrame(FrameType::Ready, p);
   }
-  static std::vector<uint8_t> macWith(const std::string& key, char role, const uint8_t* nC, const uint8_t* nA) {
-    uint8_t msg[33];
-    msg[0] = static_cast<uint8_t>(role);
-    memcpy(msg + 1, nC, 16);
-    memcpy(msg + 17, nA, 16);
-    Digest d = hmacSha256({reinterpret_cast<const uint8_t*>(key.data()), key.size()}, msg);
-    return {d.begin(), d.end()};
-  }
-  // Acceptor side: sends `bytes` (then optionally closes) and expects a refusal whose WARN contains `why`.
-  void expectAcceptorRefuses(std::vector<uint8_t> bytes, const char* why, bool closeAfter = false) {
+  // Acceptor side: reads the CHALLENGE, sends what `craft` makes of it (then optionally closes) and expects a
+  // refusal whose WARN contains `why`.
+  template <typename Craft>
+  void expectAcceptorRefusesAfterChallenge(Craft craft, const char* why, bool closeAfter = false) {
     make(Handshake::Role::Acceptor);
-    ASSERT_TRUE(raw->send(bytes));
+    auto nonceA = challenge();
+    ASSERT_TRUE(raw->send(craft(nonceA)));
     if (closeAfter) raw->close();
     EXPECT_EQ(drive(Phase::Done), Status::RemoteError) << "expected refusal: " << why;
     auto w = takeWarnings();
     EXPECT_TRUE(warned(w, {"scripted-peer", why})) << "no WARN naming the peer and saying: " << why;
+  }
+  void expectAcceptorRefuses(std::vector<uint8_t> bytes, const char* why, bool closeAfter = false) {
+    expectAcceptorRefusesAfterChallenge([&](const auto&) { return bytes; }, why, closeAfter);
   }
 
   std::unique_ptr<Handshake> hs;
@@ -124,12 +127,12 @@ class HandshakeTest : public ::testing::Test {
   bool confirmed = false;
 };
 
-TEST_F(HandshakeTest, WrongMagicRefused) { expectAcceptorRefuses(rawHeader(0x47455420, 1, 1, 10), "bad magic"); }
+TEST_F(HandshakeTest, WrongMagicRefused) { expectAcceptorRefuses(rawHeader(0x47455420, 2, 1, 10), "bad magic"); }
 TEST_F(HandshakeTest, HttpRequestRefused) {
   std::string get = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
   expectAcceptorRefuses({get.begin(), get.end()}, "bad magic");
 }
-TEST_F(HandshakeTest, WrongVersionRefused) { expectAcceptorRefuses(rawHeader(kWireMagic, 2, 1, 10), "protocol version 2"); }
+TEST_F(HandshakeTest, WrongVersionRefused) { expectAcceptorRefuses(rawHeader(kWireMagic, 1, 1, 10), "protocol version 1"); }
 TEST_F(HandshakeTest, UnknownFrameTypeRefused) {
   expectAcceptorRefuses(rawHeader(kWireMagic, kWireVersion, 9, 0), "unknown frame type 9");
 }
@@ -138,41 +141,71 @@ TEST_F(HandshakeTest, OversizedLengthRefused) {
   expectAcceptorRefuses(rawHeader(kWireMagic, kWireVersion, 1, kMaxFramePayload + 1), "exceeds");
 }
 TEST_F(HandshakeTest, TruncatedHeaderThenCloseRefused) {
-  expectAcceptorRefuses({0x31, 0x4e, 0x43, 0x49, 1}, "closed the connection during the handshake", true);
+  expectAcceptorRefuses({0x31, 0x4e, 0x43, 0x49, 2}, "closed the connection during the handshake", true);
 }
 TEST_F(HandshakeTest, TruncatedHelloThenCloseRefused) {
-  auto f = helloFrame(validHello());
-  f.resize(f.size() - 5);
-  expectAcceptorRefuses(f, "closed the connection during the handshake", true);
+  expectAcceptorRefusesAfterChallenge([&](const auto& n) {
+    auto f = helloFrame(helloFor(n, ""));
+    f.resize(f.size() - 5);
+    return f;
+  }, "closed the connection during the handshake", true);
 }
 TEST_F(HandshakeTest, HelloWithInconsistentLengthsRefused) {
-  auto payload = encodeHello(validHello());
-  payload.push_back(0);  // one byte more than the fields describe
-  expectAcceptorRefuses(encodeFrame(FrameType::Hello, payload), "does not match the frame");
+  expectAcceptorRefusesAfterChallenge([&](const auto& n) {
+    auto payload = encodeHello(helloFor(n, ""));
+    payload.push_back(0);  // one byte more than the fields describe
+    return encodeFrame(FrameType::Hello, payload);
+  }, "does not match the frame");
 }
 TEST_F(HandshakeTest, WrongTransportRefused) {
-  Hello h = validHello();
-  h.transport = kTransportIb;
-  expectAcceptorRefuses(helloFrame(h), "uses transport ib");
+  expectAcceptorRefusesAfterChallenge([&](const auto& n) {
+    Hello h = helloFor(n, "");
+    h.transport = kTransportIb;
+    return helloFrame(h);
+  }, "uses transport ib");
 }
 TEST_F(HandshakeTest, ReadyBeforeHelloRefused) { expectAcceptorRefuses(readyFrame({}), "unexpected READY"); }
+TEST_F(HandshakeTest, ChallengeFromConnectorRefused) {
+  expectAcceptorRefuses(encodeFrame(FrameType::Challenge, std::vector<uint8_t>(16, 1)), "unexpected CHALLENGE");
+}
 TEST_F(HandshakeTest, HelloWithoutTagRefused) {
-  expectAcceptorRefuses(helloFrame(validHello(std::vector<uint8_t>{})), "fails its integrity check");
+  expectAcceptorRefusesAfterChallenge([&](const auto& n) { return helloFrame(helloFor(n, "", std::vector<uint8_t>{})); },
+                                      "fails its integrity check");
 }
 TEST_F(HandshakeTest, HelloWithWrongTagRefused) {
-  expectAcceptorRefuses(helloFrame(validHello(std::vector<uint8_t>(32, 1))), "fails its integrity check");
+  expectAcceptorRefusesAfterChallenge(
+      [&](const auto& n) { return helloFrame(helloFor(n, "", std::vector<uint8_t>(32, 1))); },
+      "fails its integrity check");
 }
 // A HELLO whose transport payload was altered after tagging never reaches the transport's parser.
 TEST_F(HandshakeTest, HelloWithCorruptBlobRefused) {
-  Hello h = validHello();
-  h.blob[0] ^= 0x40;
-  expectAcceptorRefuses(helloFrame(h), "fails its integrity check");
+  expectAcceptorRefusesAfterChallenge([&](const auto& n) {
+    Hello h = helloFor(n, "");
+    h.blob[0] ^= 0x40;
+    return helloFrame(h);
+  }, "fails its integrity check");
+}
+// A HELLO tagged for another connection's challenge (captured, replayed) fails.
+TEST_F(HandshakeTest, HelloForAnotherChallengeRefused) {
+  expectAcceptorRefusesAfterChallenge([&](auto n) {
+    n[0] ^= 1;
+    return helloFrame(helloFor(n, ""));
+  }, "fails its integrity check");
+}
+TEST_F(HandshakeTest, HelloForAnotherCommunicatorRefused) {
+  expectAcceptorRefusesAfterChallenge([&](const auto& n) {
+    Hello h = makeLocalHello(kTransportUcx, 78, {1});
+    h.mac = tagWith("", 'C', n, helloDigest(h));
+    return helloFrame(h);
+  }, "belongs to communicator 0x4e, this listener serves 0x4d");
 }
 TEST_F(HandshakeTest, SecondHelloRefused) {
-  auto f = helloFrame(validHello());
-  auto twice = f;
-  twice.insert(twice.end(), f.begin(), f.end());
-  expectAcceptorRefuses(twice, "unexpected second HELLO");
+  expectAcceptorRefusesAfterChallenge([&](const auto& n) {
+    auto f = helloFrame(helloFor(n, ""));
+    auto twice = f;
+    twice.insert(twice.end(), f.begin(), f.end());
+    return twice;
+  }, "unexpected second HELLO");
 }
 TEST_F(HandshakeTest, RandomBytesRefused) {
   std::mt19937 rng(1234);
@@ -183,18 +216,54 @@ TEST_F(HandshakeTest, RandomBytesRefused) {
     expectAcceptorRefuses(junk, "handshake with scripted-peer failed", true);
   }
 }
-TEST_F(HandshakeTest, StalledPeerTimesOut) {
+TEST_F(HandshakeTest, StalledPeerHitsTheDeadline) {
   setEnvAndReload("ICN_CONNECT_TIMEOUT_MS", "300");
   make(Handshake::Role::Acceptor);
   EXPECT_EQ(drive(Phase::Done), Status::RemoteError);
-  EXPECT_TRUE(warned(takeWarnings(), {"scripted-peer", "no progress for 300 ms"}));
+  EXPECT_TRUE(warned(takeWarnings(), {"scripted-peer", "not completed within 300 ms", "the connector's HELLO"}));
 }
-TEST_F(HandshakeTest, PeerStallingAfterHelloTimesOut) {
+TEST_F(HandshakeTest, PeerStallingAfterHelloHitsTheDeadline) {
   setEnvAndReload("ICN_CONNECT_TIMEOUT_MS", "300");
   make(Handshake::Role::Acceptor);
-  ASSERT_TRUE(raw->send(helloFrame(validHello())));
+  ASSERT_TRUE(raw->send(helloFrame(helloFor(challenge(), ""))));
   EXPECT_EQ(drive(Phase::Done), Status::RemoteError);  // never sends READY
-  EXPECT_TRUE(warned(takeWarnings(), {"no progress for 300 ms after HELLO"}));
+  EXPECT_TRUE(warned(takeWarnings(), {"not completed within 300 ms", "waiting for READY"}));
+}
+// Bytes that keep arriving do not extend the deadline.
+TEST_F(HandshakeTest, TricklingPeerHitsTheAbsoluteDeadline) {
+  setEnvAndReload("ICN_CONNECT_TIMEOUT_MS", "300");
+  make(Handshake::Role::Acceptor);
+  auto frame = helloFrame(helloFor(challenge(), ""));
+  auto start = std::chrono::steady_clock::now();
+  Status st = Status::Ok;
+  for (size_t i = 0; i < frame.size() && st == Status::Ok; i++) {
+    raw->send({&frame[i], 1});
+    for (int k = 0; k < 20 && st == Status::Ok; k++) {
+      Phase p;
+      st = hs->progress(&p);
+      usleep(500);
+    }
+  }
+  EXPECT_EQ(st, Status::RemoteError) << "a trickling peer kept the handshake alive";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));
+  EXPECT_TRUE(warned(takeWarnings(), {"not completed within 300 ms"}));
+}
+TEST_F(HandshakeTest, NoRandomnessNoHandshake) {
+  auth::failRandomForTesting(true);
+  Hello h = makeLocalHello(kTransportUcx, 77, {});
+  auth::failRandomForTesting(false);
+  EXPECT_FALSE(h.fresh);
+  EXPECT_EQ(h.nonce[0] | h.nonce[7] | h.nonce[15], 0);
+  EXPECT_TRUE(warned(takeWarnings(), {"no random bytes for a handshake nonce"}));
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+  Handshake a(Fd(sv[0]), Handshake::Role::Acceptor, "scripted-peer", h);
+  RawPeer peer(sv[1]);
+  Phase p;
+  EXPECT_EQ(a.progress(&p), Status::RemoteError);
+  EXPECT_TRUE(warned(takeWarnings(), {"scripted-peer", "no fresh nonce"}));
+  uint8_t b;
+  EXPECT_LE(::recv(sv[1], &b, 1, MSG_DONTWAIT), 0) << "a CHALLENGE went out with a predictable nonce";
 }
 
 // ---- authentication -------------------------------------------------------------------------------
@@ -240,12 +309,14 @@ TEST_F(HandshakeTest, SameKeyCompletes) {
   EXPECT_TRUE(ok);
 }
 
-// Plays the connector by hand: HELLO tagged with `helloKey`, then a READY whose MAC `readyMac` picks.
-// Returns the acceptor's result; *acceptorHello gets its HELLO when it sent one.
-template <typename MacFn>
-Status acceptorAgainst(HandshakeTest* t, const std::string& helloKey, MacFn readyMac, std::optional<Hello>* acceptorHello) {
+// Plays the connector by hand: reads the CHALLENGE, sends a HELLO tagged with `helloKey`, then a READY whose tag
+// `readyTag` makes from (D(HELLO_C), D(HELLO_A)). Returns the acceptor's result; *acceptorHello gets its HELLO.
+template <typename TagFn>
+Status acceptorAgainst(HandshakeTest* t, const std::string& helloKey, TagFn readyTag,
+                       std::optional<Hello>* acceptorHello) {
   t->make(Handshake::Role::Acceptor);
-  Hello ch = t->helloTaggedWith(helloKey);
+  auto nonceA = t->challenge();
+  Hello ch = t->helloFor(nonceA, helloKey);
   EXPECT_TRUE(t->raw->send(t->helloFrame(ch)));
   auto reply = t->raw->readFrame([&] { t->pumpOnce(); });
   if (!reply) return t->drive(Phase::Done);  // refused at HELLO: it must say so
@@ -253,14 +324,12 @@ Status acceptorAgainst(HandshakeTest* t, const std::string& helloKey, MacFn read
   std::string why;
   EXPECT_EQ(decodeHello(reply->payload, &ah, &why), Status::Ok) << why;
   *acceptorHello = ah;
-  EXPECT_TRUE(t->raw->send(t->readyFrame(readyMac(ch.nonce, ah.nonce))));
+  EXPECT_TRUE(t->raw->send(t->readyFrame(readyTag(helloDigest(ch), helloDigest(ah)))));
   return t->drive(Phase::Done);
 }
 
-auto readyWith(const std::string& key, char role = 'C') {
-  return [key, role](const uint8_t* nC, const uint8_t* nA) {
-    return key.empty() ? std::vector<uint8_t>{} : HandshakeTest::macWith(key, role, nC, nA);
-  };
+auto readyWith(const std::string& key, char kind = 'R') {
+  return [key, kind](const Digest& dC, const Digest& dA) { return HandshakeTest::tagWith(key, kind, dC, dA); };
 }
 
 TEST_F(HandshakeTest, KeyedAcceptorAcceptsCorrectPeerAndProvesItself) {
@@ -271,25 +340,30 @@ TEST_F(HandshakeTest, KeyedAcceptorAcceptsCorrectPeerAndProvesItself) {
   EXPECT_EQ(ah->mac.size(), 32u);
 }
 
+// The acceptor's tag is the documented HMAC over both HELLOs, and its HELLO carries the nonce it challenged with.
 TEST_F(HandshakeTest, KeyedAcceptorProofMatchesIndependentHmac) {
   setEnvAndReload("ICN_AUTH_KEY", kKey);
   make(Handshake::Role::Acceptor);
-  Hello ch = helloTaggedWith(kKey);
+  auto nonceA = challenge();
+  Hello ch = helloFor(nonceA, kKey);
   ASSERT_TRUE(raw->send(helloFrame(ch)));
   auto reply = raw->readFrame([&] { pumpOnce(); });
   ASSERT_TRUE(reply.has_value());
   Hello ah;
   std::string why;
   ASSERT_EQ(decodeHello(reply->payload, &ah, &why), Status::Ok) << why;
-  EXPECT_EQ(ah.mac, tagWith(kKey, 'A', ch.nonce, ah.nonce, ah.blob));
-  EXPECT_NE(ah.mac, tagWith("", 'A', ch.nonce, ah.nonce, ah.blob));
+  EXPECT_EQ(0, memcmp(ah.nonce, nonceA.data(), 16));
+  EXPECT_EQ(ah.commId, 77u);
+  EXPECT_EQ(ah.mac, tagWith(kKey, 'A', helloDigest(ch), helloDigest(ah)));
+  EXPECT_NE(ah.mac, tagWith("", 'A', helloDigest(ch), helloDigest(ah)));
 }
 
 TEST_F(HandshakeTest, KeyedAcceptorRefusesHelloWithWrongKeyBeforeReplying) {
   setEnvAndReload("ICN_AUTH_KEY", kKey);
   std::optional<Hello> ah;
-  EXPECT_EQ(acceptorAgainst(this, "another-jobs-key", readyWith(kKey), &ah), Status::RemoteError);
+  EXPECT_EQ(acceptorAgainst(this, "another-jobs-key-0123456789", readyWith(kKey), &ah), Status::RemoteError);
   EXPECT_FALSE(ah.has_value()) << "the acceptor answered (and set up) before the peer proved the key";
+  EXPECT_FALSE(confirmed) << "the acceptor reached PeerKnown for a peer without the key";
   EXPECT_TRUE(warned(takeWarnings(), {"did not prove knowledge of the job key"}));
 }
 
@@ -304,15 +378,16 @@ TEST_F(HandshakeTest, KeyedAcceptorRefusesUnkeyedPeer) {  // key on the acceptor
 TEST_F(HandshakeTest, KeyedAcceptorRefusesBadReady) {
   setEnvAndReload("ICN_AUTH_KEY", kKey);
   std::optional<Hello> ah;
-  EXPECT_EQ(acceptorAgainst(this, kKey, readyWith("another-jobs-key"), &ah), Status::RemoteError);
+  EXPECT_EQ(acceptorAgainst(this, kKey, readyWith("another-jobs-key-0123456789"), &ah), Status::RemoteError);
   EXPECT_TRUE(warned(takeWarnings(), {"did not prove knowledge of the job key"}));
   confirmed = false;
-  EXPECT_EQ(acceptorAgainst(this, kKey, readyWith(""), &ah), Status::RemoteError);  // no proof at all
+  EXPECT_EQ(acceptorAgainst(this, kKey, [](const Digest&, const Digest&) { return std::vector<uint8_t>{}; }, &ah),
+            Status::RemoteError);  // no proof at all
   confirmed = false;
-  EXPECT_EQ(acceptorAgainst(this, kKey, readyWith(kKey, 'A'), &ah), Status::RemoteError);  // reflected role
+  EXPECT_EQ(acceptorAgainst(this, kKey, readyWith(kKey, 'A'), &ah), Status::RemoteError);  // reflected kind
   confirmed = false;
-  uint8_t oldNonce[16] = {7};
-  auto replay = [&](const uint8_t* nC, const uint8_t*) { return macWith(kKey, 'C', nC, oldNonce); };
+  Digest other{};
+  auto replay = [&](const Digest& dC, const Digest&) { return tagWith(kKey, 'R', dC, other); };
   EXPECT_EQ(acceptorAgainst(this, kKey, replay, &ah), Status::RemoteError);  // proof from another session
   EXPECT_TRUE(warned(takeWarnings(), {"did not prove knowledge of the job key"}));
 }
@@ -324,40 +399,56 @@ TEST_F(HandshakeTest, UnkeyedAcceptorRefusesKeyedPeer) {  // key on the connecto
   EXPECT_TRUE(warned(takeWarnings(), {"ICN_AUTH_KEY is set there but not here"}));
 }
 
-TEST_F(HandshakeTest, UnkeyedAcceptorRefusesMacInReady) {
+TEST_F(HandshakeTest, UnkeyedAcceptorChecksReadyIntegrity) {
   std::optional<Hello> ah;
+  EXPECT_EQ(acceptorAgainst(this, "", readyWith(""), &ah), Status::Ok);
+  confirmed = false;
   EXPECT_EQ(acceptorAgainst(this, "", readyWith(kKey), &ah), Status::RemoteError);
   ASSERT_TRUE(ah.has_value());
-  EXPECT_TRUE(warned(takeWarnings(), {"requires authentication but ICN_AUTH_KEY is not set here"}));
+  EXPECT_TRUE(warned(takeWarnings(), {"READY from scripted:", "fails its integrity check"}));
 }
 
-// Connector side: the scripted acceptor answers with a HELLO tagged with `key` (empty: plain SHA-256).
-Status connectorAgainst(HandshakeTest* t, const std::string& key, bool corruptBlob = false) {
+// Connector side: the scripted acceptor challenges, then answers with a HELLO tagged with `key` (empty: plain
+// SHA-256); `mutate` may spoil it.
+template <typename Mutate>
+Status connectorAgainst(HandshakeTest* t, const std::string& key, Mutate mutate) {
   t->make(Handshake::Role::Connector);
+  std::array<uint8_t, 16> nonceA{9, 8, 7, 6, 5};
+  EXPECT_TRUE(t->raw->send(encodeFrame(FrameType::Challenge, nonceA)));
   auto hello = t->raw->readFrame([&] { t->pumpOnce(); });
   EXPECT_TRUE(hello.has_value());
   if (!hello) return Status::InternalError;
   Hello ch;
   std::string why;
   EXPECT_EQ(decodeHello(hello->payload, &ch, &why), Status::Ok) << why;
-  Hello ah = t->validHello();
-  ah.mac = HandshakeTest::tagWith(key, 'A', ch.nonce, ah.nonce, ah.blob);
-  if (corruptBlob) ah.blob[1] ^= 1;
+  EXPECT_EQ(ch.mac, HandshakeTest::tagWith(t->ownKey(), 'C', nonceA, helloDigest(ch)));
+  Hello ah = makeLocalHello(kTransportUcx, 77, {0xAB, 0xCD});
+  ah.host = "scripted";
+  memcpy(ah.nonce, nonceA.data(), 16);
+  ah.mac = HandshakeTest::tagWith(key, 'A', helloDigest(ch), helloDigest(ah));
+  mutate(ah);
   EXPECT_TRUE(t->raw->send(t->helloFrame(ah)));
   return t->drive(Phase::Done);
+}
+Status connectorAgainst(HandshakeTest* t, const std::string& key) {
+  return connectorAgainst(t, key, [](Hello&) {});
 }
 
 TEST_F(HandshakeTest, KeyedConnectorChecksAcceptor) {
   setEnvAndReload("ICN_AUTH_KEY", kKey);
   EXPECT_EQ(connectorAgainst(this, kKey), Status::Ok);
   confirmed = false;
-  EXPECT_EQ(connectorAgainst(this, "wrong key"), Status::RemoteError);
+  EXPECT_EQ(connectorAgainst(this, "wrong key 0123456789"), Status::RemoteError);
   EXPECT_TRUE(warned(takeWarnings(), {"did not prove knowledge of the job key"}));
   confirmed = false;
   EXPECT_EQ(connectorAgainst(this, ""), Status::RemoteError);  // key on the connector only
   EXPECT_TRUE(warned(takeWarnings(), {"did not prove knowledge of the job key"}));
   confirmed = false;
-  EXPECT_EQ(connectorAgainst(this, kKey, true), Status::RemoteError);  // blob altered in flight
+  EXPECT_EQ(connectorAgainst(this, kKey, [](Hello& h) { h.blob[1] ^= 1; }), Status::RemoteError);  // altered
+  confirmed = false;
+  // An acceptor HELLO that does not answer our challenge (replayed from another connection).
+  EXPECT_EQ(connectorAgainst(this, kKey, [](Hello& h) { h.nonce[0] ^= 1; }), Status::RemoteError);
+  EXPECT_TRUE(warned(takeWarnings(), {"does not carry the nonce of its CHALLENGE"}));
 }
 
 TEST_F(HandshakeTest, UnkeyedConnectorChecksAcceptor) {
@@ -366,8 +457,19 @@ TEST_F(HandshakeTest, UnkeyedConnectorChecksAcceptor) {
   EXPECT_EQ(connectorAgainst(this, kKey), Status::RemoteError);  // key on the acceptor only
   EXPECT_TRUE(warned(takeWarnings(), {"ICN_AUTH_KEY is set there but not here"}));
   confirmed = false;
-  EXPECT_EQ(connectorAgainst(this, "", true), Status::RemoteError);
+  EXPECT_EQ(connectorAgainst(this, "", [](Hello& h) { h.blob[1] ^= 1; }), Status::RemoteError);
   EXPECT_TRUE(warned(takeWarnings(), {"fails its integrity check"}));
+}
+
+// The connector sends nothing before the acceptor's challenge, and only one HELLO after it.
+TEST_F(HandshakeTest, ConnectorWaitsForTheChallenge) {
+  make(Handshake::Role::Connector);
+  for (int i = 0; i < 20; i++) pumpOnce();
+  uint8_t b;
+  EXPECT_LT(::recv(raw->fd(), &b, 1, MSG_DONTWAIT), 0) << "the connector spoke before the CHALLENGE";
+  EXPECT_TRUE(raw->send(encodeFrame(FrameType::Hello, encodeHello(makeLocalHello(kTransportUcx, 77, {1})))));
+  EXPECT_EQ(drive(Phase::Done), Status::RemoteError);
+  EXPECT_TRUE(warned(takeWarnings(), {"unexpected HELLO before the CHALLENGE"}));
 }
 
 }  // namespace

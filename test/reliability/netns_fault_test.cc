@@ -164,10 +164,23 @@ TEST(NetnsFault, LinkDownMidTransferFailsBothSidesWithin30s) {
     setup[i].netns = net.ns[i];
     setup[i].env = {{"ICN_TRANSPORT", "ucx"},
                     {"UCX_TLS", "tcp"},
-                    {"ICN_COPY_THREADS", "0"},  // two "hosts": no same-host fast path, data crosses the veth
                     {"UCX_NET_DEVICES", net.dev[i]},
                     {"ICN_SOCKET_IFNAME", net.dev[i]},
                     {"UCX_WARN_UNUSED_ENV_VARS", "n"}};
+  }
+  linkDownMidTransfer(setup, "ip link set dev " + net.dev[0] + " down");
+}
+
+// The same over ICN's own TCP transport: its lanes see the dead link through TCP_USER_TIMEOUT (sender, data
+// unacknowledged) and keepalive (receiver, idle sockets), both derived from ICN_PEER_TIMEOUT_MS.
+TEST(NetnsFault, TcpLinkDownMidTransferFailsBothSidesWithin30s) {
+  NetnsPair net;
+  if (!net.created[0]) GTEST_SKIP() << net.why;
+  ASSERT_TRUE(net.ready) << net.why;
+  std::array<RankSetup, 2> setup;
+  for (int i = 0; i < 2; i++) {
+    setup[i].netns = net.ns[i];
+    setup[i].env = {{"ICN_TRANSPORT", "tcp"}, {"ICN_SOCKET_IFNAME", net.dev[i]}};
   }
   linkDownMidTransfer(setup, "ip link set dev " + net.dev[0] + " down");
 }

@@ -1,10 +1,13 @@
 // Plays NCCL's part against the built plugin through the C ABI: tuner v5 + profiler v5 from one dlopen'ed .so,
 // two ranks of one communicator in one process (like nccl-tests -g 2).
+#include <dirent.h>
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdarg>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -178,9 +181,48 @@ void defaultTunerEnv() {
 
 struct Env {
   std::string cache = "/tmp/icn-abi-cache-" + std::to_string(getpid()) + ".csv";
-  std::string heat = "/tmp/icn-heatmap-" + std::to_string(getpid()) + ".json";  // the default path
+  // The default snapshot path (XDG_RUNTIME_DIR is the test's own directory, see FreshUserDirs).
+  std::string heat = std::string(getenv("XDG_RUNTIME_DIR")) + "/icn/heatmap-" + std::to_string(getpid()) + ".json";
   std::string heatExplicit = "/tmp/icn-abi-heat-" + std::to_string(getpid()) + ".json";
 };
+
+// Persistence is on by default: every test gets empty per-user cache and runtime directories, so no test replays
+// a table another one learned (or a developer's own).
+class FreshUserDirs : public ::testing::EmptyTestEventListener {
+  void OnTestStart(const ::testing::TestInfo&) override {
+    for (const char* var : {"XDG_CACHE_HOME", "XDG_RUNTIME_DIR"}) {
+      char t[] = "/tmp/icn-abi-xdg-XXXXXX";
+      ASSERT_NE(mkdtemp(t), nullptr);
+      setenv(var, t, 1);
+    }
+  }
+  void OnTestEnd(const ::testing::TestInfo&) override {
+    for (const char* var : {"XDG_CACHE_HOME", "XDG_RUNTIME_DIR"})
+      if (const char* d = getenv(var)) std::system(("rm -rf '" + std::string(d) + "'").c_str());
+  }
+};
+const bool g_freshDirs = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new FreshUserDirs);
+  return true;
+}();
+
+// A new empty per-user cache directory, for a case that must not replay what an earlier case of its test learned.
+void newCacheHome() {
+  char t[] = "/tmp/icn-abi-xdg-XXXXXX";
+  ASSERT_NE(mkdtemp(t), nullptr);
+  if (const char* old = getenv("XDG_CACHE_HOME")) std::system(("rm -rf '" + std::string(old) + "'").c_str());
+  setenv("XDG_CACHE_HOME", t, 1);
+}
+
+std::vector<std::string> listDir(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') out.push_back(e->d_name);
+    closedir(d);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -236,15 +278,26 @@ TEST(PluginAbi, OnlineConvergesThenStaticReplaysTheCache) {
     EXPECT_TRUE(logged("RING/LL128", NCCL_TUNING)) << "decision changes are logged under TUNING";
     if (getenv("ICN_TEST_VERBOSE"))
       for (auto& l : g_logs) printf("%s\n", l.c_str());
+    // The live snapshot (rewritten every 20 ms here) shows both ranks' Ring/LL128 calls.
+    icn::json::Value v;
+    std::string why, heat;
+    for (int i = 0; i < 200; ++i, usleep(10000)) {
+      heat = slurp(env.heat);
+      if (heat.find("\"proto\":\"LL128\",\"channels\":8,\"count\":" ) != std::string::npos &&
+          icn::json::parse(heat, v, why) && v.get("comms") && v.get("comms")->arr.size() == 2)
+        break;
+    }
+    struct stat st {};
+    ASSERT_EQ(lstat(env.heat.c_str(), &st), 0) << env.heat;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << "the snapshot is private to its user";
     for (Rank& r : ranks) EXPECT_EQ(p.tuner->finalize(r.tctx), ncclSuccess);
     for (Rank& r : ranks) EXPECT_EQ(p.prof->finalize(r.pctx), ncclSuccess);
+    EXPECT_NE(access(env.heat.c_str(), F_OK), 0) << "the default snapshot is removed with the last communicator";
 
     std::string cache = slurp(env.cache);
     EXPECT_NE(cache.find("AllReduce,2,1,20,RING,LL128,0,"), std::string::npos) << cache;
 
-    icn::json::Value v;
-    std::string why;
-    ASSERT_TRUE(icn::json::parse(slurp(env.heat), v, why)) << why;
+    ASSERT_TRUE(icn::json::parse(heat, v, why)) << why;
     ASSERT_NE(v.get("comms"), nullptr);
     int withRingLL128 = 0;
     for (const auto& c : v.get("comms")->arr)
@@ -254,7 +307,7 @@ TEST(PluginAbi, OnlineConvergesThenStaticReplaysTheCache) {
           EXPECT_NEAR(k.number("p50_us", 0), 23.8, 0.1);
           EXPECT_EQ(k.number("bucket_log2", 0), 20);
         }
-    EXPECT_EQ(withRingLL128, 2) << "one heatmap entry per rank: " << slurp(env.heat);
+    EXPECT_EQ(withRingLL128, 2) << "one heatmap entry per rank: " << heat;
   }
   // Second run: the persisted table, no exploration. An explicit heatmap file asks for continuous measurement.
   setenv("ICN_TUNER", "static", 1);
@@ -284,6 +337,60 @@ TEST(PluginAbi, OnlineConvergesThenStaticReplaysTheCache) {
   unlink(env.cache.c_str());
   unlink(env.heat.c_str());
   unlink(env.heatExplicit.c_str());
+}
+
+// Two ranks in one process, `calls` all-reduces of 1 MiB each; returns rank 0's picks.
+std::vector<std::pair<int, int>> runTwoRanks(const char* tag, ncclNvlDomainInfo_v5_t nvl, int calls) {
+  Plugin p(tag);
+  EXPECT_NE(p.lib, nullptr) << dlerror();
+  if (!p.lib) return {};
+  int mask = 0;
+  uint64_t clock = 1'000'000;
+  Rank ranks[2];
+  ncclTunerConstants_v5_t constants{};
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(p.prof->init(&ranks[r].pctx, 0xfeed, &mask, "abi", 1, 2, r, logger), ncclSuccess);
+    EXPECT_EQ(p.tuner->init(&ranks[r].tctx, 0xfeed, 2, 1, logger, &nvl, &constants), ncclSuccess);
+  }
+  for (int it = 0; it < calls; ++it)
+    for (Rank& r : ranks) collective(p, r, &mask, &clock, 1 << 20);
+  for (Rank& r : ranks) p.tuner->finalize(r.tctx);
+  for (Rank& r : ranks) p.prof->finalize(r.pctx);
+  EXPECT_EQ(ranks[0].picks, ranks[1].picks);
+  return ranks[0].picks;
+}
+
+// Without ICN_TUNER_CACHE the learned table goes to the per-user cache directory, in a private file named by the
+// key of machine, NCCL version and communicator shape; the next job of that shape replays it, a job of another
+// shape does not.
+TEST(PluginAbi, LearnedTableIsPersistedByDefaultUnderItsKey) {
+  defaultTunerEnv();
+  const std::string dir = std::string(getenv("XDG_CACHE_HOME")) + "/icn";
+  auto first = runTwoRanks("persist1", ncclNvlDomainInfo_v5_t{1, 2, 2}, 120);
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(first.back(), std::make_pair(1, 1)) << "learns Ring/LL128";
+  struct stat st {};
+  ASSERT_EQ(lstat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  auto files = listDir(dir);
+  ASSERT_EQ(files.size(), 1u) << "one table, no temporary file left";
+  EXPECT_EQ(files[0].rfind("tuner-", 0), 0u) << files[0];
+  ASSERT_EQ(lstat((dir + "/" + files[0]).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::string table = slurp(dir + "/" + files[0]);
+  EXPECT_NE(table.find("# key: icn-tuner-key v1 "), std::string::npos) << table;
+  EXPECT_NE(table.find("nRanks=2 nNodes=1 perNode=2 nvl=1:2:2"), std::string::npos) << table;
+  EXPECT_NE(table.find("AllReduce,2,1,20,RING,LL128,0,"), std::string::npos) << table;
+
+  auto again = runTwoRanks("persist2", ncclNvlDomainInfo_v5_t{1, 2, 2}, 10);
+  std::set<std::pair<int, int>> tried(again.begin(), again.end());
+  EXPECT_EQ(tried, (std::set<std::pair<int, int>>{{1, 1}})) << "the same shape replays its table from the start";
+
+  // Another shape (two NVLink domains of one rank each): a stale table is not reused; it learns its own.
+  auto other = runTwoRanks("persist3", ncclNvlDomainInfo_v5_t{2, 1, 1}, 120);
+  std::set<std::pair<int, int>> triedOther(other.begin(), other.end());
+  EXPECT_GT(triedOther.size(), 1u) << "explores";
+  EXPECT_EQ(listDir(dir).size(), 2u);
 }
 
 // The proxy may report a call's last channel stop before its predecessor's. Here every second call's stops come
@@ -354,6 +461,7 @@ TEST(PluginAbi, QuietDuelTimesOnlyTheEndsOfItsBlocks) {
                         Case{"12", 2, true, false}}) {
     SCOPED_TRACE(std::string("ICN_TUNER_QUIET_DUEL=") + k.quiet + " nNodes=" + std::to_string(k.nNodes) +
                  (k.heatmap ? " ICN_HEATMAP_FILE set" : ""));
+    newCacheHome();
     setenv("ICN_TUNER_QUIET_DUEL", k.quiet, 1);
     if (k.heatmap)
       setenv("ICN_HEATMAP_FILE", heat.c_str(), 1);
@@ -477,6 +585,7 @@ TEST(PluginAbi, ModelSkipIsLoggedAndCanBeTurnedOff) {
     bool llScreened;
   };
   for (Case c : {Case{nullptr, false}, Case{"0", true}, Case{"fast", false}}) {
+    newCacheHome();
     if (c.value)
       setenv("ICN_TUNER_MODEL_SKIP", c.value, 1);
     else

@@ -1,4 +1,7 @@
 #include <gtest/gtest.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -6,6 +9,7 @@
 #include <fstream>
 
 #include "tuner/cache.h"
+#include "tuner/cache_key.h"
 #include "tuner/group.h"
 
 using namespace icn;
@@ -123,4 +127,71 @@ TEST(Cache, GroupPersistsAtDestructionAndReloads) {
   for (int i = 0; i < 21; ++i) t[i] = 1.f;
   EXPECT_EQ(g2->decide(s, coll::kAllReduce, 12, CostTable(t, 7, 3)), out[0].decision);
   unlink(path.c_str());
+}
+
+// A table written under another key (machine, NCCL version, shape) is not reused, and saving under the new key
+// replaces it whole.
+TEST(Cache, StaleKeyIsNotReused) {
+  std::string path = tmpPath("key");
+  unlink(path.c_str());
+  std::string why;
+  ASSERT_EQ(saveCache(path, {{coll::kAllReduce, 2, 1, 3, Decision{0, 0, 0}, 13.8, 12}}, &why, "key A"), Status::Ok);
+  std::vector<CacheEntry> out;
+  ASSERT_EQ(loadCache(path, &out, &why, "key A"), Status::Ok) << why;
+  EXPECT_EQ(out.size(), 1u);
+  why.clear();
+  ASSERT_EQ(loadCache(path, &out, &why, "key B"), Status::Ok);
+  EXPECT_TRUE(out.empty());
+  EXPECT_NE(why.find("key A"), std::string::npos) << why;
+  ASSERT_EQ(saveCache(path, {{coll::kAllReduce, 2, 1, 4, Decision{1, 2, 0}, 20.0, 12}}, &why, "key B"), Status::Ok);
+  ASSERT_EQ(loadCache(path, &out, &why, "key B"), Status::Ok);
+  ASSERT_EQ(out.size(), 1u) << "the stale entry is gone";
+  EXPECT_EQ(out[0].bucket, 4);
+  unlink(path.c_str());
+}
+
+// Jobs finishing together: every save is atomic and merges under the directory lock, so the file always parses
+// and ends up with every process's entries; it is private (0600) and no temporary file stays behind.
+TEST(Cache, ConcurrentSavesFromProcessesMerge) {
+  char dirT[] = "/tmp/icn-cache-conc-XXXXXX";
+  ASSERT_NE(mkdtemp(dirT), nullptr);
+  std::string dir = dirT, path = dir + "/t.csv";
+  constexpr int kProcs = 4, kSaves = 20;
+  std::vector<pid_t> kids;
+  for (int p = 0; p < kProcs; ++p) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int bad = 0;
+      for (int i = 0; i < kSaves; ++i) {
+        std::string why;
+        std::vector<CacheEntry> out;
+        bad += saveCache(path, {{coll::kAllReduce, 1 + p * kSaves + i, 1, 3, Decision{1, 2, 0}, 1.0 + i, 1}}, &why) !=
+               Status::Ok;
+        bad += loadCache(path, &out, &why) != Status::Ok;  // never a torn file
+      }
+      _exit(bad == 0 ? 0 : 1);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t k : kids) {
+    int st = 0;
+    ASSERT_EQ(waitpid(k, &st, 0), k);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  std::vector<CacheEntry> out;
+  std::string why;
+  ASSERT_EQ(loadCache(path, &out, &why), Status::Ok) << why;
+  EXPECT_EQ(out.size(), static_cast<size_t>(kProcs * kSaves));
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  int entries = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) entries += e->d_name[0] != '.';
+    closedir(d);
+  }
+  EXPECT_EQ(entries, 1);
+  unlink(path.c_str());
+  rmdir(dir.c_str());
 }

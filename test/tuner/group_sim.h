@@ -150,7 +150,7 @@ inline GroupConfig onlineCfg() {
   return c;  // defaults: 2 screening calls per candidate, 2 x 2 confirm calls, 2 x 2 channel calls
 }
 
-// 128 KiB on the net path of 2 H200 (paired_proof, session 7; NCCL sees two nodes there): untimed, Tree/Simple
+// 128 KiB on the net path of 2 H200 (paired_proof; NCCL sees two nodes there): untimed, Tree/Simple
 // costs 89 us a call, NCCL's Ring/LL 127, Tree/LL 100; timed, Tree/Simple's calls cost 40% more (114-127 us),
 // the others' 2%. Its first calls after a switch are cheaper, so it wins the screen.
 inline Model net128KiB() {

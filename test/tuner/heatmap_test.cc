@@ -1,5 +1,7 @@
 // Net counter registry and the heatmap snapshot (JSON keys the topo helper consumes).
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -109,8 +111,15 @@ TEST(Heatmap, SnapshotHasDocumentedKeys) {
   netstats::resetForTesting();
 }
 
-TEST(Heatmap, WriteIsAtomicAndReadable) {
-  std::string path = "/tmp/icn-heatmap-test-" + std::to_string(getpid()) + ".json";
+TEST(Heatmap, WriteIsAtomicPrivateAndReadable) {
+  char dirT[] = "/tmp/icn-heatmap-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dirT), nullptr);
+  std::string dir = dirT;
+  std::string path = dir + "/snap.json";
+  // Someone planted a link at the snapshot's name: the write replaces the link, never writes through it.
+  std::string victim = dir + "/victim";
+  { std::ofstream(victim) << "untouched"; }
+  ASSERT_EQ(symlink(victim.c_str(), path.c_str()), 0);
   std::string why;
   ASSERT_TRUE(heatmap::writeSnapshot(path, &why)) << why;
   std::ifstream in(path);
@@ -118,8 +127,51 @@ TEST(Heatmap, WriteIsAtomicAndReadable) {
   ss << in.rdbuf();
   json::Value v;
   EXPECT_TRUE(json::parse(ss.str(), v, why)) << why;
-  EXPECT_NE(access((path + ".tmp." + std::to_string(getpid())).c_str(), F_OK), 0);
+  struct stat st {};
+  ASSERT_EQ(lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::ifstream vin(victim);
+  std::string vtext;
+  std::getline(vin, vtext);
+  EXPECT_EQ(vtext, "untouched");
+  // No temporary file is left behind.
+  int entries = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) entries += e->d_name[0] != '.';
+    closedir(d);
+  }
+  EXPECT_EQ(entries, 2) << "snap.json and victim only";
   unlink(path.c_str());
+  unlink(victim.c_str());
+  rmdir(dir.c_str());
   EXPECT_FALSE(heatmap::writeSnapshot("/nonexistent-dir/x.json", &why));
   EXPECT_NE(why.find("/nonexistent-dir"), std::string::npos);
+}
+
+// The default snapshot lives in a per-user directory (0700) that an existing foreign or open directory cannot
+// stand in for.
+TEST(Heatmap, DefaultPathIsPerUserAndChecked) {
+  char rtT[] = "/tmp/icn-xdg-runtime-XXXXXX";
+  ASSERT_NE(mkdtemp(rtT), nullptr);
+  std::string rt = rtT;
+  const char* old = getenv("XDG_RUNTIME_DIR");
+  std::string saved = old ? old : "";
+  setenv("XDG_RUNTIME_DIR", rt.c_str(), 1);
+  std::string p = heatmap::snapshotPath();
+  EXPECT_EQ(p, rt + "/icn/heatmap-" + std::to_string(getpid()) + ".json");
+  struct stat st {};
+  ASSERT_EQ(lstat((rt + "/icn").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  // Opened up behind our back: refused (and not chmod-ed back).
+  ASSERT_EQ(chmod((rt + "/icn").c_str(), 0755), 0);
+  EXPECT_EQ(heatmap::snapshotPath(), "");
+  rmdir((rt + "/icn").c_str());
+  // A symlink in its place: refused.
+  ASSERT_EQ(symlink("/tmp", (rt + "/icn").c_str()), 0);
+  EXPECT_EQ(heatmap::snapshotPath(), "");
+  unlink((rt + "/icn").c_str());
+  rmdir(rt.c_str());
+  if (old) setenv("XDG_RUNTIME_DIR", saved.c_str(), 1);
+  else unsetenv("XDG_RUNTIME_DIR");
 }

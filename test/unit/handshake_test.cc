@@ -68,17 +68,17 @@ TEST(Handshake, CompletesAndExchangesBlobs) {
 }
 
 TEST(Handshake, SameKeyAuthenticates) {
-  Result r = run("job-secret", "job-secret");
+  Result r = run("job-secret-0123456789", "job-secret-0123456789");
   EXPECT_TRUE(r.done);
   EXPECT_EQ(r.seenByConnector.mac.size(), 32u);
 }
 
 TEST(Handshake, WrongOrMissingKeyIsRefused) {
-  Result wrong = run("job-secret", "other-secret");
+  Result wrong = run("job-secret-0123456789", "other-secret-0123456789");
   EXPECT_FALSE(wrong.done);
   EXPECT_TRUE(wrong.connector != Status::Ok || wrong.acceptor != Status::Ok);
-  Result oneSided = run(nullptr, "job-secret");
+  Result oneSided = run(nullptr, "job-secret-0123456789");
   EXPECT_FALSE(oneSided.done);
-  Result otherSide = run("job-secret", nullptr);
+  Result otherSide = run("job-secret-0123456789", nullptr);
   EXPECT_FALSE(otherSide.done);
 }

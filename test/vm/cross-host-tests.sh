@@ -3,8 +3,8 @@
 # guest b (icnvm-b) rank 1. Steps run in the same order in both guests; each step is one process per guest
 # (the listening side in one, the connecting side in the other, retried while the listener is not up yet).
 # Each guest reports its own side of every step, and proves from its own rank's log that each connection
-# went to the other host over the expected path: verbs on rxe0, UCX rc/ud verbs on rxe0:1, UCX tcp on eth0,
-# never a same-host shortcut.
+# went to the other host over the expected path: verbs on rxe0, UCX rc/ud verbs on rxe0:1 and UCX tcp on eth0
+# (never UCX's shared-memory transports), ICN's TCP transport.
 # Reported (guest a): ib_write_bw and ICN verbs bandwidth at 1 MiB between the two rxe devices, same
 # direction and byte count, interleaved rounds, median ratio (not gated: the emulator shares 2 host cores).
 me=$ICN_VM_ROLE
@@ -37,17 +37,16 @@ xstep() {
 }
 
 # path_check NAME REGEX [LOG]: this rank's log of step NAME (or LOG) has a connection line to the other host
-# matching REGEX, no connection line naming any other host, and no connection on a same-host path.
+# matching REGEX, and every connection line does.
 path_check() {
   log=${3:-/tmp/$1.log}
-  conns=$(grep -cE "ICN (ib|UCX) (send|receive) connection (to|from) " "$log")
-  good=$(grep -E "ICN (ib|UCX) (send|receive) connection (to|from) $other:[0-9]+ " "$log" | grep -cE "$2")
-  same=$(grep -c "same-host fast path\$" "$log")
-  if [ "$good" -ge 1 ] && [ "$good" = "$conns" ] && [ "$same" = 0 ]; then
-    pass "$1-path@$me $(grep -oE "ICN (ib|UCX) send connection .*" "$log" | head -n 1)"
+  conns=$(grep -cE "ICN (ib|UCX|TCP) (send|receive) connection (to|from) " "$log")
+  good=$(grep -E "ICN (ib|UCX|TCP) (send|receive) connection (to|from) $other:[0-9]+ " "$log" | grep -cE "$2")
+  if [ "$good" -ge 1 ] && [ "$good" = "$conns" ]; then
+    pass "$1-path@$me $(grep -oE "ICN (ib|UCX|TCP) send connection .*" "$log" | head -n 1)"
   else
-    grep -E "ICN .*connection|same-host|lanes|WARN" "$log" | head -n 20
-    fail "$1-path@$me ($good of $conns connection(s) to $other match '$2', $same same-host line(s))"
+    grep -E "ICN .*connection|lanes|WARN" "$log" | head -n 20
+    fail "$1-path@$me ($good of $conns connection(s) to $other match '$2')"
   fi
 }
 
@@ -107,8 +106,12 @@ path_check icn-perf-ucx-rc "ready, lanes (rc_verbs|ud_verbs)/rxe0:1(, (rc_verbs|
 xstep icn-perf-ucx-tcp 240 a "ICN_TRANSPORT=ucx UCX_TLS=tcp $(perf --server --port \$port $sweep)" \
   "ICN_TRANSPORT=ucx UCX_TLS=tcp $(perf --client $peer:\$port $sweep)"
 path_check icn-perf-ucx-tcp "ready, lanes tcp/eth0\$"
+# ICN's own TCP transport over the same link.
+xstep icn-perf-tcp 240 a "ICN_TRANSPORT=tcp $(perf --server --port \$port $sweep)" \
+  "ICN_TRANSPORT=tcp $(perf --client $peer:\$port $sweep)"
+path_check icn-perf-tcp "ICN TCP .* ready: [0-9]+ lanes"
 if [ "$me" = a ]; then
-  for t in ib ucx-rc ucx-tcp; do
+  for t in ib ucx-rc ucx-tcp tcp; do
     result "xhost_${t}_GBps_256K" "$(awk '$1 == 262144 {print $2}' /tmp/icn-perf-$t.log)"
     result "xhost_${t}_lat_p50_us_8" "$(awk '$1 == 8 {print $3}' /tmp/icn-perf-$t.log)"
   done
@@ -142,8 +145,8 @@ fi
 # transfers over UCX rc/ud verbs and UCX tcp.
 xconformance conformance-ib "*" ICN_TRANSPORT=ib ICN_CONF_LIFECYCLE_CYCLES=20
 path_check conformance-ib " on rxe0: [0-9]+ QP" /tmp/conformance-ib.own.log
-xconformance conformance-ucx-rc "Transfer.*" $ucx_rc ICN_COPY_THREADS=0
+xconformance conformance-ucx-rc "Transfer.*" $ucx_rc
 path_check conformance-ucx-rc "ready, lanes (rc_verbs|ud_verbs)/rxe0:1(, (rc_verbs|ud_verbs)/rxe0:1)*\$" \
   /tmp/conformance-ucx-rc.own.log
-xconformance conformance-ucx-tcp "Transfer.*" ICN_TRANSPORT=ucx UCX_TLS=tcp ICN_COPY_THREADS=0
+xconformance conformance-ucx-tcp "Transfer.*" ICN_TRANSPORT=ucx UCX_TLS=tcp
 path_check conformance-ucx-tcp "ready, lanes tcp/eth0\$" /tmp/conformance-ucx-tcp.own.log

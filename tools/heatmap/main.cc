@@ -1,4 +1,4 @@
-// icn-heatmap: shows a heatmap snapshot (ICN_HEATMAP_FILE, default /tmp/icn-heatmap-<pid>.json) in the terminal
+// icn-heatmap: shows a heatmap snapshot (ICN_HEATMAP_FILE, default $XDG_RUNTIME_DIR/icn/heatmap-<pid>.json) in the terminal
 // and optionally as an SVG picture.
 //   icn-heatmap FILE [--svg OUT.svg] [--watch SECONDS]
 #include <unistd.h>

@@ -10,7 +10,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (const auto& p : icn::params::table())
-    printf("%-28s %s%s\n", p.name, icn::params::getString(p.id).c_str(),
+    printf("%-28s %s%s\n", p.name, icn::params::displayValue(p.id).c_str(),
            icn::params::isSetByUser(p.id) ? "  (from environment)" : "");
   return 0;
 }

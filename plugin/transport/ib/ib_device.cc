@@ -9,6 +9,7 @@
 
 #include "core/log.h"
 #include "core/params.h"
+#include "transport/ib/ib_qp.h"
 
 namespace icn::ib {
 
@@ -63,8 +64,9 @@ Status Hca::open(ibv_device* dev, const HcaInfo& info, std::shared_ptr<Hca>* out
   h->mrCache_ = std::make_unique<MrCache>(
       [pd, access, name](const MrRequest& r, void** mr, uint32_t* lkey, uint32_t* rkey, std::string* why) {
         ibv_mr* m = r.dmabufFd >= 0
-                        ? ibv_reg_dmabuf_mr(pd, r.dmabufOffset, r.length, r.addr, r.dmabufFd, access)
-                        : ibv_reg_mr(pd, reinterpret_cast<void*>(r.addr), r.length, access);
+                        ? ibv_reg_dmabuf_mr(pd, r.dmabufOffset, r.length, r.addr, r.dmabufFd,
+                                            mrAccessFlags(access, r.memType))
+                        : ibv_reg_mr(pd, reinterpret_cast<void*>(r.addr), r.length, mrAccessFlags(access, r.memType));
         if (!m) {
           int e = errno;
           if (why) {

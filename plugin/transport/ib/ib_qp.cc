@@ -18,6 +18,13 @@ QpTuning qpTuningFromParams(int commTrafficClass) {
   return t;
 }
 
+int qpAccessFlags(QpUse use) { return use == QpUse::Flush ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE; }
+
+int mrAccessFlags(int baseAccess, int memType) {
+  const bool flushed = memType != kMemHost || flushHostMemoryForTesting();
+  return (baseAccess & ~IBV_ACCESS_REMOTE_READ) | (flushed ? IBV_ACCESS_REMOTE_READ : 0);
+}
+
 double budgetSeconds(const QpTuning& t) { return 4.096e-6 * double(1ull << t.timeout) * (t.retryCnt + 1); }
 
 DevAddr localAddr(const Port& port) {
@@ -30,7 +37,7 @@ DevAddr localAddr(const Port& port) {
 }
 
 Status createRcQp(const Port& port, ibv_cq* cq, int maxSend, int maxRecv, QpFaultSink* sink, QpPtr* out,
-                  std::string* why, int maxInline, int* gotInline) {
+                  std::string* why, int maxInline, int* gotInline, QpUse use) {
   ibv_qp_init_attr ia{};
   ia.qp_context = sink;
   ia.send_cq = cq;
@@ -56,7 +63,7 @@ Status createRcQp(const Port& port, ibv_cq* cq, int maxSend, int maxRecv, QpFaul
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
   a.port_num = uint8_t(port.port);
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  a.qp_access_flags = unsigned(qpAccessFlags(use));
   if (ibv_modify_qp(qp.get(), &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
     *why = "QP RESET->INIT on " + port.hca->name() + ": " + errnoString(errno);
     return Status::SystemError;

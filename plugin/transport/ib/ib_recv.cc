@@ -14,6 +14,7 @@ std::atomic<bool> gFlushHostForTesting{false};
 }  // namespace
 
 void setFlushHostMemoryForTesting(bool on) { gFlushHostForTesting = on; }
+bool flushHostMemoryForTesting() { return gFlushHostForTesting.load(); }
 
 IbRecvComm::~IbRecvComm() { flushQp_.reset(); }
 
@@ -36,7 +37,7 @@ Status IbRecvComm::init(const ConnBlob& peer, const QpTuning& t, std::string* wh
   flushAll_ = gFlushHostForTesting.load();
   const bool gdrFlush = p0.hca->gdr.mode != GdrMode::None && !params::getBool(params::Id::GdrFlushDisable);
   if (gdrFlush || flushAll_) {
-    ICN_CHECK(createRcQp(p0, cqs_[0].get(), kMaxRequests + 4, 1, &sink_, &flushQp_, why));
+    ICN_CHECK(createRcQp(p0, cqs_[0].get(), kMaxRequests + 4, 1, &sink_, &flushQp_, why, 0, nullptr, QpUse::Flush));
     ICN_CHECK(connectQp(flushQp_.get(), p0, localAddr(p0), flushQp_->qp_num, t, why));
     flushBuf_ = allocAligned<uint8_t>(64);
     flushMr_.reset(ibv_reg_mr(p0.hca->pd(), flushBuf_.get(), 64, IBV_ACCESS_LOCAL_WRITE));
@@ -127,7 +128,10 @@ Status IbRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tag
   r.inUse = true;
   r.n = n;
   r.seq = uint32_t(seq_);
-  for (int i = 0; i < n; ++i) r.tags[i] = tags[i];
+  for (int i = 0; i < n; ++i) {
+    r.tags[i] = tags[i];
+    r.posted[i] = sizes[i];
+  }
   ++seq_;
   *request = &r;
   return Status::Ok;
@@ -145,6 +149,14 @@ Status IbRecvComm::onCompletion(const ibv_wc& wc) {
                                            std::to_string(im.seq) + " that no receive is waiting for");
     }
     IbRequest& r = *rp;
+    // The NIC wrote where the sender aimed, inside our registration; what it may not do is exceed the receive.
+    if (r.bytes[im.sub] + wc.byte_len > r.posted[im.sub] || r.chunks[im.sub] >= im.nchunks) {
+      return fail(Status::RemoteError, "peer wrote " + std::to_string(r.bytes[im.sub] + wc.byte_len) + " bytes in " +
+                                           std::to_string(r.chunks[im.sub] + 1) + " chunk(s) (" +
+                                           std::to_string(im.nchunks) + " announced) into a receive of " +
+                                           std::to_string(r.posted[im.sub]) + " bytes (tag " +
+                                           std::to_string(r.tags[im.sub]) + ")");
+    }
     r.bytes[im.sub] += wc.byte_len;
     if (++r.chunks[im.sub] == im.nchunks && ++r.subsDone == r.n) slotReq_[im.slot] = nullptr;
     if (postRecvs(qp, 1) != Status::Ok) return fail(Status::SystemError, "ibv_post_recv: " + errnoString(errno));

@@ -19,6 +19,10 @@ struct VDevice {
   DeviceProps props;
 };
 
+// Connections past their peer's proof whose handshake is still finishing, per listen comm: each holds QPs, so
+// the listener takes no more proven peers until one finishes or fails.
+constexpr size_t kMaxSetups = 16;
+
 int qpsPerConnection(int members) {
   int q = std::clamp<int>(int(params::getInt(params::Id::IbQpsPerConnection)), 1, kMaxQps);
   q = std::max(q, members);
@@ -33,11 +37,16 @@ class IbListenComm final : public ListenComm {
   Status accept(std::unique_ptr<RecvComm>* out) override;
 
  private:
+  // One incoming connection whose peer proved itself (live, and the job key when one is set), its QPs built,
+  // waiting for READY. Several may be in flight, so a peer that stalls after its proof never holds up the others.
+  struct Setup {
+    std::unique_ptr<Handshake> hs;
+    std::unique_ptr<IbRecvComm> comm;
+  };
   IbTransport& t_;
   int dev_;
   std::unique_ptr<OobListener> listener_;
-  std::unique_ptr<Handshake> hs_;
-  std::unique_ptr<IbRecvComm> comm_;
+  std::vector<Setup> setups_;
 };
 
 struct PendingConnect {
@@ -81,40 +90,45 @@ class IbTransport final : public Transport {
 
 Status IbListenComm::accept(std::unique_ptr<RecvComm>* out) {
   out->reset();
-  if (!hs_) {
-    ICN_CHECK(listener_->poll(&hs_));
-    if (!hs_) return Status::Ok;
-    // PeerKnown: the sender's blob tells us its QPs and FIFO; build everything and answer with ours.
+  std::unique_ptr<Handshake> hs;
+  // No QP exists for a peer before the handshake reached PeerKnown (see handshake.h).
+  ICN_CHECK(listener_->poll(setups_.size() < kMaxSetups ? &hs : nullptr));
+  if (hs) {
+    // The sender's blob tells us its QPs and FIFO; build everything and answer with ours. A bad blob or a
+    // failed set-up is that peer's problem (logged): drop it, keep listening.
     ConnBlob peer;
     std::string why;
-    Status st = decodeBlob(hs_->peer().blob, &peer, &why);
+    std::unique_ptr<IbRecvComm> comm;
+    Status st = decodeBlob(hs->peer().blob, &peer, &why);
     if (st == Status::Ok) {
-      comm_ = std::make_unique<IbRecvComm>(t_.portsOf(dev_));
-      st = comm_->init(peer, qpTuningFromParams(-1), &why);
+      comm = std::make_unique<IbRecvComm>(t_.portsOf(dev_));
+      st = comm->init(peer, qpTuningFromParams(-1), &why);
     }
     if (st != Status::Ok) {
-      ICN_WARN(subsys::Net, "ib accept from %s: %s", hs_->peerName().c_str(), why.c_str());
-      hs_.reset();
-      comm_.reset();
-      return st;
+      ICN_WARN(subsys::Net, "ib accept from %s: %s", hs->peerName().c_str(), why.c_str());
+    } else {
+      hs->confirm(encodeBlob(comm->localBlob()));
+      setups_.push_back({std::move(hs), std::move(comm)});
     }
-    hs_->confirm(encodeBlob(comm_->localBlob()));
   }
-  Handshake::Phase phase;
-  if (hs_->progress(&phase) != Status::Ok) {
-    hs_.reset();
-    comm_.reset();
-    return Status::RemoteError;
+  for (size_t i = 0; i < setups_.size(); i++) {
+    Setup& s = setups_[i];
+    Handshake::Phase phase;
+    if (s.hs->progress(&phase) != Status::Ok) {
+      setups_.erase(setups_.begin() + static_cast<long>(i--));  // logged with the peer's name; others go on
+      continue;
+    }
+    if (phase != Handshake::Phase::Done) continue;
+    const Hello peer = s.hs->peer();
+    std::string name = s.hs->peerName();
+    s.comm->start(ControlChannel(s.hs->takeFd(), name), netCommInfo(peer, listener_->commId(), false));
+    if (params::getInt(params::Id::LogDetail) >= 1)
+      ICN_INFO(subsys::Net, "ib receive connection from %s (rank %d) on %s: %d QP(s)", name.c_str(), peer.rank,
+               t_.props(dev_).name.c_str(), s.comm->qpCount());
+    *out = std::move(s.comm);
+    setups_.erase(setups_.begin() + static_cast<long>(i));
+    return Status::Ok;
   }
-  if (phase != Handshake::Phase::Done) return Status::Ok;
-  const Hello peer = hs_->peer();
-  std::string name = hs_->peerName();
-  comm_->start(ControlChannel(hs_->takeFd(), name), netCommInfo(peer, listener_->commId(), false));
-  if (params::getInt(params::Id::LogDetail) >= 1)
-    ICN_INFO(subsys::Net, "ib receive connection from %s (rank %d) on %s: %d QP(s)", name.c_str(), peer.rank,
-             t_.props(dev_).name.c_str(), comm_->qpCount());
-  hs_.reset();
-  *out = std::move(comm_);
   return Status::Ok;
 }
 

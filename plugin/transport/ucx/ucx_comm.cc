@@ -1,13 +1,8 @@
 #include "transport/ucx/ucx_comm.h"
 
-#include <unistd.h>
-
 #include <cstring>
 
-#include <thread>
-
 #include "core/log.h"
-#include "core/params.h"
 #include "transport/ucx/ucx_context.h"
 
 namespace icn::ucx {
@@ -31,7 +26,6 @@ void onRecvDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* i
     s->senderTag = info->sender_tag;
   }
   s->done = true;
-  if (status == UCS_OK && (s->senderTag & kDescBit) && s->arrivals) s->arrivals->push(s);
 }
 
 ucs_memory_type_t memType(void* mh) {
@@ -40,19 +34,21 @@ ucs_memory_type_t memType(void* mh) {
 }
 
 ucp_tag_t wireTag(int tag) { return static_cast<ucp_tag_t>(static_cast<uint32_t>(tag)); }
+
+// Receives match on the 32 bits of the NCCL tag only, so a message whose upper tag bits were set by a
+// foreign or hostile sender still lands in (and only in) the buffer posted for it, where test() refuses it.
+constexpr ucp_tag_t kNcclTagMask = 0xFFFFFFFFull;
 }  // namespace
 
 Status UcxRequest::test(bool* done, int* sizes) { return owner->testRequest(this, done, sizes); }
 
 CommBase::CommBase(std::unique_ptr<Worker> worker, std::unique_ptr<Endpoint> ep, ControlChannel control,
-                   NetCommInfo info, int ptrSupport, bool fastPath, Reaper* reaper)
+                   NetCommInfo info, int ptrSupport, Reaper* reaper)
     : worker_(std::move(worker)),
       ep_(std::move(ep)),
       reaper_(reaper),
       control_(std::move(control)),
-      ptrSupport_(ptrSupport),
-      fastPath_(fastPath),
-      fastMin_(static_cast<size_t>(params::getInt(params::Id::CopyMinBytes))) {
+      ptrSupport_(ptrSupport) {
   counters_ = netstats::registerComm(info);
 }
 
@@ -70,7 +66,6 @@ void CommBase::cancelAll(Pool& pool) {
         ucp_request_free(s.ucxReq);
         s.ucxReq = nullptr;
       }
-      while (s.pulling && !s.copy.done()) std::this_thread::yield();  // copy threads write into this request
     }
   });
 }
@@ -113,63 +108,13 @@ Status CommBase::checkPeer(UcxRequest* r) {
   return Status::RemoteError;
 }
 
-Status CommBase::advanceFast(UcxRequest* r, int i, bool* finished) {
-  SubRequest& s = r->sub[i];
-  *finished = false;
-  if (!s.pulling) {
-    memcpy(&s.desc, r->bufs[i], sizeof s.desc);  // the descriptor landed in the receive buffer
-    if (s.length != sizeof s.desc || s.desc.magic != kDescMagic) {
-      ICN_WARN(subsys::Net, "malformed fast-path descriptor from %s (tag %d)", peer().c_str(), r->tags[i]);
-      return Status::RemoteError;
-    }
-    if (s.desc.size > r->posted[i]) {
-      ICN_WARN(subsys::Net, "message of %llu bytes from %s exceeds the %zu-byte receive buffer (tag %d)",
-               static_cast<unsigned long long>(s.desc.size), peer().c_str(), r->posted[i], r->tags[i]);
-      return Status::InvalidUsage;
-    }
-    s.copy.notifyPid = static_cast<pid_t>(s.desc.pid);
-    s.copy.notifyWord = reinterpret_cast<uint64_t*>(s.desc.doneWord);
-    ICN_CHECK(CopyEngine::instance()->submit(static_cast<pid_t>(s.desc.pid), r->bufs[i],
-                                              reinterpret_cast<const void*>(s.desc.src), s.desc.size, &s.copy));
-    s.pulling = true;
-  }
-  if (!s.copy.done()) return Status::Ok;
-  s.pulling = false;
-  int err = s.copy.errnoValue.load(std::memory_order_relaxed);
-  if (err) {
-    ICN_WARN(subsys::Net, "pulling %llu bytes from %s (pid %lld) failed: %s", static_cast<unsigned long long>(s.desc.size),
-             peer().c_str(), static_cast<long long>(s.desc.pid), strerror(err));
-    return Status::RemoteError;
-  }
-  s.length = s.desc.size;
-  s.senderTag &= ~kDescBit;
-  *finished = true;
-  return Status::Ok;
-}
-
 Status CommBase::testRequest(UcxRequest* r, bool* done, int* sizes) {
   *done = false;
   if (failed_) return Status::RemoteError;
   worker_->progress();
-  if (fastPath_) ICN_CHECK(startArrivedPulls());
+  reaper_->poll();  // closes of other comms advance while this one works (a no-op when there are none)
   bool all = true;
-  for (int i = 0; i < r->n; i++) {
-    SubRequest& s = r->sub[i];
-    if (!s.done) {
-      all = false;
-      continue;
-    }
-    if (s.status == UCS_OK && (s.senderTag & kDescBit)) {
-      bool finished = false;
-      Status st = advanceFast(r, i, &finished);
-      if (st != Status::Ok) {
-        failed_ = true;
-        return st;
-      }
-      all = all && finished;
-    }
-  }
-  if (r->fastSend && all && !__atomic_load_n(&r->fastDone, __ATOMIC_ACQUIRE)) all = false;
+  for (int i = 0; i < r->n; i++) all = all && r->sub[i].done;
   if (!all) return checkPeer(r);
   Status result = Status::Ok;
   uint64_t bytes = 0;
@@ -179,6 +124,12 @@ Status CommBase::testRequest(UcxRequest* r, bool* done, int* sizes) {
       ICN_WARN(subsys::Net, "UCX transfer with %s failed (tag %d, %zu bytes posted): %s", peer().c_str(), r->tags[i],
                r->posted[i], statusString(s.status));
       result = Status::RemoteError;
+    } else if (s.senderTag >> 32) {  // ICN's senders never set these bits: a foreign or hostile peer
+      ICN_WARN(subsys::Net, "message from %s (tag %d, %zu bytes) carries UCX tag bits 0x%llx that ICN never sends: "
+               "connection refused", peer().c_str(), r->tags[i], s.length,
+               static_cast<unsigned long long>(s.senderTag >> 32));
+      result = Status::RemoteError;
+      failed_ = true;
     }
     if (sizes) sizes[i] = static_cast<int>(s.length);
     bytes += s.length;
@@ -212,25 +163,12 @@ Status UcxSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reque
   r->posted[0] = size;
   r->tags[0] = tag;
   SubRequest& s = r->sub[0];
-  const void* payload = data;
-  size_t wireBytes = size;
-  ucp_tag_t t = wireTag(tag);
-  r->fastSend = fastPath_ && size >= fastMin_ &&
-                memType(mhandle) == UCS_MEMORY_TYPE_HOST;
-  if (r->fastSend) {
-    r->fastDone = 0;
-    r->desc = FastDescriptor{kDescMagic, reinterpret_cast<uint64_t>(data), size,
-                             reinterpret_cast<uint64_t>(&r->fastDone), static_cast<int64_t>(getpid())};
-    payload = &r->desc;
-    wireBytes = sizeof r->desc;
-    t |= kDescBit;
-  }
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
   p.cb.send = onSendDone;
   p.user_data = &s;
-  p.memory_type = r->fastSend ? UCS_MEMORY_TYPE_HOST : memType(mhandle);
-  ucs_status_ptr_t st = ucp_tag_send_nbx(ep_->get(), payload, wireBytes, t, &p);
+  p.memory_type = memType(mhandle);
+  ucs_status_ptr_t st = ucp_tag_send_nbx(ep_->get(), data, size, wireTag(tag), &p);
   if (UCS_PTR_IS_ERR(st)) {
     ICN_WARN(subsys::Net, "isend of %zu bytes to %s: %s", size, peer().c_str(), statusString(UCS_PTR_STATUS(st)));
     pool_.release(r);
@@ -246,23 +184,6 @@ Status UcxSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reque
 }
 
 UcxRecvComm::~UcxRecvComm() { cancelAll(pool_); }
-
-// NCCL tests its receives oldest first; pulling every descriptor that has already arrived keeps all
-// pipeline slots of a channel copying at once instead of one after the other.
-Status UcxRecvComm::startArrivedPulls() {
-  Status result = Status::Ok;
-  while (SubRequest* s = arrivals_.pop()) {
-    UcxRequest* r = s->parent;
-    // A stale entry (request completed or cancelled since) fails these checks and is skipped.
-    if (result != Status::Ok || !r || !r->active || !s->done || s->pulling || s->status != UCS_OK ||
-        !(s->senderTag & kDescBit))
-      continue;
-    bool finished;
-    result = advanceFast(r, s->index, &finished);
-  }
-  if (result != Status::Ok) failed_ = true;
-  return result;
-}
 
 Status UcxRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
                           Request** request) {
@@ -280,7 +201,6 @@ Status UcxRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
   }
   r->owner = this;
   r->n = n;
-  r->fastSend = false;
   r->active = true;
   for (int i = 0; i < n; i++) {
     r->bufs[i] = data[i];
@@ -293,12 +213,8 @@ Status UcxRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
                      UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     p.cb.recv = onRecvDone;
     p.user_data = &s;
-    s.arrivals = fastPath_ ? &arrivals_ : nullptr;
-    s.parent = r;
-    s.index = i;
     p.memory_type = memType(mhandles ? mhandles[i] : nullptr);
-    // Mask out kDescBit: a fast-path descriptor for this tag matches the same receive, in order.
-    ucs_status_ptr_t st = ucp_tag_recv_nbx(worker_->get(), data[i], sizes[i], wireTag(tags[i]), ~kDescBit, &p);
+    ucs_status_ptr_t st = ucp_tag_recv_nbx(worker_->get(), data[i], sizes[i], wireTag(tags[i]), kNcclTagMask, &p);
     if (UCS_PTR_IS_ERR(st)) {
       s.done = true;
       s.status = UCS_PTR_STATUS(st);

@@ -1,33 +1,11 @@
 #include "transport/ucx/ucx_reaper.h"
 
+#include <thread>
+
 #include "core/log.h"
 #include "transport/ucx/ucx_context.h"
 
 namespace icn::ucx {
-
-void Reaper::adopt(std::unique_ptr<Worker> worker, std::unique_ptr<Endpoint> ep) {
-  Entry e;
-  e.flush = ep ? ep->startFlush() : nullptr;
-  e.worker = std::move(worker);
-  e.ep = std::move(ep);
-  e.deadline = std::chrono::steady_clock::now() + kCloseDeadline;
-  std::lock_guard lk(mu_);
-  incoming_.push_back(std::move(e));
-  unfinished_++;
-  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
-  cv_.notify_one();
-}
-
-size_t Reaper::pending() {
-  std::lock_guard lk(mu_);
-  return unfinished_;
-}
-
-void Reaper::drain() {
-  std::unique_lock lk(mu_);
-  drained_.wait_for(lk, kCloseDeadline + std::chrono::milliseconds(100), [&] { return unfinished_ == 0; });
-}
-
 namespace {
 // True once the request is no longer running (or the deadline passed: then it is cancelled); frees it.
 bool settle(Worker& w, ucs_status_ptr_t& r, bool pastDeadline) {
@@ -63,60 +41,55 @@ bool Reaper::advance(Entry& e, std::chrono::steady_clock::time_point now) {
   return true;
 }
 
-void Reaper::run() {
-  std::vector<Entry> active;
-  std::unique_lock lk(mu_);
-  for (;;) {
-    if (active.empty() && incoming_.empty()) {
-      if (stop_) return;
-      cv_.wait(lk, [&] { return stop_ || !incoming_.empty(); });
-      continue;
-    }
-    for (auto& e : incoming_) active.push_back(std::move(e));
-    incoming_.clear();
-    bool stopping = stop_;
-    auto stopAt = stopDeadline_;
-    lk.unlock();
-    auto now = std::chrono::steady_clock::now();
-    size_t finished = 0;
-    for (size_t i = 0; i < active.size();) {
-      if (stopping && now >= stopAt) active[i].deadline = now;
-      if (advance(active[i], now)) {
-        active[i] = std::move(active.back());
-        active.pop_back();
-        finished++;
-      } else {
-        i++;
-      }
-    }
-    // A flush finishes within a few round trips when the peer is alive: poll closely at first (workers
-    // kept alive longer pile up memory), then gently for a stalled peer rather than spin a core.
-    bool young = false;
-    for (auto& e : active) young = young || now < e.deadline - kCloseDeadline + kEagerPoll;
-    if (young)
-      std::this_thread::yield();
-    else if (!active.empty())
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+void Reaper::adopt(std::unique_ptr<Worker> worker, std::unique_ptr<Endpoint> ep) {
+  Entry e;
+  e.flush = ep ? ep->startFlush() : nullptr;
+  e.worker = std::move(worker);
+  e.ep = std::move(ep);
+  e.deadline = std::chrono::steady_clock::now() + kCloseDeadline;
+  {
+    std::lock_guard lk(mu_);
+    entries_.push_back(std::move(e));
+    pending_.store(entries_.size(), std::memory_order_relaxed);
+  }
+  pass(false);
+}
+
+void Reaper::pass(bool wait) {
+  std::unique_lock lk(mu_, std::defer_lock);
+  if (wait)
     lk.lock();
-    unfinished_ -= finished;
-    if (unfinished_ == 0) drained_.notify_all();
+  else if (!lk.try_lock())
+    return;  // another thread is advancing them
+  auto now = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < entries_.size();) {
+    if (advance(entries_[i], now)) {
+      entries_[i] = std::move(entries_.back());
+      entries_.pop_back();
+    } else {
+      i++;
+    }
+  }
+  pending_.store(entries_.size(), std::memory_order_relaxed);
+}
+
+void Reaper::drain() {
+  auto until = std::chrono::steady_clock::now() + kCloseDeadline + std::chrono::milliseconds(100);
+  while (pending() != 0 && std::chrono::steady_clock::now() < until) {
+    pass(true);
+    if (pending() != 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 }
 
 Reaper::~Reaper() {
-  {
-    std::lock_guard lk(mu_);
-    stop_ = true;
-    stopDeadline_ = std::chrono::steady_clock::now() + kShutdownGrace;
-    cv_.notify_one();
-  }
-  if (thread_.joinable()) thread_.join();
+  drain();
+  std::lock_guard lk(mu_);
   auto now = std::chrono::steady_clock::now();
-  for (auto& e : incoming_) {  // adopted after the thread had exited
+  for (auto& e : entries_) {
     e.deadline = now;
     advance(e, now);
   }
-  incoming_.clear();
+  entries_.clear();
 }
 
 }  // namespace icn::ucx

@@ -1,15 +1,16 @@
-// Closes UCX endpoints in the background. Delivering what was sent before a close needs worker
-// progress, and NCCL closes comms one after another on both ranks: flushing in line would make each
-// close wait behind the peer's. Comms hand their worker and endpoint here instead, so close returns at
-// once; each endpoint is flushed (everything sent has left this process), then force-closed.
+// Closes UCX endpoints without making close wait for the peer. Delivering what was sent before a close
+// needs worker progress, and NCCL closes comms one after another on both ranks: flushing in line would
+// make each close wait behind the peer's. Comms hand their worker and endpoint here instead, so close
+// returns at once; each endpoint is flushed (everything sent has left this process), then force-closed.
+// Pending closes advance whenever the transport is called (closes, connects, accepts, tests) and at
+// finalize, which waits for them (bounded): all on the caller's thread, as UCX workers prefer.
 #pragma once
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "transport/ucx/ucx_endpoint.h"
@@ -21,23 +22,21 @@ class Reaper {
  public:
   // A flush still running after this long is abandoned (the peer is gone or stalled).
   static constexpr auto kCloseDeadline = std::chrono::milliseconds(2000);
-  // Closes younger than this are polled without sleeping.
-  static constexpr auto kEagerPoll = std::chrono::milliseconds(100);
-  // At shutdown, pending closes get as long as any close would: until then they may still carry the
-  // last bytes this process sent.
-  static constexpr auto kShutdownGrace = kCloseDeadline;
 
   Reaper() = default;
-  ~Reaper();  // finishes or cancels every pending close, then destroys the workers
+  ~Reaper();  // finishes (bounded) or abandons every pending close, then destroys the workers
   Reaper(const Reaper&) = delete;
   Reaper& operator=(const Reaper&) = delete;
 
   // Takes both; the worker must have no other user. Never blocks on the network.
   void adopt(std::unique_ptr<Worker> worker, std::unique_ptr<Endpoint> ep);
-  // Waits until every close adopted so far has finished or been cancelled (at most kCloseDeadline):
-  // what was sent before a close is delivered before the process moves on (net plugin finalize).
+  // One non-blocking pass over pending closes; a no-op when there are none or another thread is at it.
+  void poll() {
+    if (pending_.load(std::memory_order_relaxed) != 0) pass(false);
+  }
+  // Waits until every close adopted so far has finished or been abandoned (at most kCloseDeadline).
   void drain();
-  size_t pending();
+  size_t pending() const { return pending_.load(std::memory_order_relaxed); }
 
  private:
   struct Entry {
@@ -47,18 +46,13 @@ class Reaper {
     ucs_status_ptr_t close = nullptr;
     std::chrono::steady_clock::time_point deadline;
   };
-  void run();
+  void pass(bool wait);
   // Progresses one entry; true once it is closed (flush done or abandoned at the deadline).
   static bool advance(Entry& e, std::chrono::steady_clock::time_point now);
 
   std::mutex mu_;
-  std::condition_variable cv_;
-  std::condition_variable drained_;
-  std::vector<Entry> incoming_;
-  size_t unfinished_ = 0;  // adopted and not yet closed
-  bool stop_ = false;
-  std::chrono::steady_clock::time_point stopDeadline_{};
-  std::thread thread_;
+  std::vector<Entry> entries_;
+  std::atomic<size_t> pending_{0};
 };
 
 }  // namespace icn::ucx

@@ -8,38 +8,33 @@
 
 #include "core/log.h"
 #include "core/oob.h"
-#include "core/copy_engine.h"
 #include "core/params.h"
 #include "core/wire.h"
 #include "transport/ucx/ucx_comm.h"
 #include "transport/ucx/ucx_context.h"
-#include "transport/ucx/fast_path.h"
 #include "transport/ucx/ucx_lanes.h"
 #include "transport/ucx/ucx_reaper.h"
 
 namespace icn::ucx {
 namespace {
 
-// An interface that reports no speed is virtual (loopback, VM NIC, veth): its traffic stays on the
-// host, where the same-host fast path moves well over 25 GB/s; without the fast path we assume 100G.
+// An interface that reports no speed is virtual (loopback, VM NIC, veth): assume 100G.
 constexpr int kUnknownSpeedMbps = 100000;
-constexpr int kUnknownSpeedFastMbps = 400000;
+// Connections past their peer's proof whose UCX wire-up is still running, per listen comm: each holds a
+// worker, so the listener takes no more proven peers from its handshakes until one finishes or fails.
+constexpr size_t kMaxSetups = 16;
 
 class UcxTransport;
 
-// Handshake blobs. Connector: worker address + the address of its CMA probe word. Acceptor: worker
-// address + whether the same-host fast path is on for this connection (the acceptor decides: it is
-// the one that pulls).
+// Handshake blob, both directions: u32 length | UCX worker address.
 struct Blob {
   std::vector<uint8_t> workerAddress;
-  uint64_t extra = 0;
 };
 
-std::vector<uint8_t> encodeBlob(const std::vector<uint8_t>& addr, uint64_t extra) {
+std::vector<uint8_t> encodeBlob(const std::vector<uint8_t>& addr) {
   WireWriter w;
   w.put<uint32_t>(static_cast<uint32_t>(addr.size()));
   w.bytes(addr);
-  w.put<uint64_t>(extra);
   return std::move(w.buffer());
 }
 
@@ -47,7 +42,7 @@ Status decodeBlob(const std::vector<uint8_t>& raw, Blob* out, const std::string&
   WireReader r(raw);
   uint32_t len = 0;
   std::span<const uint8_t> addr;
-  if (!r.get(&len) || !r.bytes(len, &addr) || !r.get(&out->extra) || !r.atEnd() || len == 0) {
+  if (!r.get(&len) || !r.bytes(len, &addr) || !r.atEnd() || len == 0) {
     ICN_WARN(subsys::Net, "%s sent a malformed UCX connection blob (%zu bytes)", peer.c_str(), raw.size());
     return Status::RemoteError;
   }
@@ -93,12 +88,11 @@ class UcxListenComm final : public ListenComm {
   Status accept(std::unique_ptr<RecvComm>* out) override;
 
  private:
-  // One incoming connection past its HELLO: handshake plus UCX wire-up. Several may be in flight, so a
-  // peer that stalls after its HELLO never holds up the others.
+  // One incoming connection whose peer proved itself (live, and the job key when one is set): handshake
+  // plus UCX wire-up. Several may be in flight, so a peer that stalls after its proof never holds up the others.
   struct Setup {
     std::unique_ptr<Handshake> hs;
     std::unique_ptr<Pending> pending;
-    bool fast = false;  // same-host fast path for this connection
   };
   UcxTransport& t_;
   std::unique_ptr<OobListener> listener_;
@@ -136,8 +130,10 @@ class UcxTransport final : public Transport {
 
 Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
   out->reset();
+  t_.reaper()->poll();
   std::unique_ptr<Handshake> hs;
-  ICN_CHECK(listener_->poll(&hs));
+  // No UCX resource exists for a peer before the handshake reached PeerKnown (see handshake.h).
+  ICN_CHECK(listener_->poll(setups_.size() < kMaxSetups ? &hs : nullptr));
   if (hs) {
     Setup s{std::move(hs), std::make_unique<Pending>()};
     std::vector<uint8_t> addr;
@@ -145,9 +141,7 @@ Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
     ICN_CHECK(s.pending->worker->address(&addr));
     // A bad blob is the peer's fault (already logged): drop that connection, keep listening.
     if (s.pending->startWireup(s.hs->peer(), s.hs->peerName()) == Status::Ok) {
-      s.fast = fastPathPossible(s.hs->peer().host.c_str(), static_cast<pid_t>(s.hs->peer().pid),
-                                s.pending->peerBlob.extra);
-      s.hs->confirm(encodeBlob(addr, s.fast ? 1 : 0));
+      s.hs->confirm(encodeBlob(addr));
       setups_.push_back(std::move(s));
     }
   }
@@ -166,11 +160,11 @@ Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
     const bool log = params::getInt(params::Id::LogDetail) >= 1;
     std::string lanes = log ? describeLanes(s.pending->ep->get()) : std::string();
     auto comm = std::make_unique<UcxRecvComm>(std::move(s.pending->worker), std::move(s.pending->ep),
-                                              ControlChannel(s.hs->takeFd(), name), info, t_.ptrSupport(), s.fast,
+                                              ControlChannel(s.hs->takeFd(), name), info, t_.ptrSupport(),
                                               t_.reaper());
     if (log)
-      ICN_INFO(subsys::Net, "UCX receive connection from %s (rank %d) ready, lanes %s%s", name.c_str(), peer.rank,
-               lanes.c_str(), s.fast ? ", same-host fast path" : "");
+      ICN_INFO(subsys::Net, "UCX receive connection from %s (rank %d) ready, lanes %s", name.c_str(), peer.rank,
+               lanes.c_str());
     setups_.erase(setups_.begin() + static_cast<long>(i));
     *out = std::move(comm);
     return Status::Ok;
@@ -191,6 +185,7 @@ Status UcxTransport::listen(int dev, const CommConfig& config, HandleBytes handl
 
 Status UcxTransport::connect(int dev, const CommConfig& config, HandleBytes handle, std::unique_ptr<SendComm>* out) {
   out->reset();
+  reaper_.poll();
   if (dev != 0) {
     ICN_WARN(subsys::Net, "connect: device %d does not exist (UCX transport has 1 device)", dev);
     return Status::InvalidArgument;
@@ -203,9 +198,8 @@ Status UcxTransport::connect(int dev, const CommConfig& config, HandleBytes hand
     std::vector<uint8_t> addr;
     ICN_CHECK(Worker::create(context(), &pc->worker));
     ICN_CHECK(pc->worker->address(&addr));
-    uint64_t probe = CopyEngine::instance() ? reinterpret_cast<uint64_t>(cmaProbeWord()) : 0;
-    ICN_CHECK(OobConnector::start(
-        handle, kTransportUcx, makeLocalHello(kTransportUcx, config.commId, encodeBlob(addr, probe)), &pc->oob));
+    ICN_CHECK(OobConnector::start(handle, kTransportUcx,
+                                  makeLocalHello(kTransportUcx, config.commId, encodeBlob(addr)), &pc->oob));
   }
   Handshake::Phase phase;
   ICN_CHECK(pc->oob->progress(&phase));  // on failure pc dies here and the handle is clean for a retry
@@ -227,14 +221,13 @@ Status UcxTransport::connect(int dev, const CommConfig& config, HandleBytes hand
   Handshake& hs = pc->oob->handshake();
   std::string name = hs.peerName();
   NetCommInfo info = netCommInfo(hs.peer(), pc->config.commId, true);
-  bool fast = pc->peerBlob.extra == 1;
   const bool log = params::getInt(params::Id::LogDetail) >= 1;
   std::string lanes = log ? describeLanes(pc->ep->get()) : std::string();
   auto comm = std::make_unique<UcxSendComm>(std::move(pc->worker), std::move(pc->ep), ControlChannel(hs.takeFd(), name),
-                                            info, ptrSupport(), fast, &reaper_);
+                                            info, ptrSupport(), &reaper_);
   if (log)
-    ICN_INFO(subsys::Net, "UCX send connection to %s (rank %d) ready, lanes %s%s", name.c_str(), hs.peer().rank,
-             lanes.c_str(), fast ? ", same-host fast path" : "");
+    ICN_INFO(subsys::Net, "UCX send connection to %s (rank %d) ready, lanes %s", name.c_str(), hs.peer().rank,
+             lanes.c_str());
   *out = std::move(comm);
   return Status::Ok;
 }
@@ -251,7 +244,7 @@ DeviceProps probeDevice(const Context& ctx) {
   if (realpath(dev.c_str(), real)) p.pciPath = real;
   int speed = -1;
   std::ifstream("/sys/class/net/" + ifname + "/speed") >> speed;
-  p.speedMbps = speed > 0 ? speed : CopyEngine::instance() ? kUnknownSpeedFastMbps : kUnknownSpeedMbps;
+  p.speedMbps = speed > 0 ? speed : kUnknownSpeedMbps;
   if (int64_t forced = params::getInt(params::Id::NetSpeedMbps); forced > 0) p.speedMbps = static_cast<int>(forced);
   p.ptrSupport = kMemHost | (ctx.supportsCuda() ? kMemCuda : 0);
   p.latencyUs = 0.f;
@@ -262,7 +255,7 @@ DeviceProps probeDevice(const Context& ctx) {
   ICN_INFO(subsys::Net | subsys::Init,
            "UCX %s device %s: interface %s (%s), speed %d Mbps%s, PCI %s, pointers %s", ctx.version().c_str(),
            p.name.c_str(), ifname.c_str(), addr.str().c_str(), p.speedMbps,
-           speed > 0 ? "" : " (interface reports none: virtual/loopback, assumed from the same-host path)",
+           speed > 0 ? "" : " (interface reports none: virtual/loopback, assumed)",
            p.pciPath.empty() ? "none (NCCL attaches the NIC to the CPU)" : p.pciPath.c_str(),
            ctx.supportsCuda() ? "host+cuda (UCX has a CUDA memory module)" : "host only (UCX has no CUDA support)");
   return p;

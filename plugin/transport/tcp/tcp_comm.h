@@ -1,0 +1,187 @@
+// TCP send and receive comms (wire format in tcp_wire.h). Host memory only: pieces are written from and read
+// into NCCL's buffers directly. The proxy thread matches sends to clear-to-send records, writes small messages
+// and reads lane 0 itself; helper threads move the pieces of large messages on the other lanes.
+#pragma once
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/fixed_pool.h"
+#include "core/handshake.h"
+#include "core/net_counters.h"
+#include "core/socket.h"
+#include "core/transport.h"
+#include "transport/tcp/tcp_lane.h"
+
+namespace icn::tcp {
+
+// The fd of every socket of one connection, as the handshake left them, and what the two ends agreed.
+struct Sockets {
+  Fd control;
+  std::vector<Fd> lanes;  // lane 0 first
+  uint32_t eagerBytes = 0;
+};
+
+// Lane 0's staging buffer holds a whole small message with its header, so one read brings it in.
+constexpr size_t kLane0Stage = 64 * 1024 + sizeof(ChunkHeader);
+
+struct Tuning {
+  size_t inlineBytes = 0;  // messages up to this size go on lane 0
+  size_t chunkBytes = 0;   // smallest piece of a split message
+};
+Tuning currentTuning();
+
+class CommCore {
+ public:
+  CommCore(Sockets& s, std::string peer, NetCommInfo info);
+  ~CommCore();
+  Status regMr(void* data, size_t size, int type, void** mh);
+  Status deregMr(void* mh);
+
+ protected:
+  // Ok while the connection is usable; otherwise the error (logged once, naming the peer). peerClosed: the
+  // data lanes say the peer has closed its side.
+  Status checkPeer(bool peerClosed, int pending);
+
+  FailureState failure_;
+  ControlChannel control_;
+  Fd lane0_;
+  std::shared_ptr<NetCounters> counters_;
+  Tuning tuning_;
+  std::chrono::steady_clock::time_point peerGoneAt_{};
+};
+
+class TcpSendComm;
+struct TcpSendRequest final : Request {
+  Status test(bool* done, int* sizes) override;
+  TcpSendComm* owner = nullptr;
+  const uint8_t* data = nullptr;
+  uint32_t size = 0;
+  int tag = 0;
+  bool matched = false;
+  std::atomic<int> pending{0};  // pieces not yet in the kernel
+};
+
+class TcpSendComm final : public SendComm, public CommCore {
+ public:
+  TcpSendComm(Sockets s, std::string peer, NetCommInfo info);
+  ~TcpSendComm() override;
+  Status regMr(void* data, size_t size, int type, void** mh) override { return CommCore::regMr(data, size, type, mh); }
+  Status regMrDmaBuf(void* data, size_t size, int type, uint64_t, int, void** mh) override {
+    return CommCore::regMr(data, size, type, mh);
+  }
+  Status deregMr(void* mh) override { return CommCore::deregMr(mh); }
+  Status isend(void* data, size_t size, int tag, void* mhandle, Request** request) override;
+  Status testRequest(TcpSendRequest* r, bool* done);
+
+ private:
+  struct Cts {
+    CtsHeader h;
+    CtsEntry e[kMaxRecvs];
+    uint32_t used = 0;  // bit per entry already matched to a send
+  };
+  Status progress();
+  Status readCts();
+  Status match();
+  Status post(TcpSendRequest* r, const Cts& cts, int index);
+  Status flushLane0();
+  // Sends r now, before its clear-to-send record (tcp_wire.h): true when it did.
+  bool sendEager(TcpSendRequest* r);
+
+  FixedPool<TcpSendRequest, kMaxRequests * kMaxRecvs> pool_;
+  std::array<TcpSendRequest*, kMaxRequests * kMaxRecvs> queue_{};  // unmatched, in isend order
+  int queued_ = 0;
+  // Records read but not yet fully matched: at most one per live receive plus one per eager message whose
+  // record has not been read (its receive may have completed already).
+  static constexpr uint32_t kCtsRing = 64;
+  static_assert(kCtsRing >= kMaxRequests + kEagerCredits);
+  std::array<Cts, kCtsRing> cts_{};
+  uint32_t ctsHead_ = 0, ctsTail_ = 0;  // next to match, next to arrive
+  alignas(8) uint8_t ctsIn_[4096];  // clear-to-send bytes read but not yet parsed
+  size_t ctsGot_ = 0;
+  bool lane0Closed_ = false;
+  std::array<SendJob, kMaxRequests * kMaxRecvs> lane0Jobs_{};
+  size_t lane0Head_ = 0, lane0Tail_ = 0;
+  unsigned nextHelper_ = 0;
+  uint32_t eagerBytes_;
+  uint32_t credits_;                             // eager messages we may still send
+  std::array<int, kEagerCredits> debts_{};        // tags of eager messages whose CTS entry is not read yet
+  uint32_t ndebts_ = 0;
+  std::vector<std::unique_ptr<SendHelper>> helpers_;  // after everything they touch: joined first
+};
+
+struct TcpRecvRequest final : Request {
+  Status test(bool* done, int* sizes) override;
+  struct Entry {
+    std::atomic<int64_t> total{-1};  // message size, from its first piece
+    std::atomic<uint64_t> claimed{0};
+    std::atomic<uint64_t> received{0};
+  };
+  class TcpRecvComm* owner = nullptr;
+  int n = 0;
+  uint8_t* bufs[kMaxRecvs] = {};
+  size_t posted[kMaxRecvs] = {};
+  int tags[kMaxRecvs] = {};
+  Entry entries[kMaxRecvs];
+  bool eagerTaken[kMaxRecvs] = {};  // the entry belongs to an eager message (proxy thread only)
+  std::atomic<uint64_t> live{0};  // seq + 1 while posted, 0 when free
+  std::atomic<int> users{0};      // lanes writing into this request right now
+};
+
+class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
+ public:
+  TcpRecvComm(Sockets s, std::string peer, NetCommInfo info);
+  ~TcpRecvComm() override;
+  Status regMr(void* data, size_t size, int type, void** mh) override { return CommCore::regMr(data, size, type, mh); }
+  Status regMrDmaBuf(void* data, size_t size, int type, uint64_t, int, void** mh) override {
+    return CommCore::regMr(data, size, type, mh);
+  }
+  Status deregMr(void* mh) override { return CommCore::deregMr(mh); }
+  Status irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles, Request** request) override;
+  Status iflush(int, void**, const int*, void**, Request** request) override {
+    *request = nullptr;  // the CPU wrote the data into host memory: nothing to flush
+    return Status::Ok;
+  }
+  Status testRequest(TcpRecvRequest* r, bool* done, int* sizes);
+  Status land(const ChunkHeader& h, bool lane0, Landing* out, std::string* why) override;
+  void landed(const Landing& l, bool arrived) override;
+
+ private:
+  Status progress();
+  void release(TcpRecvRequest* r);
+  Status landEager(const ChunkHeader& h, Landing* out, std::string* why);
+  // The receive entry an eager message with this tag and horizon belongs to, if it is posted.
+  bool eagerTarget(int tag, uint32_t horizon, TcpRecvRequest** r, int* index);
+  // Hands staged eager messages, oldest first, to the receives they belong to.
+  void assignStaged();
+
+  FixedPool<TcpRecvRequest, kMaxRequests> pool_;
+  uint32_t nextSeq_ = 0;
+  // Clear-to-send records not yet written: at most one per posted receive.
+  std::array<uint8_t, kMaxRequests * kMaxCtsBytes> ctsOut_{};
+  size_t ctsOutLen_ = 0, ctsOutOff_ = 0;
+  ChunkReader reader0_{kLane0Stage, true};
+  bool lane0Closed_ = false;
+  // Eager messages whose receive is not posted yet, in arrival order, each in one slot of stage_.
+  struct Staged {
+    int tag;
+    uint32_t horizon;
+    uint32_t size;
+    int slot;
+    bool complete;
+  };
+  uint32_t eagerBytes_;
+  std::vector<uint8_t> stage_;
+  std::array<Staged, kEagerCredits> staged_{};
+  uint32_t nstaged_ = 0;
+  uint32_t freeStages_ = (1u << kEagerCredits) - 1;
+  uint16_t creditsOwed_ = 0;                    // eager messages consumed since the last CTS
+  std::array<uint8_t, kMaxRequests> slotOfSeq_{};  // request slot of each live sequence number (mod kMaxRequests)
+  std::atomic<int> closedLanes_{0};
+  std::vector<std::unique_ptr<RecvHelper>> helpers_;
+};
+
+}  // namespace icn::tcp

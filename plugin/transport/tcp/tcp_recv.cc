@@ -1,0 +1,283 @@
+// Receive side: irecv posts a clear-to-send record on lane 0; pieces arrive on any lane and are checked against
+// the posted receive before a byte is written (slot, sequence, index, tag, size within the posted buffer).
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <bit>
+#include <thread>
+#include <utility>
+
+#include "core/log.h"
+#include "transport/tcp/tcp_comm.h"
+
+namespace icn::tcp {
+
+Status TcpRecvRequest::test(bool* done, int* sizes) { return owner->testRequest(this, done, sizes); }
+
+TcpRecvComm::TcpRecvComm(Sockets s, std::string peer, NetCommInfo info)
+    : CommCore(s, std::move(peer), info), eagerBytes_(s.eagerBytes), stage_(size_t{kEagerCredits} * s.eagerBytes) {
+  for (size_t i = 1; i < s.lanes.size(); i++)
+    helpers_.push_back(
+        std::make_unique<RecvHelper>(std::move(s.lanes[i]), *this, failure_, closedLanes_, static_cast<int>(i)));
+}
+
+TcpRecvComm::~TcpRecvComm() {
+  helpers_.clear();  // joined: nothing writes into NCCL's buffers once close returns
+}
+
+Status TcpRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags, void**, Request** request) {
+  *request = nullptr;
+  if (n < 1 || n > kMaxRecvs || !data || !sizes || !tags) {
+    ICN_WARN(subsys::Net, "irecv from %s: bad arguments (n=%d, at most %d grouped receives)", failure_.peer().c_str(),
+             n, kMaxRecvs);
+    return Status::InvalidArgument;
+  }
+  if (Status st = failure_.status(); st != Status::Ok) return st;
+  TcpRecvRequest* r = pool_.acquire();
+  if (!r) {
+    ICN_WARN(subsys::Net, "irecv from %s: more than %d requests in flight", failure_.peer().c_str(), kMaxRequests);
+    return Status::InvalidUsage;
+  }
+  const uint32_t seq = nextSeq_++;
+  r->owner = this;
+  r->n = n;
+  CtsHeader h;
+  h.seq = seq;
+  h.slot = static_cast<uint8_t>(pool_.indexOf(r));
+  h.n = static_cast<uint8_t>(n);
+  if (ctsOutOff_ > 0 && ctsOutLen_ + kMaxCtsBytes > ctsOut_.size()) {  // keep only what is still unsent
+    memmove(ctsOut_.data(), ctsOut_.data() + ctsOutOff_, ctsOutLen_ - ctsOutOff_);
+    ctsOutLen_ -= ctsOutOff_;
+    ctsOutOff_ = 0;
+  }
+  uint8_t* out = ctsOut_.data() + ctsOutLen_;
+  for (int i = 0; i < n; i++) {
+    r->bufs[i] = static_cast<uint8_t*>(data[i]);
+    r->posted[i] = data[i] ? sizes[i] : 0;
+    r->tags[i] = tags[i];
+    r->entries[i].total.store(-1, std::memory_order_relaxed);
+    r->entries[i].claimed.store(0, std::memory_order_relaxed);
+    r->entries[i].received.store(0, std::memory_order_relaxed);
+    CtsEntry e{tags[i], static_cast<uint32_t>(std::min<size_t>(r->posted[i], kMaxMessage))};
+    memcpy(out + sizeof h + i * sizeof e, &e, sizeof e);
+  }
+  for (int i = 0; i < n; i++) r->eagerTaken[i] = false;
+  slotOfSeq_[seq % kMaxRequests] = static_cast<uint8_t>(pool_.indexOf(r));
+  r->live.store(uint64_t{seq} + 1);  // published: lanes may land pieces from here on
+  assignStaged();                    // eager messages that came before this receive
+  if (Status st = failure_.status(); st != Status::Ok) return st;
+  h.credits = std::exchange(creditsOwed_, 0);
+  memcpy(out, &h, sizeof h);
+  ctsOutLen_ += sizeof h + n * sizeof(CtsEntry);
+  *request = r;
+  Status st = progress();
+  if (st != Status::Ok) *request = nullptr;
+  return st;
+}
+
+Status TcpRecvComm::progress() {
+  while (ctsOutOff_ < ctsOutLen_) {
+    ssize_t w = ::send(lane0_.get(), ctsOut_.data() + ctsOutOff_, ctsOutLen_ - ctsOutOff_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      ctsOutOff_ += static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (w < 0 && errno == EINTR) continue;
+    failure_.fail(Status::RemoteError, std::string("lane 0: send: ") + (w < 0 ? strerror(errno) : "wrote nothing"));
+    return Status::RemoteError;
+  }
+  if (ctsOutOff_ == ctsOutLen_) ctsOutOff_ = ctsOutLen_ = 0;
+  if (!lane0Closed_) {
+    bool eof = false;
+    std::string why;
+    if (Status st = reader0_.pump(lane0_.get(), *this, &eof, &why); st != Status::Ok) {
+      reader0_.abandon(*this);
+      lane0Closed_ = true;
+      failure_.fail(st, "lane 0: " + why);
+      return failure_.status();
+    }
+    if (eof) {
+      lane0Closed_ = true;
+      closedLanes_.fetch_add(1);
+    }
+  }
+  return failure_.status();
+}
+
+Status TcpRecvComm::land(const ChunkHeader& h, bool lane0, Landing* out, std::string* why) {
+  if (!validChunk(h, eagerBytes_, why)) return Status::RemoteError;
+  if (h.flags & kChunkEager) {
+    if (!lane0) {
+      *why = "eager message on a helper lane";
+      return Status::RemoteError;
+    }
+    return landEager(h, out, why);
+  }
+  TcpRecvRequest& r = pool_.at(h.slot);
+  // Announce ourselves before checking that the receive is live: release() clears live first and then waits
+  // for users to drop to zero, so the fields read below cannot change under us.
+  r.users.fetch_add(1);
+  auto refuse = [&](Status st, std::string msg) {
+    r.users.fetch_sub(1);
+    *why = std::move(msg);
+    return st;
+  };
+  if (r.live.load() != uint64_t{h.seq} + 1)
+    return refuse(Status::RemoteError, "data for receive " + std::to_string(h.seq) + " (slot " +
+                                           std::to_string(h.slot) + "), which is not posted");
+  if (h.index >= r.n || r.tags[h.index] != h.tag)
+    return refuse(Status::RemoteError, "data with tag " + std::to_string(h.tag) + " for receive " +
+                                           std::to_string(h.seq) + " entry " + std::to_string(h.index) +
+                                           ", which was posted with another tag or not at all");
+  if (h.total > r.posted[h.index])
+    return refuse(Status::InvalidUsage, "message of " + std::to_string(h.total) + " bytes (tag " +
+                                            std::to_string(h.tag) + ") for a receive buffer of " +
+                                            std::to_string(r.posted[h.index]) + " bytes");
+  TcpRecvRequest::Entry& e = r.entries[h.index];
+  int64_t expect = -1;
+  if (!e.total.compare_exchange_strong(expect, h.total) && expect != int64_t{h.total})
+    return refuse(Status::RemoteError, "pieces of one message disagree on its size (" + std::to_string(expect) +
+                                           " vs " + std::to_string(h.total) + " bytes)");
+  if (e.claimed.fetch_add(h.length) + h.length > h.total)
+    return refuse(Status::RemoteError, "more bytes than the " + std::to_string(h.total) + "-byte message (tag " +
+                                           std::to_string(h.tag) + ")");
+  out->dest = r.bufs[h.index] + h.offset;
+  out->slot = h.slot;
+  out->index = h.index;
+  out->length = h.length;
+  return Status::Ok;
+}
+
+bool TcpRecvComm::eagerTarget(int tag, uint32_t horizon, TcpRecvRequest** out, int* index) {
+  // Only the latest kMaxRequests receives can be live, whatever horizon the peer names.
+  uint32_t first = horizon;
+  if (nextSeq_ - first > kMaxRequests) first = nextSeq_ - kMaxRequests;
+  for (uint32_t seq = first; seq != nextSeq_; seq++) {
+    TcpRecvRequest& r = pool_.at(slotOfSeq_[seq % kMaxRequests]);
+    if (r.live.load() != uint64_t{seq} + 1) continue;
+    for (int i = 0; i < r.n; i++) {
+      if (r.tags[i] == tag && !r.eagerTaken[i] && r.entries[i].total.load() < 0) {
+        *out = &r;
+        *index = i;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+Status TcpRecvComm::landEager(const ChunkHeader& h, Landing* out, std::string* why) {
+  if (static_cast<int32_t>(nextSeq_ - h.seq) < 0) {
+    *why = "eager message names clear-to-send record " + std::to_string(h.seq) + ", which was never sent";
+    return Status::RemoteError;
+  }
+  TcpRecvRequest* r = nullptr;
+  int i = 0;
+  if (nstaged_ == 0 && eagerTarget(h.tag, h.seq, &r, &i)) {  // staged ones of the same tag go first
+    if (h.total > r->posted[i]) {
+      *why = "eager message of " + std::to_string(h.total) + " bytes (tag " + std::to_string(h.tag) +
+             ") for a receive buffer of " + std::to_string(r->posted[i]) + " bytes";
+      return Status::InvalidUsage;
+    }
+    r->eagerTaken[i] = true;
+    r->users.fetch_add(1);
+    r->entries[i].total.store(h.total);
+    r->entries[i].claimed.store(h.total);
+    creditsOwed_++;
+    out->dest = r->bufs[i];
+    out->slot = static_cast<int>(pool_.indexOf(r));
+    out->index = i;
+    out->length = h.total;
+    return Status::Ok;
+  }
+  if (nstaged_ == kEagerCredits || freeStages_ == 0) {
+    *why = "more eager messages than the " + std::to_string(kEagerCredits) + " credits it was given";
+    return Status::RemoteError;
+  }
+  const int slot = std::countr_zero(freeStages_);
+  freeStages_ &= ~(1u << slot);
+  staged_[nstaged_++] = Staged{h.tag, h.seq, h.total, slot, h.total == 0};
+  out->dest = stage_.data() + size_t(slot) * eagerBytes_;
+  out->slot = -1 - slot;
+  out->index = 0;
+  out->length = h.total;
+  return Status::Ok;
+}
+
+void TcpRecvComm::assignStaged() {
+  for (uint32_t j = 0; j < nstaged_;) {
+    Staged& st = staged_[j];
+    if (!st.complete) break;  // only the newest can be incomplete; nothing after it to hand out
+    TcpRecvRequest* r = nullptr;
+    int i = 0;
+    if (!eagerTarget(st.tag, st.horizon, &r, &i)) {
+      j++;
+      continue;
+    }
+    if (st.size > r->posted[i]) {
+      failure_.fail(Status::InvalidUsage, "eager message of " + std::to_string(st.size) + " bytes (tag " +
+                                              std::to_string(st.tag) + ") for a receive buffer of " +
+                                              std::to_string(r->posted[i]) + " bytes");
+      return;
+    }
+    r->eagerTaken[i] = true;
+    if (st.size) memcpy(r->bufs[i], stage_.data() + size_t(st.slot) * eagerBytes_, st.size);
+    r->entries[i].claimed.store(st.size);
+    r->entries[i].received.store(st.size);
+    r->entries[i].total.store(st.size, std::memory_order_release);
+    creditsOwed_++;
+    freeStages_ |= 1u << st.slot;
+    std::move(staged_.begin() + j + 1, staged_.begin() + nstaged_, staged_.begin() + j);
+    nstaged_--;
+  }
+}
+
+void TcpRecvComm::landed(const Landing& l, bool arrived) {
+  if (l.slot < 0) {  // an eager message into the stage: it may now go to its receive
+    for (uint32_t j = 0; j < nstaged_; j++)
+      if (staged_[j].slot == -1 - l.slot) staged_[j].complete = arrived;
+    if (arrived) assignStaged();
+    return;
+  }
+  TcpRecvRequest& r = pool_.at(static_cast<size_t>(l.slot));
+  if (arrived) r.entries[l.index].received.fetch_add(l.length, std::memory_order_release);
+  r.users.fetch_sub(1, std::memory_order_release);
+}
+
+void TcpRecvComm::release(TcpRecvRequest* r) {
+  r->live.store(0);
+  while (r->users.load() != 0) std::this_thread::yield();  // a lane between its last byte and landed()
+  pool_.release(r);
+}
+
+Status TcpRecvComm::testRequest(TcpRecvRequest* r, bool* done, int* sizes) {
+  *done = false;
+  if (!pool_.owns(r) || r->live.load(std::memory_order_relaxed) == 0) return Status::InvalidArgument;
+  auto complete = [&] {
+    for (int i = 0; i < r->n; i++) {
+      int64_t t = r->entries[i].total.load(std::memory_order_acquire);
+      if (t < 0 || r->entries[i].received.load(std::memory_order_acquire) != uint64_t(t)) return false;
+    }
+    return true;
+  };
+  if (!complete()) {
+    ICN_CHECK(progress());
+    // Read before the second look: a lane counts its end of stream only after landing everything before it.
+    const bool allClosed = closedLanes_.load() == static_cast<int>(helpers_.size()) + 1;
+    if (!complete()) return checkPeer(allClosed, static_cast<int>(pool_.inUse()));
+  }
+  uint64_t bytes = 0;
+  for (int i = 0; i < r->n; i++) {
+    int64_t t = r->entries[i].total.load(std::memory_order_relaxed);
+    if (sizes) sizes[i] = static_cast<int>(t);
+    bytes += uint64_t(t);
+  }
+  counters_->add(bytes);
+  release(r);
+  *done = true;
+  return Status::Ok;
+}
+
+}  // namespace icn::tcp

@@ -1,0 +1,306 @@
+// Send side: sends queue until the receiver's clear-to-send record with their tag arrives on lane 0, then go
+// out whole on lane 0 (small) or split across the helper lanes (large).
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <bit>
+
+#include "core/log.h"
+#include "core/params.h"
+#include "transport/tcp/tcp_comm.h"
+
+namespace icn::tcp {
+
+Tuning currentTuning() {
+  Tuning t;
+  t.inlineBytes = static_cast<size_t>(std::max<int64_t>(0, params::getInt(params::Id::TcpInlineBytes)));
+  t.chunkBytes = static_cast<size_t>(std::max<int64_t>(4096, params::getInt(params::Id::TcpChunkBytes)));
+  return t;
+}
+
+CommCore::CommCore(Sockets& s, std::string peer, NetCommInfo info)
+    : failure_(peer), control_(std::move(s.control), peer), lane0_(std::move(s.lanes[0])), tuning_(currentTuning()) {
+  counters_ = netstats::registerComm(info);
+}
+
+CommCore::~CommCore() { netstats::unregisterComm(counters_); }
+
+Status CommCore::regMr(void* data, size_t size, int type, void** mh) {
+  if (!mh) return Status::InvalidArgument;
+  if (type != kMemHost) {
+    ICN_WARN(subsys::Net, "regMr: the TCP transport moves host memory only (memory type %d)", type);
+    return Status::InvalidArgument;
+  }
+  *mh = data ? data : this;  // nothing to register: any non-null handle will do
+  return Status::Ok;
+}
+
+Status CommCore::deregMr(void*) { return Status::Ok; }
+
+Status CommCore::checkPeer(bool peerClosed, int pending) {
+  if (Status st = failure_.status(); st != Status::Ok) return st;
+  if (peerClosed) {
+    failure_.fail(Status::RemoteError, "peer closed the connection with " + std::to_string(pending) +
+                                           " request(s) unfinished (process exited or closed its comm)");
+    return Status::RemoteError;
+  }
+  if (control_.checkAlive() == Status::Ok) return Status::Ok;
+  // A peer that closed its control socket may still have bytes in flight on the lanes, and when its process
+  // exits its lanes close right after them (peerClosed above). Lanes left open past ICN_PEER_TIMEOUT_MS
+  // without the control socket mean a broken peer.
+  auto now = std::chrono::steady_clock::now();
+  if (peerGoneAt_ == std::chrono::steady_clock::time_point{}) peerGoneAt_ = now;
+  if (now - peerGoneAt_ < std::chrono::milliseconds(params::getInt(params::Id::PeerTimeoutMs))) return Status::Ok;
+  failure_.fail(Status::RemoteError, "peer is gone (" + control_.deadReason() + ") with " + std::to_string(pending) +
+                                         " request(s) unfinished");
+  return Status::RemoteError;
+}
+
+Status TcpSendRequest::test(bool* done, int* sizes) {
+  Status st = owner->testRequest(this, done);
+  if (st == Status::Ok && *done && sizes) sizes[0] = static_cast<int>(size);
+  return st;
+}
+
+TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
+    : CommCore(s, std::move(peer), info), eagerBytes_(s.eagerBytes), credits_(s.eagerBytes ? kEagerCredits : 0) {
+  for (size_t i = 1; i < s.lanes.size(); i++)
+    helpers_.push_back(std::make_unique<SendHelper>(std::move(s.lanes[i]), failure_, static_cast<int>(i)));
+}
+
+TcpSendComm::~TcpSendComm() {
+  helpers_.clear();  // joined before the requests they point into go away
+  // Unread clear-to-send bytes would make close() reset the connection, and a reset can destroy data the peer
+  // has not read yet: read them first.
+  uint8_t sink[4096];
+  while (!lane0Closed_ && ::recv(lane0_.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
+  }
+}
+
+Status TcpSendComm::isend(void* data, size_t size, int tag, void* mhandle, Request** request) {
+  *request = nullptr;
+  if (size > 0 && !data) {
+    ICN_WARN(subsys::Net, "isend to %s: %zu bytes from a null buffer", failure_.peer().c_str(), size);
+    return Status::InvalidArgument;
+  }
+  if (size > kMaxMessage) {
+    ICN_WARN(subsys::Net, "isend to %s: %zu bytes exceed the %u-byte message limit", failure_.peer().c_str(), size,
+             kMaxMessage);
+    return Status::InvalidArgument;
+  }
+  if (Status st = failure_.status(); st != Status::Ok) return st;
+  TcpSendRequest* r = pool_.acquire();
+  if (!r) return Status::Ok;  // every request in flight: NCCL retries
+  r->owner = this;
+  r->data = static_cast<const uint8_t*>(data);
+  r->size = static_cast<uint32_t>(size);
+  r->tag = tag;
+  r->matched = false;
+  r->pending.store(0, std::memory_order_relaxed);
+  *request = r;
+  if (sendEager(r)) {
+    Status st = flushLane0();
+    if (st != Status::Ok) *request = nullptr;
+    return st;
+  }
+  if (Status st = failure_.status(); st != Status::Ok) {
+    *request = nullptr;
+    return st;
+  }
+  queue_[queued_++] = r;
+  Status st = progress();
+  if (st != Status::Ok) *request = nullptr;  // the connection failed; the request dies with the comm
+  return st;
+}
+
+Status TcpSendComm::progress() {
+  ICN_CHECK(match());  // with the records already read: no system call when they suffice
+  if (queued_ > 0) {
+    ICN_CHECK(readCts());
+    ICN_CHECK(match());
+  }
+  return flushLane0();
+}
+
+// Reads clear-to-send records in bulk and parses every complete one.
+Status TcpSendComm::readCts() {
+  while (!lane0Closed_) {
+    const size_t room = sizeof ctsIn_ - ctsGot_;
+    ssize_t n = ::recv(lane0_.get(), ctsIn_ + ctsGot_, room, MSG_DONTWAIT);
+    if (n == 0) {
+      lane0Closed_ = true;
+      break;
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EINTR) continue;
+      failure_.fail(Status::RemoteError, std::string("lane 0: recv: ") + strerror(errno));
+      return Status::RemoteError;
+    }
+    ctsGot_ += static_cast<size_t>(n);
+    size_t off = 0;
+    while (ctsGot_ - off >= sizeof(CtsHeader)) {
+      CtsHeader h;
+      memcpy(&h, ctsIn_ + off, sizeof h);
+      std::string why;
+      if (!validCts(h, ctsTail_, &why)) {
+        failure_.fail(Status::RemoteError, why);
+        return Status::RemoteError;
+      }
+      if (ctsTail_ - ctsHead_ >= kMaxRequests + kEagerCredits) {
+        failure_.fail(Status::RemoteError, "more than " + std::to_string(kMaxRequests) + " receives posted at once");
+        return Status::RemoteError;
+      }
+      const size_t record = sizeof h + h.n * sizeof(CtsEntry);
+      if (ctsGot_ - off < record) break;
+      if (credits_ + h.credits > kEagerCredits) {
+        failure_.fail(Status::RemoteError, "clear-to-send record hands back more eager credits than were spent");
+        return Status::RemoteError;
+      }
+      credits_ += h.credits;
+      Cts& c = cts_[ctsTail_ % kCtsRing];
+      c.h = h;
+      memcpy(c.e, ctsIn_ + off + sizeof h, h.n * sizeof(CtsEntry));
+      c.used = 0;
+      ctsTail_++;
+      off += record;
+    }
+    memmove(ctsIn_, ctsIn_ + off, ctsGot_ - off);
+    ctsGot_ -= off;
+    if (static_cast<size_t>(n) < room) break;  // short read: the socket is empty
+  }
+  return Status::Ok;
+}
+
+bool TcpSendComm::sendEager(TcpSendRequest* r) {
+  // Never overtake a queued send, and never write on lane 0 before the receiver has (tcp_transport.cc).
+  if (r->size > eagerBytes_ || queued_ > 0 || ctsTail_ == 0) return false;
+  if (match() != Status::Ok) return false;                 // debts first, with the records already read
+  if (credits_ <= kEagerCredits / 2 && (readCts() != Status::Ok || match() != Status::Ok)) return false;
+  // Only a message that can belong to no record we have read may go ahead of its record: then the receiver
+  // and we place it by the same rule.
+  if (credits_ == 0 || ndebts_ == kEagerCredits || ctsHead_ != ctsTail_) return false;
+  credits_--;
+  debts_[ndebts_++] = r->tag;
+  ChunkHeader h;
+  h.flags = kChunkEager;
+  h.seq = ctsTail_;
+  h.tag = r->tag;
+  h.total = h.length = r->size;
+  r->matched = true;
+  r->pending.store(1, std::memory_order_relaxed);
+  SendJob& j = lane0Jobs_[lane0Tail_++ % lane0Jobs_.size()];
+  j.header = h;
+  j.data = r->data;
+  j.pending = &r->pending;
+  j.sent = 0;
+  return true;
+}
+
+Status TcpSendComm::match() {
+  while (ctsHead_ != ctsTail_) {
+    Cts& c = cts_[ctsHead_ % kCtsRing];
+    auto full = [&] { return std::popcount(c.used) == c.h.n; };
+    auto freeEntry = [&](int tag) {
+      for (int i = 0; i < c.h.n; i++)
+        if (!(c.used & (1u << i)) && c.e[i].tag == tag) return i;
+      return -1;
+    };
+    // Eager messages already sent take the first free entries with their tags, oldest first.
+    for (uint32_t d = 0; d < ndebts_ && !full();) {
+      int idx = freeEntry(debts_[d]);
+      if (idx < 0) {
+        d++;
+        continue;
+      }
+      c.used |= 1u << idx;
+      std::move(debts_.begin() + d + 1, debts_.begin() + ndebts_, debts_.begin() + d);
+      ndebts_--;
+    }
+    for (int k = 0; k < queued_ && !full(); k++) {
+      TcpSendRequest* r = queue_[k];
+      int idx = freeEntry(r->tag);
+      if (idx < 0) continue;  // belongs to a later receive
+      ICN_CHECK(post(r, c, idx));
+      std::move(queue_.begin() + k + 1, queue_.begin() + queued_, queue_.begin() + k);
+      queued_--;
+      k--;
+      c.used |= 1u << idx;
+    }
+    if (!full()) break;  // the remaining entries wait for sends with their tags
+    ctsHead_++;
+  }
+  return Status::Ok;
+}
+
+Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
+  const CtsEntry& e = cts.e[index];
+  if (r->size > e.size) {
+    failure_.fail(Status::InvalidUsage, "isend of " + std::to_string(r->size) + " bytes (tag " +
+                                            std::to_string(r->tag) + ") exceeds the " + std::to_string(e.size) +
+                                            " bytes the receiver posted");
+    return Status::InvalidUsage;
+  }
+  ChunkHeader h;
+  h.seq = cts.h.seq;
+  h.slot = cts.h.slot;
+  h.index = static_cast<uint8_t>(index);
+  h.tag = r->tag;
+  h.total = r->size;
+  r->matched = true;
+  const size_t nh = helpers_.size();
+  if (nh == 0 || r->size <= tuning_.inlineBytes) {
+    r->pending.store(1, std::memory_order_relaxed);
+    h.length = r->size;
+    SendJob& j = lane0Jobs_[lane0Tail_++ % lane0Jobs_.size()];
+    j.header = h;
+    j.data = r->data;
+    j.pending = &r->pending;
+    j.sent = 0;
+    return Status::Ok;
+  }
+  const size_t pieces = std::clamp<size_t>(r->size / tuning_.chunkBytes, 1, nh);
+  const size_t per = (r->size + pieces - 1) / pieces;
+  r->pending.store(static_cast<int>(pieces), std::memory_order_relaxed);
+  for (size_t p = 0; p < pieces; p++) {
+    h.offset = static_cast<uint32_t>(p * per);
+    h.length = static_cast<uint32_t>(std::min<size_t>(per, r->size - p * per));
+    helpers_[nextHelper_++ % nh]->push(h, r->data + h.offset, &r->pending);
+  }
+  return Status::Ok;
+}
+
+Status TcpSendComm::flushLane0() {
+  while (lane0Head_ != lane0Tail_) {
+    SendJob& j = lane0Jobs_[lane0Head_ % lane0Jobs_.size()];
+    bool done = false;
+    std::string why;
+    if (writeSome(lane0_.get(), j, &done, &why) != Status::Ok) {
+      failure_.fail(Status::RemoteError, "lane 0: " + why);
+      return Status::RemoteError;
+    }
+    if (!done) break;
+    j.pending->fetch_sub(1, std::memory_order_release);
+    lane0Head_++;
+  }
+  return Status::Ok;
+}
+
+Status TcpSendComm::testRequest(TcpSendRequest* r, bool* done) {
+  *done = false;
+  if (!pool_.owns(r)) return Status::InvalidArgument;
+  if (!(r->matched && r->pending.load(std::memory_order_acquire) == 0)) {
+    if (Status st = progress(); st != Status::Ok) return st;
+    if (!(r->matched && r->pending.load(std::memory_order_acquire) == 0))
+      return checkPeer(lane0Closed_, static_cast<int>(pool_.inUse()));
+  }
+  counters_->add(r->size);
+  r->matched = false;
+  pool_.release(r);
+  *done = true;
+  return Status::Ok;
+}
+
+}  // namespace icn::tcp

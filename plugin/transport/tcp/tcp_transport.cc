@@ -1,0 +1,379 @@
+// Connection set-up: the connector runs the out-of-band handshake on a control socket (proposing its lane count,
+// eager limit and a random token), then one more handshake per lane, each naming the token and its index. The
+// acceptor matches lanes to the control connection by token and hands out a comm once every socket has finished
+// its handshake. Every lane handshake is authenticated like the control one (ICN_AUTH_KEY), and a connection
+// whose lanes do not all arrive within ICN_CONNECT_TIMEOUT_MS is dropped.
+//
+// The lanes reuse the handshake's sockets, and a handshake reads whatever has arrived: no data may reach a socket
+// while its handshake can still read it. So the connector sends its control READY only once every lane handshake
+// is over on its side (the acceptor sends its first clear-to-send record only after that READY), and it sends
+// nothing on a lane before the acceptor's first clear-to-send record (whose comm exists only after every lane's
+// handshake is over on that side too).
+#include "transport/tcp/tcp_transport.h"
+
+#include <limits.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+
+#include "core/auth.h"
+#include "core/log.h"
+#include "core/oob.h"
+#include "core/params.h"
+#include "transport/tcp/tcp_comm.h"
+#include "transport/tcp/tcp_wire.h"
+
+namespace icn::tcp {
+namespace {
+
+// Interfaces that report no speed (loopback, veth, VM NICs): assume 100 Gb/s so NCCL gives the net path enough
+// channels; ICN_NET_SPEED_MBPS overrides.
+constexpr int kUnknownSpeedMbps = 100000;
+
+int wantedLanes() { return std::clamp<int>(static_cast<int>(params::getInt(params::Id::TcpStreams)), 0, kMaxLanes); }
+uint32_t wantedEagerBytes() {
+  return static_cast<uint32_t>(std::clamp<int64_t>(params::getInt(params::Id::TcpEagerBytes), 0, kMaxEagerBytes));
+}
+
+bool sameToken(const uint8_t* a, const uint8_t* b) {
+  uint8_t diff = 0;
+  for (size_t i = 0; i < kTokenSize; i++) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+class TcpListenComm final : public ListenComm {
+ public:
+  explicit TcpListenComm(std::unique_ptr<OobListener> l) : listener_(std::move(l)) {}
+  Status accept(std::unique_ptr<RecvComm>* out) override;
+
+ private:
+  // One incoming connection: its control handshake and, as they arrive, its lanes' handshakes.
+  struct Setup {
+    std::unique_ptr<Handshake> control;
+    Fd controlFd;
+    Hello peer;
+    std::string peerName;
+    Blob blob;
+    std::vector<std::unique_ptr<Handshake>> laneHs;
+    std::vector<Fd> laneFds;
+    std::chrono::steady_clock::time_point started;
+  };
+  void onPeerKnown(std::unique_ptr<Handshake> hs);
+  // Ok with *ready once every socket of the connection has finished its handshake; an error drops it.
+  Status advance(Setup& s, bool* ready);
+
+  std::unique_ptr<OobListener> listener_;
+  std::vector<std::unique_ptr<Setup>> setups_;
+};
+
+void TcpListenComm::onPeerKnown(std::unique_ptr<Handshake> hs) {
+  Blob b;
+  std::string why;
+  if (decodeBlob(hs->peer().blob, &b, &why) != Status::Ok) {
+    ICN_WARN(subsys::Net, "handshake with %s: %s", hs->peerName().c_str(), why.c_str());
+    return;  // dropping the handshake closes the socket
+  }
+  if (b.kind == kBlobControl) {
+    for (auto& s : setups_) {
+      if (sameToken(s->blob.token, b.token)) {
+        ICN_WARN(subsys::Net, "handshake with %s: connection token already in use", hs->peerName().c_str());
+        return;
+      }
+    }
+    auto s = std::make_unique<Setup>();
+    s->blob = b;
+    s->blob.value = static_cast<uint16_t>(std::min<int>(b.value, wantedLanes()));
+    s->blob.eagerBytes = std::min(b.eagerBytes, wantedEagerBytes());
+    s->laneHs.resize(s->blob.value + 1u);
+    s->laneFds.resize(s->blob.value + 1u);
+    s->started = std::chrono::steady_clock::now();
+    hs->confirm(encodeBlob(s->blob));
+    s->control = std::move(hs);
+    setups_.push_back(std::move(s));
+    return;
+  }
+  for (auto& s : setups_) {
+    if (!sameToken(s->blob.token, b.token)) continue;
+    if (b.value > s->blob.value || s->laneHs[b.value] || s->laneFds[b.value].valid()) {
+      ICN_WARN(subsys::Net, "handshake with %s: lane %u is not expected (%u lanes, or it arrived twice)",
+               hs->peerName().c_str(), b.value, s->blob.value);
+      return;
+    }
+    hs->confirm(encodeBlob(b));
+    s->laneHs[b.value] = std::move(hs);
+    return;
+  }
+  ICN_WARN(subsys::Net, "handshake with %s: lane for a connection this listener does not know", hs->peerName().c_str());
+}
+
+Status TcpListenComm::advance(Setup& s, bool* ready) {
+  *ready = false;
+  Handshake::Phase phase;
+  if (s.control) {
+    ICN_CHECK(s.control->progress(&phase));  // failures are logged with the peer's name
+    if (phase == Handshake::Phase::Done) {
+      s.peer = s.control->peer();
+      s.peerName = s.control->peerName();
+      s.controlFd = s.control->takeFd();
+      s.control.reset();
+    }
+  }
+  bool all = !s.control;
+  for (size_t i = 0; i < s.laneHs.size(); i++) {
+    if (s.laneHs[i]) {
+      ICN_CHECK(s.laneHs[i]->progress(&phase));
+      if (phase == Handshake::Phase::Done) {
+        s.laneFds[i] = s.laneHs[i]->takeFd();
+        s.laneHs[i].reset();
+      }
+    }
+    all = all && s.laneFds[i].valid();
+  }
+  if (all) {
+    *ready = true;
+    return Status::Ok;
+  }
+  long long limit = params::getInt(params::Id::ConnectTimeoutMs);
+  if (std::chrono::steady_clock::now() - s.started > std::chrono::milliseconds(limit)) {
+    int arrived = 0;
+    for (auto& f : s.laneFds) arrived += f.valid();
+    ICN_WARN(subsys::Net, "connection from %s: %d of %zu lanes ready after %lld ms (ICN_CONNECT_TIMEOUT_MS)",
+             s.control ? s.control->peerName().c_str() : s.peerName.c_str(), arrived, s.laneFds.size(), limit);
+    return Status::RemoteError;
+  }
+  return Status::Ok;
+}
+
+Status TcpListenComm::accept(std::unique_ptr<RecvComm>* out) {
+  out->reset();
+  for (;;) {
+    std::unique_ptr<Handshake> hs;
+    ICN_CHECK(listener_->poll(&hs));
+    if (!hs) break;
+    onPeerKnown(std::move(hs));
+  }
+  for (size_t i = 0; i < setups_.size(); i++) {
+    bool ready = false;
+    if (advance(*setups_[i], &ready) != Status::Ok) {  // logged; other connections go on
+      setups_.erase(setups_.begin() + static_cast<long>(i--));
+      continue;
+    }
+    if (!ready) continue;
+    Setup& s = *setups_[i];
+    Sockets socks;
+    socks.control = std::move(s.controlFd);
+    socks.eagerBytes = s.blob.eagerBytes;
+    for (auto& f : s.laneFds) {
+      tuneLane(f.get());
+      socks.lanes.push_back(std::move(f));
+    }
+    NetCommInfo info = netCommInfo(s.peer, listener_->commId(), false);
+    if (params::getInt(params::Id::LogDetail) >= 1)
+      ICN_INFO(subsys::Net, "TCP receive connection from %s (rank %d) ready: %zu lanes, eager messages <= %u bytes",
+               s.peerName.c_str(), s.peer.rank, socks.lanes.size(), socks.eagerBytes);
+    *out = std::make_unique<TcpRecvComm>(std::move(socks), s.peerName, info);
+    setups_.erase(setups_.begin() + static_cast<long>(i));
+    return Status::Ok;
+  }
+  return Status::Ok;
+}
+
+// The connect side's state, parked in NCCL's handle between calls.
+struct PendingConnect {
+  CommConfig config;
+  Blob blob;
+  std::unique_ptr<OobConnector> control;
+  bool answered = false;  // the acceptor's control blob arrived and the lanes are under way
+  bool controlConfirmed = false;
+  Fd controlFd;
+  Hello peer;
+  std::string peerName;
+  std::vector<std::unique_ptr<OobConnector>> lanes;
+  std::vector<bool> laneConfirmed;
+  std::vector<Fd> laneFds;
+};
+
+class TcpTransport final : public Transport {
+ public:
+  explicit TcpTransport(DeviceProps props) : props_(std::move(props)) {}
+  const char* name() const override { return "tcp"; }
+  int deviceCount() const override { return 1; }
+  Status getProperties(int dev, DeviceProps* out) const override {
+    if (dev != 0) return Status::InvalidArgument;
+    *out = props_;
+    return Status::Ok;
+  }
+  Status listen(int dev, const CommConfig& config, HandleBytes handle, std::unique_ptr<ListenComm>* out) override {
+    if (dev != 0) {
+      ICN_WARN(subsys::Net, "listen: device %d does not exist (TCP transport has 1 device)", dev);
+      return Status::InvalidArgument;
+    }
+    std::unique_ptr<OobListener> l;
+    ICN_CHECK(OobListener::open(kTransportTcp, config.commId, handle, &l));
+    *out = std::make_unique<TcpListenComm>(std::move(l));
+    return Status::Ok;
+  }
+  Status connect(int dev, const CommConfig& config, HandleBytes handle, std::unique_ptr<SendComm>* out) override;
+
+ private:
+  static Status progressControl(PendingConnect& pc, HandleBytes handle);
+  static Status progressLanes(PendingConnect& pc, bool* done);
+  DeviceProps props_;
+};
+
+Status TcpTransport::progressControl(PendingConnect& pc, HandleBytes handle) {
+  Handshake::Phase phase;
+  ICN_CHECK(pc.control->progress(&phase));
+  Handshake& hs = pc.control->handshake();
+  if (phase == Handshake::Phase::PeerKnown && !pc.answered) {
+    Blob answer;
+    std::string why;
+    if (decodeBlob(hs.peer().blob, &answer, &why) != Status::Ok || answer.kind != kBlobControl ||
+        answer.value > pc.blob.value || answer.eagerBytes > pc.blob.eagerBytes ||
+        !sameToken(answer.token, pc.blob.token)) {
+      ICN_WARN(subsys::Net, "handshake with %s: %s", hs.peerName().c_str(),
+               why.empty() ? "the answer does not match our TCP connection request" : why.c_str());
+      return Status::RemoteError;
+    }
+    pc.blob.value = answer.value;
+    pc.blob.eagerBytes = answer.eagerBytes;
+    pc.answered = true;
+    for (uint16_t i = 0; i <= pc.blob.value; i++) {
+      Blob lane = pc.blob;
+      lane.kind = kBlobLane;
+      lane.value = i;
+      std::unique_ptr<OobConnector> c;
+      ICN_CHECK(OobConnector::start(handle, kTransportTcp, makeLocalHello(kTransportTcp, pc.config.commId,
+                                                                          encodeBlob(lane)), &c));
+      pc.lanes.push_back(std::move(c));
+    }
+    pc.laneConfirmed.assign(pc.lanes.size(), false);
+    pc.laneFds.resize(pc.lanes.size());
+    return Status::Ok;
+  }
+  if (phase != Handshake::Phase::Done) return Status::Ok;
+  // Our READY is out and nothing else ever comes on this socket: take it before anything reads past the handshake.
+  pc.peer = hs.peer();
+  pc.peerName = hs.peerName();
+  pc.controlFd = hs.takeFd();
+  pc.control.reset();
+  return Status::Ok;
+}
+
+Status TcpTransport::progressLanes(PendingConnect& pc, bool* done) {
+  *done = true;
+  for (size_t i = 0; i < pc.lanes.size(); i++) {
+    if (!pc.lanes[i]) continue;
+    Handshake::Phase phase;
+    ICN_CHECK(pc.lanes[i]->progress(&phase));
+    Handshake& hs = pc.lanes[i]->handshake();
+    if (phase == Handshake::Phase::PeerKnown && !pc.laneConfirmed[i]) {
+      Blob answer;
+      std::string why;
+      if (decodeBlob(hs.peer().blob, &answer, &why) != Status::Ok || answer.kind != kBlobLane || answer.value != i ||
+          !sameToken(answer.token, pc.blob.token)) {
+        ICN_WARN(subsys::Net, "handshake with %s: lane %zu: %s", hs.peerName().c_str(), i,
+                 why.empty() ? "the answer does not match our lane" : why.c_str());
+        return Status::RemoteError;
+      }
+      pc.laneConfirmed[i] = true;
+      hs.confirm();
+      ICN_CHECK(pc.lanes[i]->progress(&phase));
+    }
+    if (phase == Handshake::Phase::Done) {
+      pc.laneFds[i] = hs.takeFd();
+      pc.lanes[i].reset();
+    } else {
+      *done = false;
+    }
+  }
+  return Status::Ok;
+}
+
+Status TcpTransport::connect(int dev, const CommConfig& config, HandleBytes handle, std::unique_ptr<SendComm>* out) {
+  out->reset();
+  if (dev != 0) {
+    ICN_WARN(subsys::Net, "connect: device %d does not exist (TCP transport has 1 device)", dev);
+    return Status::InvalidArgument;
+  }
+  // Owned here while we work; parked back in the handle when NCCL has to call again.
+  std::unique_ptr<PendingConnect> pc(takePending<PendingConnect>(handle));
+  if (!pc) {
+    pc = std::make_unique<PendingConnect>();
+    pc->config = config;
+    pc->blob.kind = kBlobControl;
+    pc->blob.value = static_cast<uint16_t>(wantedLanes());
+    pc->blob.eagerBytes = wantedEagerBytes();
+    auth::fillNonce(std::span<uint8_t, kTokenSize>(pc->blob.token, kTokenSize));
+    ICN_CHECK(OobConnector::start(handle, kTransportTcp,
+                                  makeLocalHello(kTransportTcp, config.commId, encodeBlob(pc->blob)), &pc->control));
+  }
+  // On failure pc dies here, closing every socket, and the handle is clean for a retry.
+  if (pc->control) ICN_CHECK(progressControl(*pc, handle));
+  bool lanesDone = false;
+  if (pc->answered) ICN_CHECK(progressLanes(*pc, &lanesDone));
+  if (lanesDone && !pc->controlConfirmed) {  // every lane is ours now: let the acceptor finish
+    pc->controlConfirmed = true;
+    pc->control->handshake().confirm();
+    ICN_CHECK(progressControl(*pc, handle));
+  }
+  if (pc->control) {
+    parkPending(handle, pc.release());
+    return Status::Ok;
+  }
+  Sockets socks;
+  socks.control = std::move(pc->controlFd);
+  socks.eagerBytes = pc->blob.eagerBytes;
+  for (auto& f : pc->laneFds) {
+    tuneLane(f.get());
+    socks.lanes.push_back(std::move(f));
+  }
+  NetCommInfo info = netCommInfo(pc->peer, pc->config.commId, true);
+  if (params::getInt(params::Id::LogDetail) >= 1)
+    ICN_INFO(subsys::Net, "TCP send connection to %s (rank %d) ready: %zu lanes, eager messages <= %u bytes",
+             pc->peerName.c_str(), pc->peer.rank, socks.lanes.size(), socks.eagerBytes);
+  *out = std::make_unique<TcpSendComm>(std::move(socks), pc->peerName, info);
+  return Status::Ok;
+}
+
+// The interface behind the handshake is where the traffic leaves the host.
+DeviceProps probeDevice() {
+  DeviceProps p;
+  SockAddr addr;
+  std::string ifname;
+  if (pickInterface(&addr, &ifname) != Status::Ok) ifname = "lo";
+  p.name = "tcp-" + ifname;
+  char real[PATH_MAX];
+  std::string dev = "/sys/class/net/" + ifname + "/device";
+  if (realpath(dev.c_str(), real)) p.pciPath = real;
+  int speed = -1;
+  std::ifstream("/sys/class/net/" + ifname + "/speed") >> speed;
+  p.speedMbps = speed > 0 ? speed : kUnknownSpeedMbps;
+  if (int64_t forced = params::getInt(params::Id::NetSpeedMbps); forced > 0) p.speedMbps = static_cast<int>(forced);
+  p.ptrSupport = kMemHost;
+  p.maxComms = 65536;
+  p.maxRecvs = kMaxRecvs;
+  p.maxP2pBytes = p.maxCollBytes = kMaxMessage;
+  p.members = {0};
+  Tuning t = currentTuning();
+  ICN_INFO(subsys::Net | subsys::Init,
+           "TCP device %s: interface %s (%s), speed %d Mbps%s, PCI %s, %d helper lanes per connection "
+           "(pieces >= %zu bytes), messages <= %zu bytes on lane 0",
+           p.name.c_str(), ifname.c_str(), addr.str().c_str(), p.speedMbps,
+           speed > 0 ? "" : " (interface reports none: assumed)",
+           p.pciPath.empty() ? "none (NCCL attaches the NIC to the CPU)" : p.pciPath.c_str(), wantedLanes(),
+           t.chunkBytes, t.inlineBytes);
+  return p;
+}
+
+}  // namespace
+
+Status createTransport(std::unique_ptr<Transport>* out, std::string*) {
+  *out = std::make_unique<TcpTransport>(probeDevice());
+  return Status::Ok;
+}
+
+}  // namespace icn::tcp

@@ -1,0 +1,92 @@
+// Wire formats of the TCP transport. A connection is a control socket (the handshake's, watched for peer
+// death), lane 0 (written and read by NCCL's proxy thread itself: clear-to-send records from the receiver,
+// small messages from the sender) and N helper lanes (one thread each; large messages are split across them).
+//
+//   receiver irecv: CTS {seq, slot, n, credits returned, (tag, posted size) x n} on lane 0, towards the sender
+//   sender isend:   takes the CTS entry with its tag, then sends chunks {seq, slot, index, tag, total, offset,
+//                   length} + payload on any lane; the receiver checks every field against what it posted
+//   eager:          a small message may go before its CTS (on lane 0, spending one credit) when the sender has
+//                   consumed every CTS it has read and has nothing queued; it carries the number of CTS records
+//                   the sender had read (its horizon H) and belongs to the first receive entry with its tag, in
+//                   records >= H, not taken by an earlier eager message. Both sides apply that rule (the sender
+//                   when the records arrive), so they agree without a round trip; the receiver stages it in one
+//                   of `credits` fixed slots when that entry is not posted yet.
+//
+// Every record is little-endian and fixed-size, so a reader never allocates on a peer's word.
+#pragma once
+#include <bit>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/transport.h"
+
+namespace icn::tcp {
+
+static_assert(std::endian::native == std::endian::little, "the TCP wire format is little-endian");
+
+constexpr int kMaxLanes = 16;  // helper lanes per connection
+constexpr uint32_t kChunkMagic = 0x44544349;  // "ICTD"
+constexpr uint32_t kCtsMagic = 0x43544349;    // "ICTC"
+// Messages are at most 2 GiB - 1 (NCCL's test() reports sizes as int), so 32-bit sizes suffice.
+constexpr uint32_t kMaxMessage = 0x7fffffffu;
+constexpr uint16_t kChunkEager = 1;
+constexpr uint32_t kEagerCredits = 16;       // eager messages a sender may have unconsumed
+constexpr uint32_t kMaxEagerBytes = 65536;
+
+struct ChunkHeader {
+  uint32_t magic = kChunkMagic;
+  uint32_t seq = 0;     // the receive's sequence number
+  uint8_t slot = 0;     // the receiver's request slot (< kMaxRequests)
+  uint8_t index = 0;    // which of the grouped receives (< kMaxRecvs)
+  uint16_t flags = 0;   // kChunkEager: seq is the sender's horizon, slot and index are 0
+  int32_t tag = 0;
+  uint32_t total = 0;   // the whole message
+  uint32_t offset = 0;  // of this piece
+  uint32_t length = 0;  // payload bytes following this header
+  uint32_t zero2 = 0;
+};
+static_assert(sizeof(ChunkHeader) == 32);
+
+struct CtsHeader {
+  uint32_t magic = kCtsMagic;
+  uint32_t seq = 0;
+  uint8_t slot = 0;
+  uint8_t n = 0;
+  uint16_t credits = 0;  // eager credits handed back with this record
+};
+struct CtsEntry {
+  int32_t tag = 0;
+  uint32_t size = 0;  // posted bytes, clamped to kMaxMessage
+};
+static_assert(sizeof(CtsHeader) == 12 && sizeof(CtsEntry) == 8);
+constexpr size_t kMaxCtsBytes = sizeof(CtsHeader) + kMaxRecvs * sizeof(CtsEntry);
+
+// Handshake blobs. Control connection: the connector proposes its lane count and a random token that its lane
+// connections repeat; the acceptor answers with the count both use (the smaller). Lane connection: the token
+// and the lane's index (0 .. lanes).
+constexpr uint8_t kBlobControl = 1;
+constexpr uint8_t kBlobLane = 2;
+constexpr uint8_t kBlobVersion = 1;
+constexpr size_t kTokenSize = 16;
+
+struct Blob {
+  uint8_t kind = 0;
+  uint16_t value = 0;       // control: helper lanes; lane: its index
+  uint32_t eagerBytes = 0;  // control: largest eager message (0: none)
+  uint8_t token[kTokenSize] = {};
+};
+
+std::vector<uint8_t> encodeBlob(const Blob& b);
+// Rejects anything but an exact, well-formed blob; *why says what was wrong.
+Status decodeBlob(std::span<const uint8_t> raw, Blob* out, std::string* why);
+
+// Checks a CTS header: magic, sequence, slot and count. *why on failure.
+bool validCts(const CtsHeader& h, uint32_t expectSeq, std::string* why);
+// Checks a chunk header in isolation (magic, flags, reserved fields, offset + length within total and kMaxMessage;
+// an eager message in one piece of at most eagerBytes).
+bool validChunk(const ChunkHeader& h, uint32_t eagerBytes, std::string* why);
+
+}  // namespace icn::tcp

@@ -1,0 +1,242 @@
+#include "tuner/agreement.h"
+
+#include <algorithm>
+
+#include "core/log.h"
+
+namespace icn::tuner {
+
+Agreement::Agreement(uint64_t commId, int nRanks, Role role, const AgreeParams& p,
+                     std::vector<AgreedDecision> initial)
+    : commId_(commId), nRanks_(nRanks), role_(role), p_(p), initial_(std::move(initial)) {}
+
+void Agreement::setWake(std::function<void()> wake) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wake_ = std::move(wake);
+}
+
+void Agreement::wake() {
+  std::function<void()> w;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    w = wake_;
+  }
+  if (w) w();
+}
+
+bool Agreement::waitFor(const std::function<bool()>& ready, int ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(0, ms));
+  return cv_.wait_until(lock, deadline, [&] { return ready() || frozenFrom_.load() != kNever; });
+}
+
+Agreement::Gate Agreement::gate(uint64_t k, int localRanks) {
+  if (localRanks_.load(std::memory_order_relaxed) < 0) {
+    int expected = -1;
+    if (localRanks_.compare_exchange_strong(expected, localRanks)) wake();  // followers report it; START needs it
+  }
+  uint64_t s = start_.load();
+  if (s == kNever) {
+    if (role_ == Role::Leader) {
+      std::lock_guard<std::mutex> lock(mu_);
+      next_ = std::max(next_, k + 1);  // START's call is picked past this, under the same lock
+    }
+    if (frozen() || (k < p_.window && start_.load() == kNever)) return Gate::Untuned;
+    if (!waitFor([&] { return start_.load() != kNever; }, std::max(p_.waitMs, p_.startWaitMs))) {
+      std::lock_guard<std::mutex> lock(mu_);
+      dropAt_ = kNever;
+      dropPending_ = role_ == Role::Follower;
+    }
+    if (start_.load() == kNever) {
+      freeze(0, role_ == Role::Leader ? "not every rank's process joined in time" : "no word from the leader");
+      return Gate::Untuned;
+    }
+    s = start_.load();
+  }
+  if (k < s) return Gate::Untuned;
+  if (role_ == Role::Leader && k + p_.window / 2 >= horizon_.load(std::memory_order_relaxed) && !frozen()) {
+    bool ask = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (k + p_.window > wantHorizon_) {
+        wantHorizon_ = k + p_.window;
+        ask = true;
+      }
+    }
+    if (ask) wake();
+  }
+  if (k <= horizon_.load() || frozen()) return Gate::Tuned;
+  if (!waitFor([&] { return k <= horizon_.load(); }, p_.waitMs)) {
+    uint64_t h = horizon_.load();
+    if (role_ == Role::Follower) {
+      std::lock_guard<std::mutex> lock(mu_);
+      dropAt_ = h;
+      dropPending_ = true;
+    }
+    freeze(h + 1, role_ == Role::Leader ? "the agreement service fell behind" : "no horizon from the leader in time");
+  }
+  return Gate::Tuned;
+}
+
+Decision Agreement::decisionAt(int c, int b, uint64_t k) const {
+  if (c < 0 || c >= coll::kNumColls || b < 0 || b >= coll::kNumBuckets) return Decision{};
+  const Slot& slot = table_[c][b];
+  int n = slot.n.load(std::memory_order_acquire);
+  if (n == 0) return Decision{};
+  uint64_t frozenAt = frozenFrom_.load();
+  for (int i = n - 1; i >= 0; --i) {
+    uint64_t w = slot.w[i].load(std::memory_order_relaxed);
+    uint64_t from = w >> 16;
+    if (from <= k && from < frozenAt) return unpackDecision(w);
+  }
+  return Decision{};
+}
+
+void Agreement::propose(int c, int b, const Decision& d) {
+  if (role_ != Role::Leader || c < 0 || c >= coll::kNumColls || b < 0 || b >= coll::kNumBuckets) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.push_back(AgreedDecision{c, b, d});
+}
+
+void Agreement::publish(const std::vector<AgreedDecision>& ds, uint64_t from) {
+  for (const AgreedDecision& a : ds) {
+    Slot& slot = table_[a.coll][a.bucket];
+    int n = slot.n.load(std::memory_order_relaxed);
+    if (n == kMaxPerBucket) {
+      ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: more than %d agreed decisions; later ones ignored",
+               static_cast<unsigned long long>(commId_), coll::collName(a.coll), a.bucket, kMaxPerBucket);
+      continue;
+    }
+    slot.w[n].store(packDecision(a.d, from), std::memory_order_relaxed);
+    slot.n.store(n + 1, std::memory_order_release);
+  }
+}
+
+void Agreement::onMembers(int followerRanks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  followerRanks_ = followerRanks;
+}
+
+bool Agreement::takeStart(uint64_t* s, uint64_t* h, std::vector<AgreedDecision>* decisions) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int local = localRanks_.load();
+  if (role_ != Role::Leader || startSent_ || frozen() || local < 0 || local + followerRanks_ != nRanks_) return false;
+  // Past every rank: followers never pass call `window` without START, and the leader's calls so far are below
+  // next_ (its own gate waits at `window` for start_, which is only set once every follower has START queued).
+  *s = std::max(p_.window, next_ + 1);
+  *h = *s + p_.window;
+  *decisions = initial_;
+  startSent_ = true;
+  return true;
+}
+
+void Agreement::sentStart(uint64_t s, uint64_t h, const std::vector<AgreedDecision>& decisions) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (frozen()) return;
+    publish(decisions, s);
+    horizon_.store(h);
+    wantHorizon_ = h;
+    start_.store(s);
+  }
+  cv_.notify_all();
+  ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: every rank's process joined; tuning from call %llu (%zu cached "
+           "decisions agreed)", static_cast<unsigned long long>(commId_), static_cast<unsigned long long>(s),
+           decisions.size());
+}
+
+bool Agreement::takeHorizon(uint64_t* h, std::vector<AgreedDecision>* decisions) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (start_.load() == kNever || frozen() || wantHorizon_ <= horizon_.load()) return false;
+  *h = wantHorizon_;
+  *decisions = std::move(pending_);
+  pending_.clear();
+  return true;
+}
+
+void Agreement::sentHorizon(uint64_t h, const std::vector<AgreedDecision>& decisions) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (frozen()) return;
+    publish(decisions, h + 1);
+    horizon_.store(h);
+  }
+  cv_.notify_all();
+  for (const AgreedDecision& a : decisions) {
+    char d[48];
+    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: every process takes %s from call %llu",
+             static_cast<unsigned long long>(commId_), coll::collName(a.coll), a.bucket, describe(a.d, d, sizeof d),
+             static_cast<unsigned long long>(h + 1));
+  }
+}
+
+bool Agreement::onStart(uint64_t s, uint64_t h, const std::vector<AgreedDecision>& decisions) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (frozen()) return true;  // gave up already; the leader hears of it
+    if (start_.load() != kNever || h < s || s < p_.window) return false;
+    publish(decisions, s);
+    horizon_.store(h);
+    start_.store(s);
+  }
+  cv_.notify_all();
+  ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: the leader's process starts tuning at call %llu (%zu cached decisions)",
+           static_cast<unsigned long long>(commId_), static_cast<unsigned long long>(s), decisions.size());
+  return true;
+}
+
+bool Agreement::onHorizon(uint64_t h, const std::vector<AgreedDecision>& decisions) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (frozen()) return true;
+    if (start_.load() == kNever || h < horizon_.load()) return false;
+    publish(decisions, h + 1);
+    horizon_.store(h);
+  }
+  cv_.notify_all();
+  for (const AgreedDecision& a : decisions) {
+    char d[48];
+    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: the leader's process announced %s from call %llu",
+             static_cast<unsigned long long>(commId_), coll::collName(a.coll), a.bucket, describe(a.d, d, sizeof d),
+             static_cast<unsigned long long>(h + 1));
+  }
+  return true;
+}
+
+uint64_t Agreement::freeze(uint64_t from, const char* why, bool quiet) {
+  uint64_t now;
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t cur = frozenFrom_.load();
+    now = std::min(cur, from);
+    first = cur == kNever;
+    if (first) quietFreeze_.store(quiet);
+    frozenFrom_.store(now);
+  }
+  cv_.notify_all();
+  if (first && quiet) {
+    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: agreement ends at call %llu (%s)",
+             static_cast<unsigned long long>(commId_), static_cast<unsigned long long>(now), why);
+  } else if (first) {
+    if (start_.load() == kNever)
+      ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: no agreement across processes (%s): NCCL's choice for every call",
+               static_cast<unsigned long long>(commId_), why);
+    else
+      ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: agreement across processes stops at call %llu (%s): decisions "
+               "in force stay, running plans finish, nothing new is decided",
+               static_cast<unsigned long long>(commId_), static_cast<unsigned long long>(now), why);
+  }
+  wake();
+  return now;
+}
+
+bool Agreement::takeDrop(uint64_t* horizon) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!dropPending_) return false;
+  dropPending_ = false;
+  *horizon = dropAt_;
+  return true;
+}
+
+}  // namespace icn::tuner

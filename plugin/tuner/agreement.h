@@ -1,0 +1,146 @@
+// Agreement across processes: the state one process keeps for one communicator whose ranks live in several
+// processes (and hosts). Every rank of a communicator must make the same choice for the same call, or NCCL hangs;
+// measurements differ between processes, so one process (the leader: the one holding rank 0) decides and the
+// others (followers) apply what it announced. The protocol, its bounds and the argument why it cannot diverge
+// (and what it assumes) are in docs/readme/tuner.md ("Agreement across processes"). In short:
+//
+//   - Calls of the communicator are numbered k = 0, 1, ... on every rank (NCCL asks the tuner once per collective,
+//     in the same order on every rank).
+//   - Before the leader's START, calls are untuned (NCCL's choice). START(S) says: from call S on, the tuner
+//     decides (deterministic fixed plans, plus agreed decisions). S is past every rank's position: followers never
+//     pass call `window` without START, and the leader picks S >= window and beyond its own position.
+//   - A horizon H (from START, then HORIZON messages) covers calls <= H: no rank runs a tuned call beyond the
+//     horizon it holds. A decision sent with horizon H takes effect at H + 1, so every rank gets it before it may
+//     run that call. The leader advances the horizon `window` calls ahead of itself, half a window before it is
+//     reached.
+//   - A rank at a call it holds no horizon for waits at most `waitMs` for one; then it freezes: decisions from
+//     H + 1 on are void for it, it tells the leader (DROP), and the leader freezes the same way and tells the
+//     others (FREEZE). A frozen communicator keeps the decisions in force before the freeze point, finishes its
+//     fixed plans (every rank computes them alike) and never waits again.
+//
+// Threads: gate()/decisionAt() run on NCCL's threads (lock-free unless a wait is needed), the on*() handlers and
+// take*() on the agreement service's thread.
+#pragma once
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "telemetry/coll_names.h"
+#include "tuner/decision.h"
+
+namespace icn::tuner {
+
+struct AgreeParams {
+  uint64_t window = 1024;  // ICN_TUNER_AGREE_WINDOW: calls a horizon reaches ahead of the leader
+  int waitMs = 50;         // ICN_TUNER_AGREE_WAIT_MS: longest a call waits for a horizon
+  // Longest the call at `window` waits for START, once per communicator: every process must have found the leader
+  // by then (its file, a TCP connect, the secret's proof), and a job's start can spare a second better than a
+  // communicator left untuned for the whole job.
+  int startWaitMs = 1000;
+};
+
+// A decision for one (collective, bucket), as it travels.
+struct AgreedDecision {
+  int coll = -1, bucket = -1;
+  Decision d;
+};
+
+class Agreement {
+ public:
+  enum class Role : uint8_t { Leader, Follower };
+  enum class Gate : uint8_t { Untuned, Tuned };
+  static constexpr uint64_t kNever = UINT64_MAX;
+  static constexpr int kMaxPerBucket = 8;
+
+  // `initial`: the leader's persisted table, announced with START (followers pass none).
+  Agreement(uint64_t commId, int nRanks, Role role, const AgreeParams& p, std::vector<AgreedDecision> initial = {});
+
+  uint64_t commId() const { return commId_; }
+  int nRanks() const { return nRanks_; }
+  Role role() const { return role_; }
+  const AgreeParams& params() const { return p_; }
+
+  // Before call k of a local rank (`localRanks`: ranks of the communicator in this process). Tuned: the group's
+  // plan and the agreed decisions decide call k; Untuned: NCCL's choice. Waits at most waitMs.
+  Gate gate(uint64_t k, int localRanks);
+  // The agreed decision in force at call k for (coll, bucket); invalid when none. Lock-free.
+  Decision decisionAt(int coll, int bucket, uint64_t k) const;
+  // Leader: a measured winner to announce with the next horizon (it takes effect one horizon later).
+  void propose(int coll, int bucket, const Decision& d);
+
+  bool frozen() const { return frozenFrom_.load() != kNever; }
+  // The freeze came from a normal end (a process finalized the communicator), not a failure.
+  bool frozenQuietly() const { return quietFreeze_.load(); }
+  uint64_t frozenFrom() const { return frozenFrom_.load(); }
+  uint64_t start() const { return start_.load(); }
+  uint64_t horizon() const { return horizon_.load(); }
+
+  // ---- the service's side ----
+  // Wakes the service thread (set by the service when it attaches).
+  void setWake(std::function<void()> wake);
+  // Leader: ranks held by followers so far, and whether START may go out now; fills START's fields.
+  void onMembers(int followerRanks);
+  bool takeStart(uint64_t* s, uint64_t* h, std::vector<AgreedDecision>* decisions);
+  // Leader: a horizon message to send now (false: none due). Decisions in it take effect at *h + 1.
+  bool takeHorizon(uint64_t* h, std::vector<AgreedDecision>* decisions);
+  // Leader: the service queued the message for every follower; the leader's own calls may go up to h.
+  void sentStart(uint64_t s, uint64_t h, const std::vector<AgreedDecision>& decisions);
+  void sentHorizon(uint64_t h, const std::vector<AgreedDecision>& decisions);
+  // Follower: messages from the leader. False when a message breaks the protocol (the caller freezes).
+  bool onStart(uint64_t s, uint64_t h, const std::vector<AgreedDecision>& decisions);
+  bool onHorizon(uint64_t h, const std::vector<AgreedDecision>& decisions);
+  // Freezes at `from` (never later than a freeze already in force); returns the freeze point now in force.
+  // `why` goes to the WARN line; `quiet`: a normal end (the other side finalized), INFO only.
+  uint64_t freeze(uint64_t from, const char* why, bool quiet = false);
+  // A follower that gave up waiting: true once, with the horizon it held (kNever: it never got START); the service
+  // sends DROP with it.
+  bool takeDrop(uint64_t* horizon);
+  // The local ranks' count once the first call came (followers report it to the leader); -1 before.
+  int localRanks() const { return localRanks_.load(); }
+
+ private:
+  bool waitFor(const std::function<bool()>& ready, int ms);
+  void publish(const std::vector<AgreedDecision>& ds, uint64_t from);  // mu_ held
+  void wake();
+
+  const uint64_t commId_;
+  const int nRanks_;
+  const Role role_;
+  const AgreeParams p_;
+  std::vector<AgreedDecision> initial_;
+
+  std::atomic<uint64_t> start_{kNever};
+  std::atomic<uint64_t> horizon_{0};  // valid once start_ is set
+  std::atomic<uint64_t> frozenFrom_{kNever};
+  std::atomic<int> localRanks_{-1};
+  std::atomic<bool> quietFreeze_{false};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::function<void()> wake_;
+  // Leader.
+  uint64_t next_ = 0;          // calls the leader's ranks have asked about (max over local ranks)
+  int followerRanks_ = 0;
+  bool startSent_ = false;
+  uint64_t wantHorizon_ = 0;   // horizon the leader's progress asks for
+  std::vector<AgreedDecision> pending_;
+  // Follower.
+  uint64_t dropAt_ = kNever;
+  bool dropPending_ = false;
+
+  // Decisions in force, per (coll, bucket): up to kMaxPerBucket, in increasing order of the call they take effect
+  // at. Word: bit 0 valid | algo+1 (4 bits) | proto+1 (3 bits) | channels (8 bits) | first call (48 bits).
+  struct Slot {
+    std::atomic<int> n{0};
+    std::array<std::atomic<uint64_t>, kMaxPerBucket> w{};
+  };
+  std::array<std::array<Slot, coll::kNumBuckets>, coll::kNumColls> table_{};
+};
+
+}  // namespace icn::tuner

@@ -1,0 +1,102 @@
+// A hostile peer that speaks ICN's wire protocol: raw TCP connections to a listener on which it sends crafted,
+// replayed, rewritten, trickled or oversized handshake frames (WirePeer), and a UCX peer that completes the
+// handshake honestly and then sends UCX messages with any tag bits and sizes (UcxRogue). Tests run it against a
+// listener that also serves honest ranks.
+#pragma once
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <ucp/api/ucp.h>
+
+#include "core/handshake.h"
+#include "core/socket.h"
+
+namespace icn::adversary {
+
+using Ms = std::chrono::milliseconds;
+using Nonce = std::array<uint8_t, 16>;
+
+// The listener address inside a 128-byte listen handle (ucx transport).
+SockAddr listenAddress(const void* handle);
+
+struct Frame {
+  uint16_t type = 0;
+  std::vector<uint8_t> payload;
+};
+
+class WirePeer {
+ public:
+  // Connects (blocking, within 5 s); ok() tells whether it worked.
+  explicit WirePeer(const SockAddr& to);
+  ~WirePeer();
+  WirePeer(const WirePeer&) = delete;
+  WirePeer& operator=(const WirePeer&) = delete;
+  bool ok() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  // Reads the listener's CHALLENGE frame.
+  std::optional<Nonce> readChallenge(Ms limit = Ms(5000));
+  std::optional<Frame> readFrame(Ms limit = Ms(5000));
+  // Sends everything (false when the listener closed the connection first).
+  bool send(std::span<const uint8_t> bytes);
+  // Sends one byte every `gap` until all are sent or the listener closes; returns how many bytes went out.
+  size_t trickle(std::span<const uint8_t> bytes, Ms gap);
+  // True once the listener has closed its end (EOF or reset) within `limit`; data it sent is drained.
+  bool closedByListener(Ms limit);
+  void close();
+
+ private:
+  int fd_ = -1;
+  std::vector<uint8_t> in_;
+};
+
+// The tag of a handshake message as a peer holding `key` computes it ("" = no key: plain SHA-256).
+std::vector<uint8_t> tagWith(const std::string& key, char kind, std::span<const uint8_t> first,
+                             std::span<const uint8_t> second);
+// A connector HELLO for the ucx transport, identity "rogue-peer", tagged for `nonceA` with `key`.
+Hello connectorHello(uint64_t commId, std::vector<uint8_t> blob);
+void tagConnectorHello(Hello* h, const Nonce& nonceA, const std::string& key);
+std::vector<uint8_t> helloFrame(const Hello& h);
+// u32 length | bytes: the ucx transport's blob framing around a worker address.
+std::vector<uint8_t> ucxBlob(std::span<const uint8_t> workerAddress);
+
+// A UCX peer that passed the handshake (with the key of this process's ICN_AUTH_KEY, if any) and wired up its
+// endpoint like an ICN connector, then sends arbitrary tagged messages. Its control connection stays open.
+class UcxRogue {
+ public:
+  static std::unique_ptr<UcxRogue> connect(const SockAddr& to, uint64_t commId, Ms limit, std::string* why);
+  ~UcxRogue();
+  // Sends `len` bytes with the full 64-bit UCX tag; true when UCX completed the send.
+  bool send(const void* data, size_t len, uint64_t tag, Ms limit = Ms(10000));
+  // The address of a real UCX worker of this process that is never progressed.
+  static std::vector<uint8_t> realWorkerAddress();
+
+ private:
+  UcxRogue() = default;
+  bool wait(ucs_status_ptr_t req, Ms limit);
+  ucp_context_h ctx_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_ep_h ep_ = nullptr;
+  Fd control_;
+};
+
+// Memory of a process that a forged descriptor points at: a secret and a completion word, between guards.
+struct Canary {
+  uint64_t guardBefore[8];
+  uint8_t secret[64];
+  uint64_t doneWord;
+  uint64_t guardAfter[8];
+  void arm();
+  bool intact() const;  // guards and secret unchanged, doneWord still 0
+};
+
+// The descriptor the removed same-host path used to ship: magic, source address, size, completion word, pid.
+std::array<uint8_t, 40> forgedDescriptor(uint64_t src, uint64_t size, uint64_t doneWord, int64_t pid);
+constexpr uint64_t kOldFastPathTagBit = uint64_t{1} << 62;
+
+}  // namespace icn::adversary

@@ -1,0 +1,135 @@
+#include "victim.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+
+#include <cstring>
+#include <thread>
+
+namespace icn::adversary {
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr uint8_t kGuardByte = 0x5A;
+constexpr auto kVictimLimit = std::chrono::seconds(60);
+}  // namespace
+
+bool VictimConn::guardsIntact() const {
+  for (size_t i = 0; i < kGuard; i++)
+    if (buf[i] != kGuardByte || buf[kGuard + kPosted + i] != kGuardByte) return false;
+  return true;
+}
+
+bool VictimConn::holdsHonestPattern() const {
+  return result == ncclSuccess && got == int(kHonestBytes) &&
+         netapi::checkPattern(buf.data() + kGuard, kHonestBytes, kHonestSeed) == SIZE_MAX;
+}
+
+void victimBody(Rank& r, size_t expectComms, const std::function<void(VictimReport&)>& check) {
+  static Canary canary;  // static: the same address for the whole process, far from the receive buffers
+  canary.arm();
+  char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void* l = nullptr;
+  ASSERT_EQ(r.plugin.net->listen(r.plugin.ctx, 0, handle, &l), ncclSuccess);
+  VictimInfo info{getpid(), reinterpret_cast<uint64_t>(canary.secret), reinterpret_cast<uint64_t>(&canary.doneWord)};
+  ASSERT_TRUE(r.peer.send(handle, sizeof handle));
+  ASSERT_TRUE(r.peer.send(&info, sizeof info));
+  VictimReport rep;
+  rep.conns.reserve(16);
+  bool attackerDone = false;
+  auto deadline = Clock::now() + kVictimLimit;
+  for (;;) {
+    void* rc = nullptr;
+    if (r.plugin.net->accept(l, &rc, nullptr) != ncclSuccess) rep.acceptAlwaysOk = false;
+    if (rc) {
+      VictimConn& c = rep.conns.emplace_back();
+      c.comm = rc;
+      c.buf.assign(kPosted + 2 * kGuard, kGuardByte);
+      void* d = c.data();
+      size_t sz = kPosted;
+      int tag = kTag;
+      c.result = r.plugin.net->irecv(rc, 1, &d, &sz, &tag, nullptr, nullptr, &c.req);
+      c.finished = c.result != ncclSuccess;
+    }
+    bool allFinished = true;
+    for (auto& c : rep.conns) {
+      if (c.finished) continue;
+      int done = 0, sizes[8] = {};
+      c.result = r.plugin.net->test(c.req, &done, sizes);
+      if (c.result != ncclSuccess || done) {
+        c.finished = true;
+        c.got = sizes[0];
+      } else {
+        allFinished = false;
+      }
+    }
+    pollfd p{r.peer.fd(), POLLIN, 0};
+    if (!attackerDone && ::poll(&p, 1, 0) == 1) {
+      char b = 0;
+      ASSERT_TRUE(r.peer.recv(&b, 1));
+      attackerDone = true;
+    }
+    if (attackerDone && allFinished && rep.conns.size() >= expectComms) break;
+    if (Clock::now() > deadline) {
+      ADD_FAILURE() << "victim: " << rep.conns.size() << " of " << expectComms << " connections, attacker "
+                    << (attackerDone ? "done" : "not done") << ", receives " << (allFinished ? "" : "not ")
+                    << "finished within " << kVictimLimit.count() << " s";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  rep.canaryIntact = canary.intact();
+  EXPECT_TRUE(rep.acceptAlwaysOk) << "accept() failed because of a hostile peer";
+  EXPECT_TRUE(rep.canaryIntact) << "the victim's canary (secret or completion word) changed";
+  EXPECT_EQ(rep.conns.size(), expectComms) << "connections that completed the handshake";
+  for (auto& c : rep.conns) EXPECT_TRUE(c.guardsIntact()) << "bytes written outside a posted receive";
+  size_t honest = 0;
+  for (auto& c : rep.conns) honest += c.holdsHonestPattern();
+  EXPECT_EQ(honest, 1u) << "the honest connection's data did not arrive intact";
+  check(rep);
+  char b = 'x';
+  ASSERT_TRUE(r.peer.send(&b, 1));  // rank 1 may now close
+  ASSERT_TRUE(r.peer.recv(&b, 1));
+  for (auto& c : rep.conns) r.plugin.net->closeRecv(c.comm);
+  EXPECT_EQ(r.plugin.net->closeListen(l), ncclSuccess);
+}
+
+void attackerBody(Rank& r, const std::function<void(const SockAddr&, const VictimInfo&)>& attack) {
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  VictimInfo info;
+  ASSERT_TRUE(r.peer.recv(handle, sizeof handle));
+  ASSERT_TRUE(r.peer.recv(&info, sizeof info));
+  SockAddr addr = listenAddress(handle);
+  ASSERT_NE(addr.len, 0u) << "cannot read the victim's listen handle";
+  attack(addr, info);
+  void* s = nullptr;
+  ASSERT_EQ(netapi::connectBlocking(r.plugin, 0, handle, &s, std::chrono::seconds(30)), ncclSuccess)
+      << "the honest connection failed while the listener was under attack";
+  ASSERT_NE(s, nullptr);
+  std::vector<uint8_t> msg(kHonestBytes);
+  netapi::fillPattern(msg.data(), msg.size(), kHonestSeed);
+  void* req = nullptr;
+  while (!req) ASSERT_EQ(r.plugin.net->isend(s, msg.data(), msg.size(), kTag, nullptr, nullptr, &req), ncclSuccess);
+  char b = 'D';
+  ASSERT_TRUE(r.peer.send(&b, 1));
+  EXPECT_EQ(netapi::waitRequest(r.plugin, req, nullptr, std::chrono::seconds(30)), ncclSuccess);
+  ASSERT_TRUE(r.peer.recv(&b, 1, std::chrono::seconds(90)));
+  EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
+  ASSERT_TRUE(r.peer.send(&b, 1));
+}
+
+std::array<RankOutcome, 2> runAttack(const std::function<void(const SockAddr&, const VictimInfo&)>& attack,
+                                     size_t expectComms, const std::function<void(VictimReport&)>& check,
+                                     std::vector<std::pair<std::string, std::string>> env,
+                                     std::vector<std::pair<std::string, std::string>> victimOnly) {
+  std::array<RankSetup, 2> setup;
+  env.insert(env.begin(), {{"ICN_TRANSPORT", "ucx"}, {"UCX_TLS", "tcp"}, {"UCX_WARN_UNUSED_ENV_VARS", "n"}});
+  for (auto& s : setup) s.env = env;
+  for (auto& kv : victimOnly) setup[0].env.push_back(kv);
+  auto out = testpair::runPair([&](Rank& r) { victimBody(r, expectComms, check); },
+                               [&](Rank& r) { attackerBody(r, attack); }, setup, std::chrono::seconds(120));
+  EXPECT_TRUE(out[0].cleanExit()) << "the victim crashed, hung or failed a check";
+  EXPECT_TRUE(out[1].cleanExit()) << "the attacker rank failed a check";
+  return out;
+}
+
+}  // namespace icn::adversary

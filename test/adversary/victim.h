@@ -1,0 +1,65 @@
+// The two ranks of an adversary test. Rank 0 is the victim: it listens through the real plugin, accepts every
+// connection that completes, posts one receive (between guard bytes) on each as soon as it appears, and keeps
+// calling accept() (which must never fail) until rank 1 is done. Rank 1 runs the attack, then connects honestly
+// through the plugin and sends a pattern, so each test also shows that honest peers of the same listener keep
+// working.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hostile_peer.h"
+#include "pair_runner.h"
+
+namespace icn::adversary {
+
+using testpair::Rank;
+using testpair::RankOutcome;
+using testpair::RankSetup;
+
+constexpr uint64_t kCommId = 0x1234;  // netapi::Plugin::init's default on both ranks
+constexpr int kTag = 7;
+constexpr size_t kPosted = 256 * 1024;  // bytes each victim receive posts
+constexpr size_t kHonestBytes = 64 * 1024;
+constexpr size_t kGuard = 4096;
+constexpr uint64_t kHonestSeed = 42;
+
+// What the victim tells rank 1 besides its handle: where its canary lives.
+struct VictimInfo {
+  int64_t pid = 0;
+  uint64_t secretAddr = 0, doneWordAddr = 0;
+};
+
+struct VictimConn {
+  void* comm = nullptr;
+  std::vector<uint8_t> buf;  // guard | kPosted | guard
+  void* req = nullptr;
+  bool finished = false;
+  ncclResult_t result = ncclSuccess;
+  int got = 0;
+  uint8_t* data() { return buf.data() + kGuard; }
+  bool guardsIntact() const;
+  bool holdsHonestPattern() const;
+};
+
+struct VictimReport {
+  std::vector<VictimConn> conns;
+  bool canaryIntact = false;
+  bool acceptAlwaysOk = true;
+};
+
+// Rank 0. `expectComms` connections must complete (the honest one plus any hostile one that passes the
+// handshake); `check` runs on the report inside the victim (gtest assertions count there).
+void victimBody(Rank& r, size_t expectComms, const std::function<void(VictimReport&)>& check);
+
+// Rank 1: runs `attack(listenerAddress, victimInfo)`, then the honest connection; the attack may leave
+// connections open (they are closed after the honest transfer).
+void attackerBody(Rank& r, const std::function<void(const SockAddr&, const VictimInfo&)>& attack);
+
+// Both ranks with their environments (ICN_CONNECT_TIMEOUT_MS etc.); the same for both unless `victimOnly`.
+std::array<RankOutcome, 2> runAttack(const std::function<void(const SockAddr&, const VictimInfo&)>& attack,
+                                     size_t expectComms, const std::function<void(VictimReport&)>& check,
+                                     std::vector<std::pair<std::string, std::string>> env = {},
+                                     std::vector<std::pair<std::string, std::string>> victimOnly = {});
+
+}  // namespace icn::adversary

@@ -1,0 +1,511 @@
+// The tuner across processes, as a job with one process per GPU runs it: each rank is its own process (fork +
+// exec of this binary), dlopens the built plugin and plays NCCL's part through the C ABI (profiler init with its
+// rank, tuner init with the communicator's id, getCollInfo with NCCL's cost table, profiler events for timed
+// calls). Each process's timings come from its own synthetic GPU, and they disagree on purpose (one process sees
+// another arm fastest, one sees everything slower), the processes run at skewed paces, and in one test they live
+// in separate network namespaces. The processes are coupled like NCCL's collectives couple them: none runs more
+// than kAhead calls ahead of the slowest (a GPU cannot finish a collective before every rank launched it).
+//
+// Checked: every process makes the same choice for every call; the leader's measured winner reaches every
+// process; a killed or stopped leader or follower ends in agreement that stops (never a divergence) with no call
+// held longer than the wait bound; exploration costs at most 5% over NCCL's choice over a size's first 2000 calls.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "abi/profiler_v5.h"
+#include "abi/tuner_v5.h"
+#include "nccl_pick.h"
+
+namespace {
+
+constexpr int kMaxRanks = 8;
+constexpr uint64_t kAhead = 64;  // calls a process may run ahead of the slowest one
+constexpr size_t kBig = 4 << 20, kSmall = 64 << 10;
+constexpr int kWaitMs = 100;  // ICN_TUNER_AGREE_WAIT_MS in these tests
+
+// Shared by the processes (a file mapped by each): progress per rank, and which ranks the coupling ignores (a
+// rank the test stopped or killed: the others run on, as if NCCL's collectives did not need it).
+struct Shared {
+  std::atomic<uint64_t> progress[kMaxRanks];
+  std::atomic<uint32_t> ignore[kMaxRanks];
+};
+
+// The synthetic GPU: microseconds per call for (algo, proto) at a size. 4 MiB: Ring/LL128 is fastest where NCCL's
+// model picks Ring/Simple; 64 KiB: NCCL's choice (Ring/LL128) is fastest. `view`: 0 the true costs, 1 a process that
+// sees Tree/Simple fastest at 4 MiB, 2 a process whose every call looks 1.5x slower.
+double gpuUs(int algo, int proto, size_t bytes, int view) {
+  static const double big[2][3] = {{160, 70, 52}, {140, 40, 47}};
+  static const double small[2][3] = {{12, 14, 20}, {11, 8, 18}};
+  double us = bytes == kBig ? big[algo][proto] : small[algo][proto];
+  if (view == 1 && bytes == kBig && algo == 0 && proto == 2) us = 30;
+  if (view == 2) us *= 1.5;
+  return us;
+}
+
+const char* kAlgoNames[] = {"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"};
+const char* kProtoNames[] = {"LL", "LL128", "SIMPLE"};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Child: one rank.
+
+std::mutex g_logMu;
+std::vector<std::string> g_logs;
+
+void logger(ncclDebugLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  static const auto t0 = std::chrono::steady_clock::now();
+  char ms[32];
+  snprintf(ms, sizeof ms, " [%.1f ms]", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  std::lock_guard<std::mutex> lock(g_logMu);
+  g_logs.push_back((level == NCCL_LOG_WARN ? "WARN " : "INFO ") + std::string(buf) + ms);
+}
+
+struct ChildArgs {
+  int rank = 0, nRanks = 3, nNodes = 1, calls = 4000, view = 0;
+  uint64_t commId = 0;
+  std::string plugin, shared, out, netns;
+};
+
+int enterNetns(const std::string& name) {
+  std::string p = "/var/run/netns/" + name;
+  int fd = open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) return -1;
+  close(fd);
+  // As `ip netns exec`: /sys shows the namespace's interfaces.
+  if (unshare(CLONE_NEWNS) != 0 || mount("", "/", nullptr, MS_SLAVE | MS_REC, nullptr) != 0 ||
+      umount2("/sys", MNT_DETACH) != 0 || mount(name.c_str(), "/sys", "sysfs", 0, nullptr) != 0)
+    return -1;
+  return 0;
+}
+
+int childMain(const ChildArgs& a) {
+  if (!a.netns.empty() && enterNetns(a.netns) != 0) {
+    fprintf(stderr, "rank %d: cannot enter netns %s: %s\n", a.rank, a.netns.c_str(), strerror(errno));
+    return 2;
+  }
+  int sfd = open(a.shared.c_str(), O_RDWR);
+  auto* sh = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0));
+  if (sfd < 0 || sh == MAP_FAILED) return 3;
+  void* lib = dlopen(a.plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    fprintf(stderr, "dlopen: %s\n", dlerror());
+    return 4;
+  }
+  auto* tuner = static_cast<const ncclTuner_v5_t*>(dlsym(lib, "ncclTunerPlugin_v5"));
+  auto* prof = static_cast<const ncclProfiler_v5_t*>(dlsym(lib, "ncclProfiler_v5"));
+  int mask = 0;
+  void *pctx = nullptr, *tctx = nullptr;
+  ncclNvlDomainInfo_v5_t nvl{a.nNodes, a.nRanks / a.nNodes, a.nRanks / a.nNodes};
+  ncclTunerConstants_v5_t constants{};
+  if (prof->init(&pctx, a.commId, &mask, "multiproc", a.nNodes, a.nRanks, a.rank, logger) != ncclSuccess ||
+      tuner->init(&tctx, a.commId, a.nRanks, a.nNodes, logger, &nvl, &constants) != ncclSuccess)
+    return 5;
+  std::mt19937 rng(1234 + a.rank);
+  uint64_t gpuClock = 1'000'000, seq = 0;
+  double maxCallUs = 0;
+  std::ofstream out(a.out);
+  for (int i = 0; i < a.calls; ++i) {
+    // NCCL's coupling: a call cannot run far ahead of the slowest rank's.
+    auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (int r = 0; r < a.nRanks; ++r)
+      while (r != a.rank && !sh->ignore[r].load() && sh->progress[r].load() + kAhead < static_cast<uint64_t>(i)) {
+        if (std::chrono::steady_clock::now() > limit) return 6;
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    size_t bytes = (i / 20) % 2 ? kSmall : kBig;  // nccl-tests style: 20 calls of a size, then the other
+    int active = __atomic_load_n(&mask, __ATOMIC_RELAXED);
+    float table[7][3];
+    realisticTable(&table[0][0], static_cast<double>(bytes));
+    int nChannels = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    if (tuner->getCollInfo(tctx, ncclFuncAllReduce, bytes, 1, reinterpret_cast<float**>(table), 7, 3, 0,
+                           &nChannels) != ncclSuccess)
+      return 7;
+    // The horizon waits (after START, which comes at call 1024 or soon after; the wait for START is bounded apart).
+    if (i >= 1500)
+      maxCallUs = std::max(maxCallUs, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    auto [algo, proto] = ncclPick(&table[0][0]);
+    out << i << ' ' << algo << ' ' << proto << '\n';
+    // The GPU runs the call; the profiler sees it when NCCL's mask asked for it at enqueue time.
+    double us = gpuUs(algo, proto, bytes, a.view) * std::uniform_real_distribution<double>(0.98, 1.02)(rng);
+    uint64_t start = gpuClock, dur = static_cast<uint64_t>(us * 1000);
+    gpuClock += dur + 1000;
+    uint64_t mySeq = seq++;
+    if (active & ncclProfileColl) {
+      ncclProfilerEventDescr_v5_t d{};
+      d.type = ncclProfileColl;
+      d.coll.seqNumber = mySeq;
+      d.coll.func = "AllReduce";
+      d.coll.count = bytes / 4;
+      d.coll.datatype = "ncclFloat32";
+      d.coll.nChannels = 8;
+      d.coll.algo = kAlgoNames[algo];
+      d.coll.proto = kProtoNames[proto];
+      void* coll = nullptr;
+      prof->startEvent(pctx, &coll, &d);
+      prof->stopEvent(coll);
+      if (coll && (active & ncclProfileKernelCh)) {
+        std::vector<void*> chs;
+        for (int c = 0; c < 8; ++c) {
+          ncclProfilerEventDescr_v5_t k{};
+          k.type = ncclProfileKernelCh;
+          k.parentObj = coll;
+          k.kernelCh.channelId = static_cast<uint8_t>(c);
+          k.kernelCh.pTimer = start + c * 10;
+          void* h = nullptr;
+          prof->startEvent(pctx, &h, &k);
+          chs.push_back(h);
+        }
+        for (int c = 7; c >= 0; --c) {
+          ncclProfilerEventStateArgs_v5_t s{};
+          s.kernelCh.pTimer = start + dur - (7 - c) * 5;
+          prof->recordEventState(chs[c], ncclProfilerKernelChStop, &s);
+          prof->stopEvent(chs[c]);
+        }
+      }
+    }
+    sh->progress[a.rank].store(static_cast<uint64_t>(i + 1));
+    // Skewed paces: each process pauses at its own moments.
+    if (rng() % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+  }
+  tuner->finalize(tctx);
+  prof->finalize(pctx);
+  out << "maxCallUs " << maxCallUs << '\n';
+  std::lock_guard<std::mutex> lock(g_logMu);
+  for (const std::string& l : g_logs) out << "log " << l << '\n';
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Parent.
+
+std::string g_self;
+
+struct Result {
+  std::vector<std::pair<int, int>> picks;
+  double maxCallUs = 0;
+  std::vector<std::string> logs;
+  int status = -1;
+  bool has(const std::string& s) const {
+    for (const std::string& l : logs)
+      if (l.find(s) != std::string::npos) return true;
+    return false;
+  }
+};
+
+class Job {
+ public:
+  Job(int nRanks, int nNodes, int calls) : nRanks_(nRanks), nNodes_(nNodes), calls_(calls) {
+    char t[] = "/tmp/icn-multiproc-XXXXXX";
+    dir_ = mkdtemp(t) ? t : "";
+    shared_ = dir_ + "/shared";
+    int fd = open(shared_.c_str(), O_RDWR | O_CREAT, 0600);
+    if (fd >= 0 && ftruncate(fd, sizeof(Shared)) == 0)
+      sh_ = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    if (fd >= 0) close(fd);
+    std::random_device rd;
+    commId_ = (static_cast<uint64_t>(rd()) << 32) | rd();
+  }
+  ~Job() {
+    for (pid_t p : pids_)
+      if (p > 0) kill(p, SIGKILL), waitpid(p, nullptr, 0);
+    if (sh_) munmap(sh_, sizeof(Shared));
+    std::system(("rm -rf '" + dir_ + "'").c_str());
+  }
+  // Starts rank r's process (`view`: its synthetic GPU, `netns`: a network namespace to enter).
+  void start(int r, int view, const std::string& netns = "") {
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::string cache = dir_ + "/cache" + std::to_string(r);
+      setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+      setenv("XDG_RUNTIME_DIR", (dir_ + "/run").c_str(), 1);  // the rendezvous directory every process reaches
+      setenv("ICN_TUNER_AGREE_WAIT_MS", std::to_string(kWaitMs).c_str(), 1);
+      setenv("ICN_TUNER", "online", 1);
+      setenv("ICN_SOCKET_IFNAME", netns.empty() ? "lo" : "icnmv", 1);
+      std::vector<std::string> args = {g_self, "--child", std::to_string(r), std::to_string(nRanks_),
+                                       std::to_string(nNodes_), std::to_string(calls_), std::to_string(view),
+                                       std::to_string(commId_), ICN_PLUGIN_PATH, shared_, out(r), netns};
+      std::vector<char*> argv;
+      for (auto& s : args) argv.push_back(s.data());
+      argv.push_back(nullptr);
+      execv(g_self.c_str(), argv.data());
+      _exit(127);
+    }
+    if (static_cast<int>(pids_.size()) <= r) pids_.resize(r + 1, -1);
+    pids_[r] = pid;
+  }
+  void ignore(int r) { sh_->ignore[r].store(1); }
+  void signal(int r, int sig) { kill(pids_[r], sig); }
+  uint64_t progress(int r) const { return sh_->progress[r].load(); }
+  // Waits for every process (60 s at most) and reads what each wrote.
+  std::vector<Result> finish() {
+    std::vector<Result> res(nRanks_);
+    auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (int r = 0; r < nRanks_; ++r) {
+      int st = 0;
+      while (waitpid(pids_[r], &st, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > limit) kill(pids_[r], SIGKILL);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      pids_[r] = -1;
+      res[r].status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      std::ifstream in(out(r));
+      std::string line;
+      while (std::getline(in, line)) {
+        if (line.rfind("log ", 0) == 0) {
+          res[r].logs.push_back(line.substr(4));
+        } else if (line.rfind("maxCallUs ", 0) == 0) {
+          res[r].maxCallUs = atof(line.c_str() + 10);
+        } else {
+          int i, a, p;
+          if (sscanf(line.c_str(), "%d %d %d", &i, &a, &p) == 3) res[r].picks.push_back({a, p});
+        }
+      }
+    }
+    return res;
+  }
+  bool ready() const { return sh_ != nullptr; }
+
+ private:
+  std::string out(int r) const { return dir_ + "/rank" + std::to_string(r) + ".txt"; }
+  int nRanks_, nNodes_, calls_;
+  std::string dir_, shared_;
+  Shared* sh_ = nullptr;
+  uint64_t commId_ = 0;
+  std::vector<pid_t> pids_;
+};
+
+size_t sizeOf(int call) { return (call / 20) % 2 ? kSmall : kBig; }
+
+std::pair<int, int> ncclChoice(size_t bytes) {
+  float t[21];
+  realisticTable(t, static_cast<double>(bytes));
+  return ncclPick(t);
+}
+
+// Same choice for every call a set of processes made (the shorter sequences are compared on their length).
+void expectSameSequences(const std::vector<Result>& res, const std::vector<int>& ranks) {
+  for (int r : ranks) {
+    size_t n = std::min(res[ranks[0]].picks.size(), res[r].picks.size());
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(res[r].picks[i], res[ranks[0]].picks[i]) << "rank " << r << " diverges from rank " << ranks[0]
+                                                          << " at call " << i;
+  }
+}
+
+void dumpLogs(const std::vector<Result>& res) {
+  if (!getenv("ICN_TEST_VERBOSE")) return;
+  for (size_t r = 0; r < res.size(); ++r)
+    for (const std::string& l : res[r].logs) printf("rank %zu: %s\n", r, l.c_str());
+}
+
+// Exploration cost of a rank's picks at `bytes` over the size's first 2000 calls, relative to NCCL's choice.
+double explorationCost(const Result& r, size_t bytes) {
+  double ours = 0, nccl = 0;
+  auto base = ncclChoice(bytes);
+  int n = 0;
+  for (size_t i = 0; i < r.picks.size() && n < 2000; ++i) {
+    if (sizeOf(static_cast<int>(i)) != bytes) continue;
+    ours += gpuUs(r.picks[i].first, r.picks[i].second, bytes, 0);
+    nccl += gpuUs(base.first, base.second, bytes, 0);
+    ++n;
+  }
+  return n ? ours / nccl : 0;
+}
+
+}  // namespace
+
+// Three processes, one rank each, timings that disagree: every process makes the same choice for every call, the
+// leader's winner (Ring/LL128 at 4 MiB, where NCCL picks Ring/Simple) reaches all of them, and exploring costs at
+// most 5% over NCCL's choice across a size's first 2000 calls.
+TEST(TunerMultiproc, ProcessesAgreeOnEveryCallAndFindTheWinner) {
+  Job job(3, 1, 6000);
+  ASSERT_TRUE(job.ready());
+  for (int r = 0; r < 3; ++r) job.start(r, r);
+  auto res = job.finish();
+  dumpLogs(res);
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].status, 0) << "rank " << r;
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].picks.size(), 6000u);
+  expectSameSequences(res, {0, 1, 2});
+  EXPECT_TRUE(res[0].has("every rank's process joined")) << "the leader started the agreement";
+  for (int r = 1; r < 3; ++r) EXPECT_TRUE(res[r].has("joined the agreement leader")) << r;
+  for (int r = 0; r < 3; ++r) EXPECT_FALSE(res[r].has("WARN")) << "rank " << r;
+  // The last calls of each size run the winner under the true costs (decisions take effect W/2 to W calls after
+  // the leader's round ends).
+  for (int i = 5000; i < 6000; ++i) {
+    if (sizeOf(i) == kBig) {
+      ASSERT_EQ(res[0].picks[i], std::make_pair(1, 1)) << "call " << i << ": Ring/LL128 at 4 MiB";
+    } else {
+      ASSERT_EQ(res[0].picks[i], ncclChoice(kSmall)) << "call " << i << ": NCCL's choice stays at 64 KiB";
+    }
+  }
+  // Something was explored (the plan ran), and it stayed cheap.
+  std::set<std::pair<int, int>> tried;
+  for (int i = 0; i < 2000; ++i)
+    if (sizeOf(i) == kBig) tried.insert(res[0].picks[i]);
+  EXPECT_GE(tried.size(), 4u);
+  for (size_t bytes : {kBig, kSmall}) {
+    double cost = explorationCost(res[0], bytes);
+    printf("MULTIPROC exploration cost over the first 2000 calls of %zu B: %.4fx NCCL's choice\n", bytes, cost);
+    EXPECT_LE(cost, 1.05) << bytes << " B";
+  }
+}
+
+// The leader dies (SIGKILL) while the others go on: they stop agreeing at once (its connection closed) and keep
+// making the same choices as each other; no call waits longer than the bound.
+TEST(TunerMultiproc, KilledLeaderEndsTheAgreementWithoutDivergence) {
+  Job job(3, 1, 5000);
+  ASSERT_TRUE(job.ready());
+  for (int r = 0; r < 3; ++r) job.start(r, 0);
+  while (job.progress(0) < 1500) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  job.ignore(0);
+  job.signal(0, SIGKILL);
+  auto res = job.finish();
+  dumpLogs(res);
+  for (int r = 1; r < 3; ++r) {
+    ASSERT_EQ(res[r].status, 0) << "rank " << r;
+    EXPECT_TRUE(res[r].has("agreement across processes stops at call")) << r;
+    EXPECT_LE(res[r].maxCallUs, kWaitMs * 1000.0 + 200'000) << "rank " << r << ": a call waited past the bound";
+  }
+  expectSameSequences(res, {1, 2});
+  // After the stop: buckets with no agreed decision end in NCCL's choice (their fixed plans were over).
+  for (int i = 4500; i < 5000; ++i) {
+    if (sizeOf(i) == kSmall) {
+      ASSERT_EQ(res[1].picks[i], ncclChoice(kSmall)) << i;
+    }
+  }
+}
+
+// A follower dies: the leader stops the agreement for everyone (FREEZE at its latest horizon, which no process
+// can have passed), so the leader and the surviving follower keep choosing alike.
+TEST(TunerMultiproc, KilledFollowerEndsTheAgreementWithoutDivergence) {
+  Job job(3, 1, 5000);
+  ASSERT_TRUE(job.ready());
+  for (int r = 0; r < 3; ++r) job.start(r, 0);
+  while (job.progress(2) < 1500) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  job.ignore(2);
+  job.signal(2, SIGKILL);
+  auto res = job.finish();
+  dumpLogs(res);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(res[r].status, 0) << "rank " << r;
+    EXPECT_TRUE(res[r].has("agreement across processes stops at call")) << r;
+    EXPECT_LE(res[r].maxCallUs, kWaitMs * 1000.0 + 200'000) << "rank " << r;
+  }
+  expectSameSequences(res, {0, 1});
+}
+
+// The leader stops (SIGSTOP) for a second while the followers run on into its horizon: they wait at most the
+// bound, stop agreeing at the horizon they hold and tell the leader; resumed, the leader reads that before it
+// announces anything else and stops at the same call. Every process, the leader included, chooses alike.
+TEST(TunerMultiproc, StoppedLeaderFreezesEveryProcessAtTheSameCall) {
+  Job job(3, 1, 6000);
+  ASSERT_TRUE(job.ready());
+  for (int r = 0; r < 3; ++r) job.start(r, 0);
+  while (job.progress(0) < 1500) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  job.ignore(0);
+  job.signal(0, SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  job.signal(0, SIGCONT);
+  auto res = job.finish();
+  dumpLogs(res);
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].status, 0) << "rank " << r;
+  for (int r = 1; r < 3; ++r) {
+    EXPECT_TRUE(res[r].has("no horizon from the leader in time")) << r;
+    EXPECT_LE(res[r].maxCallUs, kWaitMs * 1000.0 + 200'000) << "rank " << r;
+  }
+  EXPECT_TRUE(res[0].has("waited in vain")) << "the leader learns why";
+  expectSameSequences(res, {0, 1, 2});
+}
+
+// Ranks on two emulated hosts: rank 0 in one network namespace, ranks 1 and 2 in another, joined by a veth pair;
+// the agreement runs over TCP between them (the rendezvous directory is shared, as a cluster's file system is).
+TEST(TunerMultiproc, ProcessesInSeparateNetworkNamespacesAgree) {
+  auto sh = [](const std::string& c) { return std::system((c + " >/dev/null 2>&1").c_str()); };
+  std::string id = std::to_string(getpid() % 100000);
+  std::string ns[2] = {"icnmpA" + id, "icnmpB" + id};
+  if (sh("ip netns add " + ns[0]) != 0) GTEST_SKIP() << "cannot create a network namespace (needs root, iproute2)";
+  sh("ip netns add " + ns[1]);
+  bool ok = sh("ip link add icnmv" + id + "a type veth peer name icnmv" + id + "b") == 0;
+  const char* addr[2] = {"10.78.0.1/24", "10.78.0.2/24"};
+  for (int i = 0; ok && i < 2; ++i) {
+    std::string dev = "icnmv" + id + (i ? "b" : "a");
+    ok = sh("ip link set " + dev + " netns " + ns[i]) == 0 &&
+         sh("ip -n " + ns[i] + " link set " + dev + " name icnmv") == 0 &&
+         sh("ip -n " + ns[i] + " addr add " + addr[i] + " dev icnmv") == 0 &&
+         sh("ip -n " + ns[i] + " link set icnmv up") == 0 && sh("ip -n " + ns[i] + " link set lo up") == 0;
+  }
+  // A link just set up may drop the first packets (a lost SYN costs a second): wait until it carries one.
+  for (int i = 0; ok && i < 50 && sh("ip netns exec " + ns[1] + " ping -c1 -W1 10.78.0.1") != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (ok) {
+    Job job(3, 2, 6000);
+    ASSERT_TRUE(job.ready());
+    job.start(0, 0, ns[0]);
+    job.start(1, 1, ns[1]);
+    job.start(2, 2, ns[1]);
+    auto res = job.finish();
+    dumpLogs(res);
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].status, 0) << "rank " << r;
+    expectSameSequences(res, {0, 1, 2});
+    EXPECT_TRUE(res[0].has("agreement leader at 10.78.0.1:")) << "the leader listens on its namespace's link";
+    for (int r = 1; r < 3; ++r) EXPECT_TRUE(res[r].has("joined the agreement leader at 10.78.0.1:")) << r;
+    for (int i = 5000; i < 6000; ++i) {
+      if (sizeOf(i) == kBig) {
+        ASSERT_EQ(res[0].picks[i], std::make_pair(1, 1)) << "call " << i;
+      }
+    }
+  }
+  for (auto& n : ns) sh("ip netns del " + n);
+  ASSERT_TRUE(ok) << "the veth pair could not be set up";
+}
+
+int main(int argc, char** argv) {
+  char self[4096] = {};
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  g_self = n > 0 ? std::string(self, static_cast<size_t>(n)) : argv[0];
+  if (argc >= 12 && std::string(argv[1]) == "--child") {
+    ChildArgs a;
+    a.rank = atoi(argv[2]);
+    a.nRanks = atoi(argv[3]);
+    a.nNodes = atoi(argv[4]);
+    a.calls = atoi(argv[5]);
+    a.view = atoi(argv[6]);
+    a.commId = strtoull(argv[7], nullptr, 10);
+    a.plugin = argv[8];
+    a.shared = argv[9];
+    a.out = argv[10];
+    a.netns = argv[11];
+    return childMain(a);
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
