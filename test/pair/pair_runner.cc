@@ -1,5 +1,7 @@
 #include "pair_runner.h"
 
+#include "pair_remote.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -114,10 +116,83 @@ std::string logPath(pid_t parent, int rank) {
   _exit(0);
 }
 
+void replay(const std::array<RankOutcome, 2>& out) {
+  // Replayed so ctest --output-on-failure shows what each rank said.
+  for (int r = 0; r < 2; r++) {
+    std::istringstream lines(out[r].log);
+    std::string line;
+    while (std::getline(lines, line)) fprintf(stderr, "  rank %d (pid %d): %s\n", r, out[r].pid, line.c_str());
+  }
+}
+
+std::string readLog(pid_t parent, int rank) {
+  std::string p = logPath(parent, rank);
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  unlink(p.c_str());
+  return ss.str();
+}
+
+// One rank here, the other on the peer host (pair_remote.h): the same outcome for the caller, both ranks'
+// exit status and log, so suites need no change.
+std::array<RankOutcome, 2> runPairAcrossHosts(const Body& rank0, const Body& rank1,
+                                              const std::array<RankSetup, 2>& setup, std::chrono::seconds timeout) {
+  std::array<RankOutcome, 2> out;
+  const int me = remote::config().rank, other = 1 - me;
+  out[0].status = out[1].status = 1 << 8;  // exit 1 until known
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string test = info ? std::string(info->test_suite_name()) + "." + info->name() : "(no test)";
+  static int pairs = 0;
+  test += " #" + std::to_string(++pairs);
+  remote::Link link;
+  std::string err;
+  if (!remote::open(test, timeout, &link, &err)) {
+    ADD_FAILURE() << "rank " << me << ": " << err;
+    return out;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t parent = getpid();
+  out[me].pid = fork();
+  if (out[me].pid == 0) {
+    close(link.control);
+    rankMain(me, link.data, setup[me], me == 0 ? rank0 : rank1, parent);
+  }
+  close(link.data);  // the child's end only: its death must close the pipe for the peer rank
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (waitpid(out[me].pid, &out[me].status, WNOHANG) != out[me].pid) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(out[me].pid, SIGKILL);
+      waitpid(out[me].pid, &out[me].status, 0);
+      out[me].hung = true;
+      ADD_FAILURE() << "rank " << me << " did not finish within " << timeout.count() << " s (hang)";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  out[me].log = readLog(parent, me);
+  remote::Outcome mine{out[me].pid, out[me].status, out[me].hung, out[me].log}, theirs;
+  // The peer's rank may still run for up to its own timeout.
+  if (remote::exchange(link.control, mine, &theirs, timeout + std::chrono::seconds(30), &err)) {
+    out[other].pid = theirs.pid;
+    out[other].status = theirs.status;
+    out[other].hung = theirs.hung;
+    out[other].log = theirs.log;
+    if (theirs.hung) ADD_FAILURE() << "rank " << other << " (peer host) did not finish within " << timeout.count() << " s (hang)";
+  } else {
+    out[other].hung = true;
+    ADD_FAILURE() << "rank " << other << ": " << err;
+  }
+  replay(out);
+  return out;
+}
+
 }  // namespace
 
 std::array<RankOutcome, 2> runPair(const Body& rank0, const Body& rank1, const std::array<RankSetup, 2>& setup,
                                    std::chrono::seconds timeout) {
+  if (remote::config().rank >= 0) return runPairAcrossHosts(rank0, rank1, setup, timeout);
   std::array<RankOutcome, 2> out;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -153,18 +228,8 @@ std::array<RankOutcome, 2> runPair(const Body& rank0, const Body& rank1, const s
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  for (int r = 0; r < 2; r++) {
-    std::string p = logPath(parent, r);
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    out[r].log = ss.str();
-    unlink(p.c_str());
-    // Replayed so ctest --output-on-failure shows what each rank said.
-    std::istringstream lines(out[r].log);
-    std::string line;
-    while (std::getline(lines, line)) fprintf(stderr, "  rank %d (pid %d): %s\n", r, out[r].pid, line.c_str());
-  }
+  for (int r = 0; r < 2; r++) out[r].log = readLog(parent, r);
+  replay(out);
   return out;
 }
 

@@ -3,6 +3,8 @@
 // reliability suites. Per-rank environment and network namespace are applied before the plugin
 // loads, each rank's stderr is captured (tests assert on its WARN lines) and replayed, and each rank
 // knows its peer's pid. Rank bodies use gtest assertions; a rank exits non-zero when any failed.
+// Across real hosts (ICN_PAIR_RANK, ICN_PAIR_PEER: pair_remote.h) a process runs only its own rank, the
+// pipe is a TCP connection, peerPid is a pid on the peer host, and the peer's outcome arrives by TCP.
 #pragma once
 #include <sys/types.h>
 

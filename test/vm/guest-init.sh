@@ -1,6 +1,7 @@
 #!/bin/sh
-# /init of the Soft-RoCE guest (busybox sh). Sets up the rxe pair, runs /tests.sh with the helpers below and
-# reports on the serial console; the host (run-vm.sh) parses the ICN-VM-* lines.
+# /init of the Soft-RoCE guest (busybox sh). Sets up the rxe pair (or, as one of two guests, one rxe device on
+# the virtio NIC), runs /tests.sh with the helpers below and reports on the serial console; the host
+# (run-vm.sh) parses the ICN-VM-* lines.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -11,6 +12,17 @@ mount -t tmpfs tmpfs /dev/shm
 mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run
 . /etc/icn-env
+# Two-guest mode: run-vm.sh passes icn.role/host/addr/peer on the kernel command line.
+ICN_VM_ROLE=""
+for arg in $(cat /proc/cmdline); do
+  case $arg in
+    icn.role=*) ICN_VM_ROLE=${arg#*=} ;;
+    icn.host=*) echo "${arg#*=}" > /etc/hostname ;;
+    icn.addr=*) ICN_VM_ADDR=${arg#*=} ;;
+    icn.peer=*) ICN_VM_PEER=${arg#*=} ;;
+  esac
+done
+export ICN_VM_ROLE ICN_VM_ADDR ICN_VM_PEER
 hostname -F /etc/hostname
 echo; echo "ICN-VM-BOOTED $(uname -r) cpus=$(nproc)"
 
@@ -110,7 +122,44 @@ setup_rxe() {
   return 1
 }
 
-if setup_rxe; then
+# One rxe device (rxe0) on the virtio NIC (eth0) with this guest's IPv4 address, for a two-guest run.
+setup_rxe_host() {
+  for m in $(cat /modules/order); do
+    insmod "/modules/$m" || { echo "setup: insmod $m failed"; return 1; }
+  done
+  /usr/sbin/ip link set lo up
+  i=0
+  while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+  # MTU 9000 as on the veth pair: rxe's 4 KiB path-MTU packets must fit.
+  /usr/sbin/ip link set eth0 mtu 9000 || { echo "setup: eth0 MTU 9000 refused"; return 1; }
+  /usr/sbin/ip addr add "$ICN_VM_ADDR/24" dev eth0 && /usr/sbin/ip link set eth0 up || return 1
+  rdma link add rxe0 type rxe netdev eth0 || { echo "setup: rdma link add rxe0 failed"; return 1; }
+  i=0
+  while [ $i -lt 100 ]; do
+    grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null && [ -n "$(ipv4_gid_index)" ] && return 0
+    sleep 0.1; i=$((i + 1))
+  done
+  echo "setup: rxe0 not ACTIVE with an IPv4 GID after 10 s"
+  return 1
+}
+
+# Index of rxe0's IPv4-mapped GID (::ffff:a.b.c.d), the one ICN picks when the NIC has an IPv4 address.
+ipv4_gid_index() {
+  for g in /sys/class/infiniband/rxe0/ports/1/gids/*; do
+    case $(cat "$g" 2>/dev/null) in 0000:0000:0000:0000:0000:ffff:*) echo "${g##*/}"; return ;; esac
+  done
+}
+
+if [ -n "$ICN_VM_ROLE" ]; then
+  if setup_rxe_host; then
+    pass "rxe-setup-$ICN_VM_ROLE $(hostname) $ICN_VM_ADDR mtu $(cat /sys/class/net/eth0/mtu) gid $(ipv4_gid_index) $(cat /sys/class/infiniband/rxe0/ports/1/gids/$(ipv4_gid_index))"
+    . /tests.sh
+  else
+    fail "rxe-setup-$ICN_VM_ROLE"
+    dmesg | tail -n 30
+    rdma link 2>&1
+  fi
+elif setup_rxe; then
   pass "rxe-setup $(cat /sys/class/infiniband/rxe0/ports/1/gids/0) $(cat /sys/class/infiniband/rxe1/ports/1/gids/0)"
   . /tests.sh
 else

@@ -2,17 +2,21 @@
 # Soft-RoCE VM harness: builds an initramfs (busybox + our binaries + their shared libraries + the rdma_rxe
 # module stack), boots Debian's kernel in qemu (TCG, no KVM needed), lets the guest create a veth pair with two
 # rxe devices and run a guest test script, and turns the serial console's markers into an exit status.
+# With --guests 2 it boots two guests from the same initramfs instead, two hosts with their own kernels: each
+# has one rxe device on its virtio NIC, the NICs joined by a qemu socket link over this machine's loopback
+# (guest a: 192.168.77.1, hostname icnvm-a; guest b: 192.168.77.2, icnvm-b). Both run the same guest script
+# with ICN_VM_ROLE=a|b and ICN_VM_PEER set to the other guest's address.
 #
 #   run-vm.sh --workdir DIR --script GUEST_SCRIPT [--bin FILE]... [--lib FILE]... [--file SRC=DEST]...
-#             [--timeout SEC] [--kernel VMLINUZ] [--results FILE] [--env NAME=VALUE]...
+#             [--timeout SEC] [--kernel VMLINUZ] [--results FILE] [--env NAME=VALUE]... [--guests 1|2]
 #
 # Guest-side protocol (lines on ttyS0):  ICN-VM-BOOTED, ICN-VM-CHECK PASS|FAIL <name> [details],
-# ICN-VM-RESULT <key>=<value>, ICN-VM-DONE. The run fails (non-zero) if the guest does not boot, does not reach
+# ICN-VM-RESULT <key>=<value>, ICN-VM-DONE. The run fails (non-zero) if a guest does not boot, does not reach
 # DONE before the timeout, reports no check at all, or reports any FAIL.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-workdir="" script="" timeout=420 kernel="" results=""
+workdir="" script="" timeout=420 kernel="" results="" guests=1
 bins=() libs=() files=() envs=()
 
 die() { echo "run-vm: $*" >&2; exit 2; }
@@ -27,12 +31,14 @@ while [[ $# -gt 0 ]]; do
     --lib) libs+=("$2"); shift 2 ;;
     --file) files+=("$2"); shift 2 ;;
     --env) envs+=("$2"); shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --guests) guests=$2; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
 [[ -n $workdir && -n $script ]] || die "--workdir and --script are required (see --help)"
 [[ -f $script ]] || die "guest script not found: $script"
+[[ $guests == 1 || $guests == 2 ]] || die "--guests must be 1 or 2"
 
 # --- kernel and modules ---------------------------------------------------------------------------------------
 if [[ -z $kernel ]]; then
@@ -76,7 +82,9 @@ addmod() {
   for dep in $(modinfo -F depends "$f" | tr ',' ' '); do addmod "$dep"; done
   order+=("$f")
 }
-for m in crc32_generic crc32c_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe veth; do addmod "$m"; done
+mods=(crc32_generic crc32c_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe veth)
+[[ $guests == 2 ]] && mods+=(virtio_pci virtio_net)  # the NIC of each guest
+for m in "${mods[@]}"; do addmod "$m"; done
 : > "$root/modules/order"
 for f in "${order[@]}"; do
   b=${f##*/}
@@ -145,31 +153,77 @@ initrd=$workdir/initramfs.cpio.gz
 (cd "$root" && find . -print0 | cpio --null -o -H newc --quiet | gzip -1) > "$initrd"
 
 # --- boot -----------------------------------------------------------------------------------------------------
-log=$workdir/console.log
-echo "run-vm: kernel $kver, initramfs $(du -h "$initrd" | cut -f1), timeout ${timeout}s, log $log"
-set +e
-timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 2G \
-  -nographic -no-reboot -nic none -kernel "$kernel" -initrd "$initrd" \
-  -append "console=ttyS0 panic=-1 oops=panic loglevel=3 rdinit=/init" </dev/null 2>&1 | tee "$log"
-qrc=${PIPESTATUS[0]}
-set -e
+qemu_base=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 2G -nographic -no-reboot
+           -kernel "$kernel" -initrd "$initrd")
+append="console=ttyS0 panic=-1 oops=panic loglevel=3 rdinit=/init"
+echo "run-vm: kernel $kver, initramfs $(du -h "$initrd" | cut -f1), $guests guest(s), timeout ${timeout}s, log(s) in $workdir"
+declare -A qrc=()
+logs=()
+if [[ $guests == 1 ]]; then
+  logs=("$workdir/console.log")
+  set +e
+  timeout --foreground -k 5 "$timeout" "${qemu_base[@]}" -nic none -append "$append" </dev/null 2>&1 | tee "${logs[0]}"
+  qrc[${logs[0]}]=${PIPESTATUS[0]}
+  set -e
+else
+  # A free loopback port for the link: guest a listens, guest b connects once a is listening.
+  port=""
+  for _ in $(seq 50); do
+    p=$((20000 + RANDOM % 20000))
+    [[ -z $(ss -Hltn "sport = :$p") ]] && { port=$p; break; }
+  done
+  [[ -n $port ]] || die "no free loopback port for the guests' link"
+  pids=()
+  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+  boot_guest() {  # boot_guest ROLE ADDR PEER MAC NETDEV_OPTS
+    local log=$workdir/console-$1.log
+    logs+=("$log")
+    timeout --foreground -k 5 "$timeout" "${qemu_base[@]}" \
+      -netdev "socket,id=n1,$5" -device "virtio-net-pci,netdev=n1,mac=$4" \
+      -append "$append icn.role=$1 icn.host=icnvm-$1 icn.addr=$2 icn.peer=$3" </dev/null > "$log" 2>&1 &
+    pids+=($!)
+  }
+  boot_guest a 192.168.77.1 192.168.77.2 52:54:00:77:00:01 "listen=127.0.0.1:$port"
+  for _ in $(seq 300); do
+    [[ -n $(ss -Hltn "sport = :$port") ]] && break
+    kill -0 "${pids[0]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  boot_guest b 192.168.77.2 192.168.77.1 52:54:00:77:00:02 "connect=127.0.0.1:$port"
+  echo "run-vm: guests a and b linked through 127.0.0.1:$port"
+  set +e
+  for i in 0 1; do wait "${pids[$i]}"; qrc[${logs[$i]}]=$?; done
+  set -e
+  for log in "${logs[@]}"; do
+    echo "run-vm: ---- console of ${log##*/} ----"
+    cat "$log"
+  done
+fi
 
 # --- verdict --------------------------------------------------------------------------------------------------
-tr -d '\r' < "$log" > "$log.clean"
-pass=$(grep -c '^ICN-VM-CHECK PASS ' "$log.clean" || true)
-fail=$(grep -c '^ICN-VM-CHECK FAIL ' "$log.clean" || true)
-if [[ -n $results ]]; then grep '^ICN-VM-RESULT ' "$log.clean" | sed 's/^ICN-VM-RESULT //' > "$results" || true; fi
-echo "run-vm: ---- summary ----"
-grep -E '^ICN-VM-(CHECK|RESULT) ' "$log.clean" || true
-if ! grep -q 'ICN-VM-BOOTED' "$log.clean"; then
-  echo "run-vm: FAIL: guest never reached /init (qemu rc $qrc)"; exit 1
-fi
-if ! grep -q '^ICN-VM-DONE' "$log.clean"; then
-  if [[ $qrc -eq 124 || $qrc -eq 137 ]]; then echo "run-vm: FAIL: timed out after ${timeout}s"
-  else echo "run-vm: FAIL: guest stopped before finishing (qemu rc $qrc)"; fi
-  exit 1
-fi
-if [[ $fail -gt 0 || $pass -eq 0 ]]; then
-  echo "run-vm: FAIL: $pass passed, $fail failed"; exit 1
-fi
-echo "run-vm: PASS: $pass checks passed"
+verdict=0
+[[ -n $results ]] && : > "$results"
+for log in "${logs[@]}"; do
+  tag=""
+  [[ ${#logs[@]} -gt 1 ]] && tag="${log##*/console-}" && tag="guest ${tag%.log}: "
+  tr -d '\r' < "$log" > "$log.clean"
+  pass=$(grep -c '^ICN-VM-CHECK PASS ' "$log.clean" || true)
+  fail=$(grep -c '^ICN-VM-CHECK FAIL ' "$log.clean" || true)
+  if [[ -n $results ]]; then grep '^ICN-VM-RESULT ' "$log.clean" | sed 's/^ICN-VM-RESULT //' >> "$results" || true; fi
+  echo "run-vm: ---- ${tag}summary ----"
+  grep -E '^ICN-VM-(CHECK|RESULT) ' "$log.clean" || true
+  q=${qrc[$log]}
+  if ! grep -q 'ICN-VM-BOOTED' "$log.clean"; then
+    echo "run-vm: FAIL: ${tag}guest never reached /init (qemu rc $q)"; verdict=1; continue
+  fi
+  if ! grep -q '^ICN-VM-DONE' "$log.clean"; then
+    if [[ $q -eq 124 || $q -eq 137 ]]; then echo "run-vm: FAIL: ${tag}timed out after ${timeout}s"
+    else echo "run-vm: FAIL: ${tag}guest stopped before finishing (qemu rc $q)"; fi
+    verdict=1; continue
+  fi
+  if [[ $fail -gt 0 || $pass -eq 0 ]]; then
+    echo "run-vm: FAIL: ${tag}$pass passed, $fail failed"; verdict=1; continue
+  fi
+  echo "run-vm: ${tag}PASS: $pass checks passed"
+done
+exit $verdict
