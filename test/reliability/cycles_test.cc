@@ -30,6 +30,13 @@ struct Usage {
   long heap = 0;  // malloc'd bytes in use (KiB): tells allocator growth from memory held outside malloc
 };
 
+// Closes return at once and finish (flush, release) on later calls into the plugin or at finalize, as
+// NCCL's communicator destroy ends with it: the last sample is taken after finalize.
+void quiesce(Rank& r) {
+  ASSERT_EQ(r.plugin.net->finalize(r.plugin.ctx), ncclSuccess);
+  r.plugin.ctx = nullptr;
+}
+
 // Closes return at once and release their resources in the background: sample once the descriptor
 // count has stopped moving (three equal readings 20 ms apart, at most 3 s).
 Usage usage() {
@@ -101,6 +108,7 @@ TEST(Leaks, ConnectTransferCloseCyclesKeepFdsAndMemoryFlat) {
           }
           closeMs.push_back(std::chrono::duration<double, std::milli>(netapi::Clock::now() - t0).count());
         }
+        quiesce(r);
         end = usage();
         report(r, warm, end, n);
         expectQuickCloses(r, closeMs);
@@ -127,6 +135,7 @@ TEST(Leaks, ConnectTransferCloseCyclesKeepFdsAndMemoryFlat) {
           ASSERT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
           closeMs.push_back(std::chrono::duration<double, std::milli>(netapi::Clock::now() - t0).count());
         }
+        quiesce(r);
         end = usage();
         report(r, warm, end, n);
         expectQuickCloses(r, closeMs);
