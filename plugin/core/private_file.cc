@@ -68,14 +68,14 @@ Status cacheDir(std::string* dir, std::string* why) {
   return ensureDir(*dir, why);
 }
 
-Status writeAtomic(const std::string& path, std::string_view data, bool sync, std::string* why) {
+Status writeAtomic(const std::string& path, std::string_view data, bool sync, std::string* why, mode_t mode) {
   std::string tmpl = path + ".XXXXXX";
   std::vector<char> name(tmpl.begin(), tmpl.end());
   name.push_back('\0');
   int fd = mkostemp(name.data(), O_CLOEXEC);  // O_CREAT|O_EXCL, 0600: never follows or reuses an existing name
   if (fd < 0) return fail(why, tmpl + ": " + strerror(errno));
   size_t off = 0;
-  bool ok = true;
+  bool ok = mode == 0600 || fchmod(fd, mode) == 0;
   while (ok && off < data.size()) {
     ssize_t n = write(fd, data.data() + off, data.size() - off);
     if (n < 0 && errno == EINTR) continue;

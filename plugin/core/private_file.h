@@ -2,6 +2,8 @@
 // rewrites through an unpredictable temporary name (mkstemp: O_EXCL, mode 0600) renamed over the target. Another
 // local user can then neither read what we write nor plant a link that makes us write elsewhere.
 #pragma once
+#include <sys/types.h>
+
 #include <string>
 #include <string_view>
 
@@ -16,8 +18,9 @@ Status ensureDir(const std::string& dir, std::string* why);
 Status runtimeDir(std::string* dir, std::string* why);
 // $XDG_CACHE_HOME/icn, else $HOME/.cache/icn (the passwd entry's home when HOME is unset); created and checked.
 Status cacheDir(std::string* dir, std::string* why);
-// Writes `data` to a fresh mkstemp file next to `path` (mode 0600), optionally fsyncs it, and renames it over
-// `path`. The temporary file is removed on any failure.
-Status writeAtomic(const std::string& path, std::string_view data, bool sync, std::string* why);
+// Writes `data` to a fresh mkstemp file next to `path` (created 0600, then given `mode`), optionally fsyncs it,
+// and renames it over `path`. The temporary name never ends like `path` does, so readers that pick files by
+// suffix (Prometheus' textfile collector) skip it. The temporary file is removed on any failure.
+Status writeAtomic(const std::string& path, std::string_view data, bool sync, std::string* why, mode_t mode = 0600);
 
 }  // namespace icn::privfile

@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "core/net_counters.h"
 #include "core/params.h"
+#include "core/private_file.h"
 #include "telemetry/coll_names.h"
 
 namespace icn::telemetry::prometheus {
@@ -325,43 +326,12 @@ std::string render() {
 }
 
 bool writeFile(const std::string& path, std::string* why) {
-  auto fail = [why](std::string msg) {
-    if (why) *why = std::move(msg);
+  if (path.empty()) {
+    if (why) *why = "no path";
     return false;
-  };
-  if (path.empty()) return fail("no path");
-  size_t slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  // A dot name without the .prom suffix: the textfile collector never reads a half-written file.
-  std::string tmpl = dir + "." + base + ".XXXXXX";
-  std::vector<char> name(tmpl.begin(), tmpl.end());
-  name.push_back('\0');
-  int fd = mkstemp(name.data());
-  if (fd < 0) return fail("create a temporary file in " + dir + ": " + strerror(errno));
-  std::string text = render();
-  bool ok = fchmod(fd, 0644) == 0;  // node_exporter usually runs as another user
-  size_t done = 0;
-  while (ok && done < text.size()) {
-    ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) ok = false;
-    else done += static_cast<size_t>(n);
   }
-  int err = ok ? 0 : errno;
-  if (close(fd) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (ok && rename(name.data(), path.c_str()) != 0) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
-    unlink(name.data());
-    return fail("write " + path + ": " + strerror(err));
-  }
-  return true;
+  // 0644: node_exporter usually runs as another user.
+  return privfile::writeAtomic(path, render(), /*sync=*/false, why, 0644) == Status::Ok;
 }
 
 void resetForTesting() {
