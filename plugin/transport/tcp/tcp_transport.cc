@@ -20,6 +20,7 @@
 #include <fstream>
 
 #include "core/auth.h"
+#include "core/host_nic.h"
 #include "core/log.h"
 #include "core/oob.h"
 #include "core/params.h"
@@ -28,10 +29,6 @@
 
 namespace icn::tcp {
 namespace {
-
-// Interfaces that report no speed (loopback, veth, VM NICs): assume 100 Gb/s so NCCL gives the net path enough
-// channels; ICN_NET_SPEED_MBPS overrides.
-constexpr int kUnknownSpeedMbps = 100000;
 
 int wantedLanes() { return std::clamp<int>(static_cast<int>(params::getInt(params::Id::TcpStreams)), 0, kMaxLanes); }
 uint32_t wantedEagerBytes() {
@@ -342,17 +339,7 @@ Status TcpTransport::connect(int dev, const CommConfig& config, HandleBytes hand
 // The interface behind the handshake is where the traffic leaves the host.
 DeviceProps probeDevice() {
   DeviceProps p;
-  SockAddr addr;
-  std::string ifname;
-  if (pickInterface(&addr, &ifname) != Status::Ok) ifname = "lo";
-  p.name = "tcp-" + ifname;
-  char real[PATH_MAX];
-  std::string dev = "/sys/class/net/" + ifname + "/device";
-  if (realpath(dev.c_str(), real)) p.pciPath = real;
-  int speed = -1;
-  std::ifstream("/sys/class/net/" + ifname + "/speed") >> speed;
-  p.speedMbps = speed > 0 ? speed : kUnknownSpeedMbps;
-  if (int64_t forced = params::getInt(params::Id::NetSpeedMbps); forced > 0) p.speedMbps = static_cast<int>(forced);
+  HostNic nic = probeHostNic("tcp", &p);
   p.ptrSupport = kMemHost;
   p.maxComms = 65536;
   p.maxRecvs = kMaxRecvs;
@@ -362,8 +349,8 @@ DeviceProps probeDevice() {
   ICN_INFO(subsys::Net | subsys::Init,
            "TCP device %s: interface %s (%s), speed %d Mbps%s, PCI %s, %d helper lanes per connection "
            "(pieces >= %zu bytes), messages <= %zu bytes on lane 0",
-           p.name.c_str(), ifname.c_str(), addr.str().c_str(), p.speedMbps,
-           speed > 0 ? "" : " (interface reports none: assumed)",
+           p.name.c_str(), nic.ifname.c_str(), nic.addr.str().c_str(), p.speedMbps,
+           nic.speedKnown ? "" : " (interface reports none: assumed)",
            p.pciPath.empty() ? "none (NCCL attaches the NIC to the CPU)" : p.pciPath.c_str(), wantedLanes(),
            t.chunkBytes, t.inlineBytes);
   return p;

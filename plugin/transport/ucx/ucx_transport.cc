@@ -6,6 +6,7 @@
 
 #include <fstream>
 
+#include "core/host_nic.h"
 #include "core/log.h"
 #include "core/oob.h"
 #include "core/params.h"
@@ -18,8 +19,6 @@
 namespace icn::ucx {
 namespace {
 
-// An interface that reports no speed is virtual (loopback, VM NIC, veth): assume 100G.
-constexpr int kUnknownSpeedMbps = 100000;
 // Connections past their peer's proof whose UCX wire-up is still running, per listen comm: each holds a
 // worker, so the listener takes no more proven peers from its handshakes until one finishes or fails.
 constexpr size_t kMaxSetups = 16;
@@ -235,17 +234,7 @@ Status UcxTransport::connect(int dev, const CommConfig& config, HandleBytes hand
 // The NIC behind the handshake interface tells NCCL where the traffic leaves the host.
 DeviceProps probeDevice(const Context& ctx) {
   DeviceProps p;
-  SockAddr addr;
-  std::string ifname;
-  if (pickInterface(&addr, &ifname) != Status::Ok) ifname = "lo";
-  p.name = "ucx-" + ifname;
-  char real[PATH_MAX];
-  std::string dev = "/sys/class/net/" + ifname + "/device";
-  if (realpath(dev.c_str(), real)) p.pciPath = real;
-  int speed = -1;
-  std::ifstream("/sys/class/net/" + ifname + "/speed") >> speed;
-  p.speedMbps = speed > 0 ? speed : kUnknownSpeedMbps;
-  if (int64_t forced = params::getInt(params::Id::NetSpeedMbps); forced > 0) p.speedMbps = static_cast<int>(forced);
+  HostNic nic = probeHostNic("ucx", &p);
   p.ptrSupport = kMemHost | (ctx.supportsCuda() ? kMemCuda : 0);
   p.latencyUs = 0.f;
   p.maxComms = 65536;
@@ -254,8 +243,8 @@ DeviceProps probeDevice(const Context& ctx) {
   p.members = {0};
   ICN_INFO(subsys::Net | subsys::Init,
            "UCX %s device %s: interface %s (%s), speed %d Mbps%s, PCI %s, pointers %s", ctx.version().c_str(),
-           p.name.c_str(), ifname.c_str(), addr.str().c_str(), p.speedMbps,
-           speed > 0 ? "" : " (interface reports none: virtual/loopback, assumed)",
+           p.name.c_str(), nic.ifname.c_str(), nic.addr.str().c_str(), p.speedMbps,
+           nic.speedKnown ? "" : " (interface reports none: virtual/loopback, assumed)",
            p.pciPath.empty() ? "none (NCCL attaches the NIC to the CPU)" : p.pciPath.c_str(),
            ctx.supportsCuda() ? "host+cuda (UCX has a CUDA memory module)" : "host only (UCX has no CUDA support)");
   return p;
