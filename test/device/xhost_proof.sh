@@ -5,7 +5,8 @@
 # configurations interleaved round by round; iperf3 gives the link's raw TCP capacity.
 # With one GPU both ranks share it (two NCCL nodes: bandwidth is meaningful, latency is not).
 #   OUT=dir test/device/xhost_proof.sh PLUGIN_SO NETTOOLS_DIR [ROUNDS] [CONFIGS] [BENCH ARGS...]
-# CONFIGS: comma list of icn-tcp, icn-tcp-s8, icn-ucx, icn-default, socket-default, socket-2x2, socket-4x4, socket-8x2
+# CONFIGS: comma list of icn-tcp, icn-tcp-s8, icn-ucx, icn-default, socket-default, socket-2x2, socket-4x4, socket-8x2;
+# a config may add variables after '+': icn-tcp+NCCL_P2P_NET_CHUNKSIZE=524288+ICN_TCP_STREAMS=1
 set -uo pipefail
 PLUGIN=$(realpath "$1"); TOOLS=$(realpath "$2"); ROUNDS=${3:-3}
 CONFIGS=${4:-icn-default,icn-ucx,socket-default,socket-2x2,socket-4x4}
@@ -41,6 +42,11 @@ PY
 done
 
 cfg_env() {
+  local base=${1%%+*} extra=""
+  [ "$base" = "$1" ] || extra=" ${1#*+}"
+  echo "$(base_env "$base")${extra//+/ }"
+}
+base_env() {
   case "$1" in
     icn-default) echo "NCCL_NET_PLUGIN=$PLUGIN" ;;
     icn-tcp) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_TUNER=off" ;;
@@ -58,7 +64,7 @@ port=29500
 for r in $(seq 1 "$ROUNDS"); do
   for cfg in ${CONFIGS//,/ }; do
     port=$((port + 1))
-    envs=$(cfg_env "$cfg") || exit 2
+    envs=$(cfg_env "$cfg"); [ -n "${envs%% *}" ] || exit 2
     pids=()
     for rank in 0 1; do
       gpu=$(( NGPU > 1 ? rank : 0 ))
