@@ -27,8 +27,8 @@ constexpr uint64_t kWireupTag = uint64_t{1} << 63;  // what ICN's UCX transport 
 }  // namespace
 
 uint8_t transportUnderTest() {
-  const char* t = getenv("ICN_TRANSPORT");
-  return t && std::string(t) == "tcp" ? kTransportTcp : kTransportUcx;
+  const std::string t = getenv("ICN_TRANSPORT") ? getenv("ICN_TRANSPORT") : "";
+  return t == "tcp" ? kTransportTcp : t == "ib" ? kTransportIb : kTransportUcx;
 }
 
 SockAddr listenAddress(const void* handle) {
@@ -187,6 +187,7 @@ std::vector<uint8_t> ucxBlob(std::span<const uint8_t> workerAddress) {
 
 std::vector<uint8_t> junkBlob() {
   if (transportUnderTest() == kTransportTcp) return std::vector<uint8_t>(24, 0xEE);
+  if (transportUnderTest() == kTransportIb) return std::vector<uint8_t>(64, 0xEE);
   return ucxBlob(std::vector<uint8_t>(64, 0xEE));
 }
 
@@ -197,6 +198,7 @@ std::vector<uint8_t> acceptableBlob() {
     auth::fillNonce(std::span<uint8_t, 16>(b.token, 16));
     return tcp::encodeBlob(b);
   }
+  if (transportUnderTest() == kTransportIb) return {};  // needs a live QP: the ib cases use IbRogue
   return ucxBlob(UcxRogue::realWorkerAddress());
 }
 

@@ -24,7 +24,7 @@ namespace icn::adversary {
 using Ms = std::chrono::milliseconds;
 using Nonce = std::array<uint8_t, 16>;
 
-// The transport under test in this process (ICN_TRANSPORT: "tcp", else ucx), as ICN's handshake numbers it.
+// The transport under test in this process (ICN_TRANSPORT: "tcp", "ib", else ucx), as ICN's handshake numbers it.
 uint8_t transportUnderTest();
 
 // The listener address inside a 128-byte listen handle of the transport under test.
@@ -74,7 +74,7 @@ std::vector<uint8_t> helloFrame(const Hello& h);
 std::vector<uint8_t> ucxBlob(std::span<const uint8_t> workerAddress);
 // A well-framed blob of the transport under test that must never be used (refused connections never get as far
 // as parsing it), and one that passes the transport's checks (UCX: a real, never progressed worker; TCP: a
-// control request for lane 0 only).
+// control request for lane 0 only; ib: none, an ib blob names live QPs: see IbRogue).
 std::vector<uint8_t> junkBlob();
 std::vector<uint8_t> acceptableBlob();
 

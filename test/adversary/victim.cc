@@ -143,8 +143,8 @@ AttackOutcome runAttack(const std::function<void(const SockAddr&, const VictimIn
                         std::vector<std::pair<std::string, std::string>> env,
                         std::vector<std::pair<std::string, std::string>> victimOnly) {
   std::array<RankSetup, 2> setup;
-  const char* t = getenv("ICN_TRANSPORT");
-  std::string transport = t && std::string(t) == "tcp" ? "tcp" : "ucx";
+  const std::string t = getenv("ICN_TRANSPORT") ? getenv("ICN_TRANSPORT") : "";
+  std::string transport = t == "tcp" || t == "ib" ? t : "ucx";
   env.insert(env.begin(), {{"ICN_TRANSPORT", transport}, {"UCX_TLS", "tcp"}, {"UCX_WARN_UNUSED_ENV_VARS", "n"}});
   for (auto& s : setup) s.env = env;
   for (auto& kv : victimOnly) setup[0].env.push_back(kv);

@@ -70,7 +70,7 @@ struct AttackOutcome {
 };
 
 // Both ranks with their environments (ICN_CONNECT_TIMEOUT_MS etc.); the same for both unless `victimOnly`. The
-// transport is ICN_TRANSPORT of this process ("tcp", else ucx limited to UCX_TLS=tcp) unless `env` sets it.
+// transport is ICN_TRANSPORT of this process ("tcp", "ib", else ucx limited to UCX_TLS=tcp) unless `env` sets it.
 AttackOutcome runAttack(const std::function<void(const SockAddr&, const VictimInfo&)>& attack, size_t expectComms,
                         const std::function<void(VictimReport&)>& check,
                         std::vector<std::pair<std::string, std::string>> env = {},
