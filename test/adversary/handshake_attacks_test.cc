@@ -223,7 +223,7 @@ TEST(Adversary, OversizedOutOfOrderAndJunkFramesAreRefused) {
       1, [](VictimReport&) {});
   for (const char* why : {"exceeds the 65536-byte limit", "transport payload length does not match the frame",
                           "bad host name field", "unexpected CHALLENGE frame", "unexpected READY frame",
-                          "unexpected second HELLO", "protocol version 1, we speak 2"})
+                          "unexpected second HELLO", "bad magic", "protocol version 1, we speak 2"})
     EXPECT_TRUE(out.victimWarns({"handshake with ", why})) << "no WARN saying: " << why;
 }
 

@@ -7,6 +7,7 @@
 // outside the posted buffer (guards), and the honest connection of the same listener delivers its data.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <random>
 
