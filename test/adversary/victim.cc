@@ -125,17 +125,18 @@ void attackerBody(Rank& r, const std::function<void(const SockAddr&, const Victi
   ASSERT_TRUE(r.peer.send(&b, 1));
 }
 
-bool AttackOutcome::victimWarns(const std::vector<std::string>& needles) const {
-  if (hostileAddress.empty()) return false;
+size_t AttackOutcome::victimWarnCount(const std::vector<std::string>& needles) const {
+  if (hostileAddress.empty()) return 0;
   std::istringstream in(ranks[0].log);
   std::string line;
+  size_t n = 0;
   while (std::getline(in, line)) {
     if (line.find("WARN") == std::string::npos || line.find(hostileAddress + ":") == std::string::npos) continue;
     bool all = true;
-    for (auto& n : needles) all = all && line.find(n) != std::string::npos;
-    if (all) return true;
+    for (auto& w : needles) all = all && line.find(w) != std::string::npos;
+    n += all;
   }
-  return false;
+  return n;
 }
 
 AttackOutcome runAttack(const std::function<void(const SockAddr&, const VictimInfo&)>& attack, size_t expectComms,

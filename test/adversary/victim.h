@@ -66,7 +66,9 @@ struct AttackOutcome {
   const RankOutcome& operator[](size_t i) const { return ranks[i]; }
   // A victim WARN line with every needle that names the hostile peer by its address (the peer's claimed host
   // name proves nothing: the address is what the victim's kernel saw).
-  bool victimWarns(const std::vector<std::string>& needles) const;
+  bool victimWarns(const std::vector<std::string>& needles) const { return victimWarnCount(needles) > 0; }
+  // How many such lines: one per hostile connection when each must be refused for its own reason.
+  size_t victimWarnCount(const std::vector<std::string>& needles) const;
 };
 
 // Both ranks with their environments (ICN_CONNECT_TIMEOUT_MS etc.); the same for both unless `victimOnly`. The
