@@ -276,12 +276,7 @@ TEST_P(AdversaryIbSender, VictimSendsOnlyItsMessage) {
   out.ranks = testpair::runPair(victim, attacker, setup, std::chrono::seconds(120));
   EXPECT_TRUE(out[0].cleanExit()) << "the victim crashed, hung or failed a check";
   EXPECT_TRUE(out[1].cleanExit()) << "the attacker rank failed a check";
-  // The rogue's listener address is where the victim's WARN must point.
-  const std::string announce = "adversary: hostile connection from ";
-  if (size_t at = out[1].log.find(announce); at != std::string::npos) {
-    at += announce.size();
-    out.hostileAddress = out[1].log.substr(at, out[1].log.find('\n', at) - at);
-  }
+  out.hostileAddress = announcedHostileAddress(out[1].log);  // the rogue's listener: what the victim names
   if (c->warn)
     EXPECT_TRUE(out.victimWarns({"rogue-peer:", c->warn})) << "no WARN naming the peer's address and saying: " << c->warn;
   else

@@ -139,6 +139,14 @@ size_t AttackOutcome::victimWarnCount(const std::vector<std::string>& needles) c
   return n;
 }
 
+std::string announcedHostileAddress(const std::string& rank1Log) {
+  const std::string announce = "adversary: hostile connection from ";
+  size_t at = rank1Log.find(announce);
+  if (at == std::string::npos) return "";
+  at += announce.size();
+  return rank1Log.substr(at, rank1Log.find('\n', at) - at);
+}
+
 AttackOutcome runAttack(const std::function<void(const SockAddr&, const VictimInfo&)>& attack, size_t expectComms,
                         const std::function<void(VictimReport&)>& check,
                         std::vector<std::pair<std::string, std::string>> env,
@@ -154,11 +162,7 @@ AttackOutcome runAttack(const std::function<void(const SockAddr&, const VictimIn
                                 [&](Rank& r) { attackerBody(r, attack); }, setup, std::chrono::seconds(120));
   EXPECT_TRUE(out[0].cleanExit()) << "the victim crashed, hung or failed a check";
   EXPECT_TRUE(out[1].cleanExit()) << "the attacker rank failed a check";
-  const std::string announce = "adversary: hostile connection from ";
-  if (size_t at = out[1].log.find(announce); at != std::string::npos) {
-    at += announce.size();
-    out.hostileAddress = out[1].log.substr(at, out[1].log.find('\n', at) - at);
-  }
+  out.hostileAddress = announcedHostileAddress(out[1].log);
   EXPECT_FALSE(out.hostileAddress.empty()) << "rank 1 opened no hostile connection";
   return out;
 }

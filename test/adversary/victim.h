@@ -71,6 +71,9 @@ struct AttackOutcome {
   size_t victimWarnCount(const std::vector<std::string>& needles) const;
 };
 
+// The address rank 1 announced for its hostile connections ("adversary: hostile connection from ADDR"; "" if none).
+std::string announcedHostileAddress(const std::string& rank1Log);
+
 // Both ranks with their environments (ICN_CONNECT_TIMEOUT_MS etc.); the same for both unless `victimOnly`. The
 // transport is ICN_TRANSPORT of this process ("tcp", "ib", else ucx limited to UCX_TLS=tcp) unless `env` sets it.
 AttackOutcome runAttack(const std::function<void(const SockAddr&, const VictimInfo&)>& attack, size_t expectComms,
