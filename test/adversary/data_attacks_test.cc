@@ -87,37 +87,44 @@ std::vector<uint8_t> victimSecretPrefix() {  // Canary::arm's secret, as the vic
 }
 
 // The exact message that made a receiver store 1 at a chosen address and copy 32 bytes of its own memory into
-// the receive buffer: refused, nothing dereferenced. Sent twice: at the victim's own memory and at a third
-// process's.
-TEST(Adversary, OldFastPathDescriptorIsRefusedNotDereferenced) {
-  static std::unique_ptr<UcxRogue> keepOpen;
+// the receive buffer: refused, nothing dereferenced. Two rogues, one descriptor each (a refused connection reads
+// nothing more): one at the victim's own memory, one at a third process's. The third process's canary is read
+// once the victim has handled both.
+TEST(AdversaryUcx, OldFastPathDescriptorIsRefusedNotDereferenced) {
+  static std::unique_ptr<UcxRogue> keepOpen[2];
+  static std::unique_ptr<Bystander> third;
   auto out = runAttack(
       [](const SockAddr& to, const VictimInfo& v) {
-        Bystander third;
-        ASSERT_GT(third.pid(), 0);
-        auto rogue = rogueOrFail(to);
-        ASSERT_NE(rogue, nullptr);
+        third = std::make_unique<Bystander>();
+        ASSERT_GT(third->pid(), 0);
+        for (auto& k : keepOpen) {
+          k = rogueOrFail(to);
+          ASSERT_NE(k, nullptr);
+        }
         auto own = forgedDescriptor(v.secretAddr, 32, v.doneWordAddr, v.pid);
-        EXPECT_TRUE(rogue->send(own.data(), own.size(), kOldFastPathTagBit | kTag));
-        auto other = forgedDescriptor(third.secret(), 32, third.doneWord(), third.pid());
-        EXPECT_TRUE(rogue->send(other.data(), other.size(), kOldFastPathTagBit | kTag));
-        usleep(300000);  // let the victim see both before the third process checks its canary
-        EXPECT_TRUE(third.canaryIntact()) << "a third process's memory was read or written";
-        keepOpen = std::move(rogue);
+        EXPECT_TRUE(keepOpen[0]->send(own.data(), own.size(), kOldFastPathTagBit | kTag));
+        auto other = forgedDescriptor(third->secret(), 32, third->doneWord(), third->pid());
+        EXPECT_TRUE(keepOpen[1]->send(other.data(), other.size(), kOldFastPathTagBit | kTag));
+        afterVictim([] { EXPECT_TRUE(third->canaryIntact()) << "a third process's memory was read or written"; });
       },
-      2,
+      3,
       [](VictimReport& rep) {
-        const VictimConn* c = rogueConn(rep);
-        ASSERT_NE(c, nullptr);
-        EXPECT_NE(c->result, ncclSuccess) << "a descriptor with the old fast-path bit was accepted";
+        int refused = 0;
         auto secret = victimSecretPrefix();
-        EXPECT_FALSE(holds(*c, secret.data(), secret.size())) << "the victim copied its own memory into the buffer";
-      });
-  EXPECT_TRUE(out[0].warnHas({"message from rogue-peer:", "carries UCX tag bits 0x40000000 that ICN never sends"}));
+        for (auto& c : rep.conns) {
+          if (c.holdsHonestPattern()) continue;
+          refused++;
+          EXPECT_EQ(c.result, ncclRemoteError) << "a descriptor with the old fast-path bit was accepted";
+          EXPECT_FALSE(holds(c, secret.data(), secret.size())) << "the victim copied its own memory into the buffer";
+        }
+        EXPECT_EQ(refused, 2);
+      },
+      {{"ICN_TRANSPORT", "ucx"}});
+  EXPECT_TRUE(out.victimWarns({"message from rogue-peer:", "carries UCX tag bits 0x40000000 that ICN never sends"}));
 }
 
 // Without the tag bit the same 40 bytes are a plain message: they arrive as data, nothing more.
-TEST(Adversary, DescriptorBytesWithoutTheBitArriveAsPlainData) {
+TEST(AdversaryUcx, DescriptorBytesWithoutTheBitArriveAsPlainData) {
   static std::unique_ptr<UcxRogue> keepOpen;
   static std::array<uint8_t, 40> sent;
   auto out = runAttack(
@@ -143,12 +150,13 @@ TEST(Adversary, DescriptorBytesWithoutTheBitArriveAsPlainData) {
         EXPECT_EQ(int64_t(words[4]), self.pid);
         auto secret = victimSecretPrefix();
         EXPECT_FALSE(holds(*c, secret.data(), secret.size()));
-      });
+      },
+      {{"ICN_TRANSPORT", "ucx"}});
   EXPECT_FALSE(out[0].warnHas({"rogue-peer"})) << "plain data was treated as an attack";
 }
 
 // The wire-up probe's tag bit after the connection is up: refused the same way.
-TEST(Adversary, WireupTagAfterSetupIsRefused) {
+TEST(AdversaryUcx, WireupTagAfterSetupIsRefused) {
   static std::unique_ptr<UcxRogue> keepOpen;
   auto out = runAttack(
       [](const SockAddr& to, const VictimInfo&) {
@@ -162,13 +170,14 @@ TEST(Adversary, WireupTagAfterSetupIsRefused) {
       [](VictimReport& rep) {
         const VictimConn* c = rogueConn(rep);
         ASSERT_NE(c, nullptr);
-        EXPECT_NE(c->result, ncclSuccess);
-      });
-  EXPECT_TRUE(out[0].warnHas({"message from rogue-peer:", "carries UCX tag bits 0x80000000"}));
+        EXPECT_EQ(c->result, ncclRemoteError);
+      },
+      {{"ICN_TRANSPORT", "ucx"}});
+  EXPECT_TRUE(out.victimWarns({"message from rogue-peer:", "carries UCX tag bits 0x80000000"}));
 }
 
 // More bytes than the receive posted: the receive fails, nothing lands past the buffer.
-TEST(Adversary, OversizedMessageFailsOnlyItsConnection) {
+TEST(AdversaryUcx, OversizedMessageFailsOnlyItsConnection) {
   static std::unique_ptr<UcxRogue> keepOpen;
   auto out = runAttack(
       [](const SockAddr& to, const VictimInfo&) {
@@ -182,9 +191,10 @@ TEST(Adversary, OversizedMessageFailsOnlyItsConnection) {
       [](VictimReport& rep) {
         const VictimConn* c = rogueConn(rep);
         ASSERT_NE(c, nullptr);
-        EXPECT_NE(c->result, ncclSuccess);
-      });
-  EXPECT_TRUE(out[0].warnHas({"UCX transfer with rogue-peer:", "failed (tag 7, 262144 bytes posted)"}));
+        EXPECT_EQ(c->result, ncclRemoteError);
+      },
+      {{"ICN_TRANSPORT", "ucx"}});
+  EXPECT_TRUE(out.victimWarns({"UCX transfer with rogue-peer:", "failed (tag 7, 262144 bytes posted)"}));
 }
 
 }  // namespace

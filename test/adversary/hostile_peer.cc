@@ -5,11 +5,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "core/auth.h"
 #include "core/oob.h"
 #include "core/wire.h"
+#include "transport/tcp/tcp_wire.h"
 
 namespace icn::adversary {
 namespace {
@@ -23,14 +26,41 @@ int remainingMs(Clock::time_point deadline) {
 constexpr uint64_t kWireupTag = uint64_t{1} << 63;  // what ICN's UCX transport uses for its wire-up probe
 }  // namespace
 
+uint8_t transportUnderTest() {
+  const std::string t = getenv("ICN_TRANSPORT") ? getenv("ICN_TRANSPORT") : "";
+  return t == "tcp" ? kTransportTcp : t == "ib" ? kTransportIb : kTransportUcx;
+}
+
 SockAddr listenAddress(const void* handle) {
   std::array<uint8_t, kHandleSize> h;
   memcpy(h.data(), handle, h.size());
   SockAddr a;
   std::string why;
-  if (readListenHandle(h, kTransportUcx, &a, &why) != Status::Ok) a.len = 0;
+  if (readListenHandle(h, transportUnderTest(), &a, &why) != Status::Ok) a.len = 0;
   return a;
 }
+
+namespace {
+std::string g_source;
+pid_t g_sourcePid = 0;  // the process g_source belongs to (a forked rank announces its own)
+
+// The address part of "1.2.3.4:port" / "[v6]:port".
+std::string withoutPort(const std::string& s) { return s.substr(0, s.rfind(':')); }
+
+void announceSource(int fd) {
+  SockAddr local;
+  local.len = sizeof local.storage;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local.storage), &local.len) != 0) return;
+  std::string a = withoutPort(local.str());
+  if (a == g_source && g_sourcePid == getpid()) return;
+  g_source = a;
+  g_sourcePid = getpid();
+  fprintf(stderr, "adversary: hostile connection from %s\n", a.c_str());
+  fflush(stderr);
+}
+}  // namespace
+
+const std::string& hostileSourceAddress() { return g_source; }
 
 WirePeer::WirePeer(const SockAddr& to) {
   if (to.len == 0) return;
@@ -48,6 +78,7 @@ WirePeer::WirePeer(const SockAddr& to) {
     return;
   }
   fd_ = fd;
+  announceSource(fd);
 }
 
 WirePeer::~WirePeer() { close(); }
@@ -133,7 +164,7 @@ std::vector<uint8_t> tagWith(const std::string& key, char kind, std::span<const 
 }
 
 Hello connectorHello(uint64_t commId, std::vector<uint8_t> blob) {
-  Hello h = makeLocalHello(kTransportUcx, commId, std::move(blob));
+  Hello h = makeLocalHello(transportUnderTest(), commId, std::move(blob));
   h.host = "rogue-peer";
   h.rank = 1;
   return h;
@@ -152,6 +183,23 @@ std::vector<uint8_t> ucxBlob(std::span<const uint8_t> workerAddress) {
   w.put<uint32_t>(uint32_t(workerAddress.size()));
   w.bytes(workerAddress);
   return std::move(w.buffer());
+}
+
+std::vector<uint8_t> junkBlob() {
+  if (transportUnderTest() == kTransportTcp) return std::vector<uint8_t>(24, 0xEE);
+  if (transportUnderTest() == kTransportIb) return std::vector<uint8_t>(64, 0xEE);
+  return ucxBlob(std::vector<uint8_t>(64, 0xEE));
+}
+
+std::vector<uint8_t> acceptableBlob() {
+  if (transportUnderTest() == kTransportTcp) {
+    tcp::Blob b;
+    b.kind = tcp::kBlobControl;
+    auth::fillNonce(std::span<uint8_t, 16>(b.token, 16));
+    return tcp::encodeBlob(b);
+  }
+  if (transportUnderTest() == kTransportIb) return {};  // needs a live QP: the ib cases use IbRogue
+  return ucxBlob(UcxRogue::realWorkerAddress());
 }
 
 // ---- UcxRogue ------------------------------------------------------------------------------------------------
@@ -280,6 +328,120 @@ std::unique_ptr<UcxRogue> UcxRogue::connect(const SockAddr& to, uint64_t commId,
 bool UcxRogue::send(const void* data, size_t len, uint64_t tag, Ms limit) {
   ucp_request_param_t p{};
   return wait(ucp_tag_send_nbx(ep_, data, len, tag, &p), limit);
+}
+
+// ---- TcpRogue ----------------------------------------------------------------------------------------------
+
+std::unique_ptr<TcpRogue> TcpRogue::connect(const SockAddr& to, uint64_t commId, Ms limit, std::string* why) {
+  std::unique_ptr<TcpRogue> r(new TcpRogue());
+  tcp::Blob control;
+  control.kind = tcp::kBlobControl;  // no helper lanes, no eager messages
+  auth::fillNonce(std::span<uint8_t, 16>(control.token, 16));
+  tcp::Blob lane = control;
+  lane.kind = tcp::kBlobLane;
+  auto start = [&](const tcp::Blob& b) -> std::unique_ptr<Handshake> {
+    WirePeer p(to);
+    if (!p.ok()) return nullptr;
+    return std::make_unique<Handshake>(Fd(::dup(p.fd())), Handshake::Role::Connector, "victim",
+                                       connectorHello(commId, tcp::encodeBlob(b)));
+  };
+  std::unique_ptr<Handshake> hs = start(control), laneHs;
+  if (!hs) {
+    *why = "cannot connect to the listener";
+    return nullptr;
+  }
+  bool controlConfirmed = false;
+  auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline) {
+    Handshake::Phase phase, lanePhase;
+    if (hs->progress(&phase) != Status::Ok) {
+      *why = "control handshake refused";
+      return nullptr;
+    }
+    if (phase == Handshake::Phase::Done) {
+      r->control_ = hs->takeFd();
+      return r;
+    }
+    if (phase == Handshake::Phase::PeerKnown && !laneHs && !r->lane0_.valid()) {
+      laneHs = start(lane);
+      if (!laneHs) {
+        *why = "cannot open lane 0";
+        return nullptr;
+      }
+    }
+    if (laneHs) {
+      if (laneHs->progress(&lanePhase) != Status::Ok) {
+        *why = "lane handshake refused";
+        return nullptr;
+      }
+      if (lanePhase == Handshake::Phase::PeerKnown) laneHs->confirm();
+      if (lanePhase == Handshake::Phase::Done) {
+        r->lane0_ = laneHs->takeFd();
+        laneHs.reset();
+      }
+    }
+    if (r->lane0_.valid() && !controlConfirmed) {
+      hs->confirm();
+      controlConfirmed = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  *why = "handshake did not finish in time";
+  return nullptr;
+}
+
+std::optional<TcpRogue::Cts> TcpRogue::readCts(Ms limit) {
+  auto deadline = Clock::now() + limit;
+  uint8_t buf[tcp::kMaxCtsBytes];
+  size_t have = 0, want = sizeof(tcp::CtsHeader);
+  while (have < want) {
+    pollfd p{lane0_.get(), POLLIN, 0};
+    if (::poll(&p, 1, remainingMs(deadline)) != 1) return std::nullopt;
+    ssize_t n = ::recv(lane0_.get(), buf + have, want - have, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return std::nullopt;
+    if (n > 0) have += size_t(n);
+    if (have == sizeof(tcp::CtsHeader)) {
+      tcp::CtsHeader h;
+      memcpy(&h, buf, sizeof h);
+      if (h.magic != tcp::kCtsMagic || h.n < 1 || h.n > kMaxRecvs) return std::nullopt;
+      want = sizeof h + h.n * sizeof(tcp::CtsEntry);
+    }
+  }
+  tcp::CtsHeader h;
+  tcp::CtsEntry e;
+  memcpy(&h, buf, sizeof h);
+  memcpy(&e, buf + sizeof h, sizeof e);
+  return Cts{h.seq, h.slot, e.tag, e.size};
+}
+
+bool TcpRogue::send(std::span<const uint8_t> bytes) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    pollfd p{lane0_.get(), POLLOUT, 0};
+    if (::poll(&p, 1, 5000) != 1) return false;
+    ssize_t n = ::send(lane0_.get(), bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) off += size_t(n);
+    else if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
+  }
+  return true;
+}
+
+std::vector<uint8_t> TcpRogue::chunkHeader(const Cts& cts, uint32_t total, uint32_t offset, uint32_t length) {
+  tcp::ChunkHeader h;
+  h.seq = cts.seq;
+  h.slot = cts.slot;
+  h.tag = cts.tag;
+  h.total = total;
+  h.offset = offset;
+  h.length = length;
+  std::vector<uint8_t> v(sizeof h);
+  memcpy(v.data(), &h, sizeof h);
+  return v;
+}
+
+void TcpRogue::closeAll() {
+  lane0_.reset();
+  control_.reset();
 }
 
 // ---- canaries ----------------------------------------------------------------------------------------------

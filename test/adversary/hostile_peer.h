@@ -1,7 +1,9 @@
 // A hostile peer that speaks ICN's wire protocol: raw TCP connections to a listener on which it sends crafted,
-// replayed, rewritten, trickled or oversized handshake frames (WirePeer), and a UCX peer that completes the
-// handshake honestly and then sends UCX messages with any tag bits and sizes (UcxRogue). Tests run it against a
-// listener that also serves honest ranks.
+// replayed, rewritten, trickled or oversized handshake frames (WirePeer), a UCX peer that completes the
+// handshake honestly and then sends UCX messages with any tag bits and sizes (UcxRogue), and a peer of ICN's TCP
+// transport that sets up its control and lane sockets honestly and then writes any bytes on lane 0 (TcpRogue).
+// Tests run it against a listener that also serves honest ranks. Every connection it opens is announced on
+// stderr ("hostile connection from ADDR"), so a test (and the cross-host wrapper) can tell where it came from.
 #pragma once
 #include <array>
 #include <chrono>
@@ -22,8 +24,14 @@ namespace icn::adversary {
 using Ms = std::chrono::milliseconds;
 using Nonce = std::array<uint8_t, 16>;
 
-// The listener address inside a 128-byte listen handle (ucx transport).
+// The transport under test in this process (ICN_TRANSPORT: "tcp", "ib", else ucx), as ICN's handshake numbers it.
+uint8_t transportUnderTest();
+
+// The listener address inside a 128-byte listen handle of the transport under test.
 SockAddr listenAddress(const void* handle);
+
+// The source address (no port) of the hostile connections this process opened ("" before the first).
+const std::string& hostileSourceAddress();
 
 struct Frame {
   uint16_t type = 0;
@@ -58,12 +66,17 @@ class WirePeer {
 // The tag of a handshake message as a peer holding `key` computes it ("" = no key: plain SHA-256).
 std::vector<uint8_t> tagWith(const std::string& key, char kind, std::span<const uint8_t> first,
                              std::span<const uint8_t> second);
-// A connector HELLO for the ucx transport, identity "rogue-peer", tagged for `nonceA` with `key`.
+// A connector HELLO for the transport under test, identity "rogue-peer", tagged for `nonceA` with `key`.
 Hello connectorHello(uint64_t commId, std::vector<uint8_t> blob);
 void tagConnectorHello(Hello* h, const Nonce& nonceA, const std::string& key);
 std::vector<uint8_t> helloFrame(const Hello& h);
 // u32 length | bytes: the ucx transport's blob framing around a worker address.
 std::vector<uint8_t> ucxBlob(std::span<const uint8_t> workerAddress);
+// A well-framed blob of the transport under test that must never be used (refused connections never get as far
+// as parsing it), and one that passes the transport's checks (UCX: a real, never progressed worker; TCP: a
+// control request for lane 0 only; ib: none, an ib blob names live QPs: see IbRogue).
+std::vector<uint8_t> junkBlob();
+std::vector<uint8_t> acceptableBlob();
 
 // A UCX peer that passed the handshake (with the key of this process's ICN_AUTH_KEY, if any) and wired up its
 // endpoint like an ICN connector, then sends arbitrary tagged messages. Its control connection stays open.
@@ -83,6 +96,30 @@ class UcxRogue {
   ucp_worker_h worker_ = nullptr;
   ucp_ep_h ep_ = nullptr;
   Fd control_;
+};
+
+// A peer of ICN's TCP transport that passed the handshake (control connection and lane 0, no helper lanes, no
+// eager messages) and then reads clear-to-send records and writes arbitrary bytes on lane 0.
+class TcpRogue {
+ public:
+  static std::unique_ptr<TcpRogue> connect(const SockAddr& to, uint64_t commId, Ms limit, std::string* why);
+  // The next clear-to-send record's first entry: tag and posted size (nullopt when none came within `limit`).
+  struct Cts {
+    uint32_t seq = 0;
+    uint8_t slot = 0;
+    int32_t tag = 0;
+    uint32_t size = 0;
+  };
+  std::optional<Cts> readCts(Ms limit = Ms(10000));
+  bool send(std::span<const uint8_t> bytes);
+  // A message header for the receive `cts` names (offset 0, whole message unless overridden by the caller).
+  static std::vector<uint8_t> chunkHeader(const Cts& cts, uint32_t total, uint32_t offset, uint32_t length);
+  // Closes lane 0 and the control connection (as a peer that dies mid-transfer).
+  void closeAll();
+
+ private:
+  TcpRogue() = default;
+  Fd control_, lane0_;
 };
 
 // Memory of a process that a forged descriptor points at: a secret and a completion word, between guards.

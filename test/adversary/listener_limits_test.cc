@@ -34,7 +34,7 @@ size_t warningsWith(const std::string& needle) {
   return n;
 }
 
-TEST(Adversary, OutOfDescriptorsIsTemporary) {
+TEST(AdversaryListener, OutOfDescriptorsIsTemporary) {
   setLogSink(&captureSink);
   setenv("ICN_SOCKET_IFNAME", "lo", 1);
   params::reloadForTesting();

@@ -4,6 +4,7 @@
 #include <poll.h>
 
 #include <cstring>
+#include <sstream>
 #include <thread>
 
 namespace icn::adversary {
@@ -93,6 +94,12 @@ void victimBody(Rank& r, size_t expectComms, const std::function<void(VictimRepo
   EXPECT_EQ(r.plugin.net->closeListen(l), ncclSuccess);
 }
 
+namespace {
+std::function<void()> g_afterVictim;
+}  // namespace
+
+void afterVictim(std::function<void()> f) { g_afterVictim = std::move(f); }
+
 void attackerBody(Rank& r, const std::function<void(const SockAddr&, const VictimInfo&)>& attack) {
   char handle[NCCL_NET_HANDLE_MAXSIZE];
   VictimInfo info;
@@ -113,22 +120,50 @@ void attackerBody(Rank& r, const std::function<void(const SockAddr&, const Victi
   ASSERT_TRUE(r.peer.send(&b, 1));
   EXPECT_EQ(netapi::waitRequest(r.plugin, req, nullptr, std::chrono::seconds(30)), ncclSuccess);
   ASSERT_TRUE(r.peer.recv(&b, 1, std::chrono::seconds(90)));
+  if (g_afterVictim) g_afterVictim();
   EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
   ASSERT_TRUE(r.peer.send(&b, 1));
 }
 
-std::array<RankOutcome, 2> runAttack(const std::function<void(const SockAddr&, const VictimInfo&)>& attack,
-                                     size_t expectComms, const std::function<void(VictimReport&)>& check,
-                                     std::vector<std::pair<std::string, std::string>> env,
-                                     std::vector<std::pair<std::string, std::string>> victimOnly) {
+size_t AttackOutcome::victimWarnCount(const std::vector<std::string>& needles) const {
+  if (hostileAddress.empty()) return 0;
+  std::istringstream in(ranks[0].log);
+  std::string line;
+  size_t n = 0;
+  while (std::getline(in, line)) {
+    if (line.find("WARN") == std::string::npos || line.find(hostileAddress + ":") == std::string::npos) continue;
+    bool all = true;
+    for (auto& w : needles) all = all && line.find(w) != std::string::npos;
+    n += all;
+  }
+  return n;
+}
+
+std::string announcedHostileAddress(const std::string& rank1Log) {
+  const std::string announce = "adversary: hostile connection from ";
+  size_t at = rank1Log.find(announce);
+  if (at == std::string::npos) return "";
+  at += announce.size();
+  return rank1Log.substr(at, rank1Log.find('\n', at) - at);
+}
+
+AttackOutcome runAttack(const std::function<void(const SockAddr&, const VictimInfo&)>& attack, size_t expectComms,
+                        const std::function<void(VictimReport&)>& check,
+                        std::vector<std::pair<std::string, std::string>> env,
+                        std::vector<std::pair<std::string, std::string>> victimOnly) {
   std::array<RankSetup, 2> setup;
-  env.insert(env.begin(), {{"ICN_TRANSPORT", "ucx"}, {"UCX_TLS", "tcp"}, {"UCX_WARN_UNUSED_ENV_VARS", "n"}});
+  const std::string t = getenv("ICN_TRANSPORT") ? getenv("ICN_TRANSPORT") : "";
+  std::string transport = t == "tcp" || t == "ib" ? t : "ucx";
+  env.insert(env.begin(), {{"ICN_TRANSPORT", transport}, {"UCX_TLS", "tcp"}, {"UCX_WARN_UNUSED_ENV_VARS", "n"}});
   for (auto& s : setup) s.env = env;
   for (auto& kv : victimOnly) setup[0].env.push_back(kv);
-  auto out = testpair::runPair([&](Rank& r) { victimBody(r, expectComms, check); },
-                               [&](Rank& r) { attackerBody(r, attack); }, setup, std::chrono::seconds(120));
+  AttackOutcome out;
+  out.ranks = testpair::runPair([&](Rank& r) { victimBody(r, expectComms, check); },
+                                [&](Rank& r) { attackerBody(r, attack); }, setup, std::chrono::seconds(120));
   EXPECT_TRUE(out[0].cleanExit()) << "the victim crashed, hung or failed a check";
   EXPECT_TRUE(out[1].cleanExit()) << "the attacker rank failed a check";
+  out.hostileAddress = announcedHostileAddress(out[1].log);
+  EXPECT_FALSE(out.hostileAddress.empty()) << "rank 1 opened no hostile connection";
   return out;
 }
 

@@ -56,10 +56,29 @@ void victimBody(Rank& r, size_t expectComms, const std::function<void(VictimRepo
 // connections open (they are closed after the honest transfer).
 void attackerBody(Rank& r, const std::function<void(const SockAddr&, const VictimInfo&)>& attack);
 
-// Both ranks with their environments (ICN_CONNECT_TIMEOUT_MS etc.); the same for both unless `victimOnly`.
-std::array<RankOutcome, 2> runAttack(const std::function<void(const SockAddr&, const VictimInfo&)>& attack,
-                                     size_t expectComms, const std::function<void(VictimReport&)>& check,
-                                     std::vector<std::pair<std::string, std::string>> env = {},
-                                     std::vector<std::pair<std::string, std::string>> victimOnly = {});
+// Called in rank 1 once the victim has finished every receive and its checks (so every hostile message has been
+// handled): for checks of state outside the victim, such as a third process's canary. Set by the attack.
+void afterVictim(std::function<void()> f);
+
+struct AttackOutcome {
+  std::array<RankOutcome, 2> ranks;
+  std::string hostileAddress;  // where rank 1's hostile connections came from (announced by WirePeer)
+  const RankOutcome& operator[](size_t i) const { return ranks[i]; }
+  // A victim WARN line with every needle that names the hostile peer by its address (the peer's claimed host
+  // name proves nothing: the address is what the victim's kernel saw).
+  bool victimWarns(const std::vector<std::string>& needles) const { return victimWarnCount(needles) > 0; }
+  // How many such lines: one per hostile connection when each must be refused for its own reason.
+  size_t victimWarnCount(const std::vector<std::string>& needles) const;
+};
+
+// The address rank 1 announced for its hostile connections ("adversary: hostile connection from ADDR"; "" if none).
+std::string announcedHostileAddress(const std::string& rank1Log);
+
+// Both ranks with their environments (ICN_CONNECT_TIMEOUT_MS etc.); the same for both unless `victimOnly`. The
+// transport is ICN_TRANSPORT of this process ("tcp", "ib", else ucx limited to UCX_TLS=tcp) unless `env` sets it.
+AttackOutcome runAttack(const std::function<void(const SockAddr&, const VictimInfo&)>& attack, size_t expectComms,
+                        const std::function<void(VictimReport&)>& check,
+                        std::vector<std::pair<std::string, std::string>> env = {},
+                        std::vector<std::pair<std::string, std::string>> victimOnly = {});
 
 }  // namespace icn::adversary
