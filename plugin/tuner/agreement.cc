@@ -15,6 +15,11 @@ void Agreement::setWake(std::function<void()> wake) {
   wake_ = std::move(wake);
 }
 
+void Agreement::setWaitHint(std::string hint) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hint_ = std::move(hint);
+}
+
 void Agreement::wake() {
   std::function<void()> w;
   {
@@ -206,8 +211,10 @@ bool Agreement::onHorizon(uint64_t h, const std::vector<AgreedDecision>& decisio
 uint64_t Agreement::freeze(uint64_t from, const char* why, bool quiet) {
   uint64_t now;
   bool first = false;
+  std::string hint;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    hint = hint_;
     uint64_t cur = frozenFrom_.load();
     now = std::min(cur, from);
     first = cur == kNever;
@@ -220,8 +227,8 @@ uint64_t Agreement::freeze(uint64_t from, const char* why, bool quiet) {
              static_cast<unsigned long long>(commId_), static_cast<unsigned long long>(now), why);
   } else if (first) {
     if (start_.load() == kNever)
-      ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: no agreement across processes (%s): NCCL's choice for every call",
-               static_cast<unsigned long long>(commId_), why);
+      ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: no agreement across processes (%s): NCCL's choice for every "
+               "call%s%s", static_cast<unsigned long long>(commId_), why, hint.empty() ? "" : "; ", hint.c_str());
     else
       ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: agreement across processes stops at call %llu (%s): decisions "
                "in force stay, running plans finish, nothing new is decided",

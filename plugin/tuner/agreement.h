@@ -101,6 +101,8 @@ class Agreement {
   // A follower that gave up waiting: true once, with the horizon it held (kNever: it never got START); the service
   // sends DROP with it.
   bool takeDrop(uint64_t* horizon);
+  // Said with the WARN when the agreement never starts (where the rendezvous may not reach other hosts).
+  void setWaitHint(std::string hint);
   // The local ranks' count once the first call came (followers report it to the leader); -1 before.
   int localRanks() const { return localRanks_.load(); }
 
@@ -124,6 +126,7 @@ class Agreement {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::function<void()> wake_;
+  std::string hint_;
   // Leader.
   uint64_t next_ = 0;          // calls the leader's ranks have asked about (max over local ranks)
   int followerRanks_ = 0;

@@ -110,7 +110,7 @@ void Group::startAgreement() {
   agree_ = std::make_shared<Agreement>(commId_, nRanks_, lead ? Agreement::Role::Leader : Agreement::Role::Follower,
                                        cfg_.agree, std::move(initial));
   std::string why;
-  if (!agree::attach(agree_, &why)) agree_->freeze(0, why.c_str());
+  if (!agree::attach(agree_, nNodes_, &why)) agree_->freeze(0, why.c_str());
 }
 
 Agreement* Group::agreement() {
