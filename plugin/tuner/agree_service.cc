@@ -51,6 +51,7 @@ struct Conn {
   Entry* entry = nullptr;
   int members = 0;
   bool dead = false, bye = false;
+  std::array<std::array<bool, coll::kNumBuckets>, coll::kNumColls> reported{};  // leader: this follower's reports
 };
 
 struct Entry {
@@ -509,11 +510,22 @@ void Service::handle(Conn& c, uint8_t type, Reader& r) {
       uint32_t n = r.u32();
       if (!r.done() || n == 0 || n > static_cast<uint32_t>(a.nRanks())) return bad();
       c.members = static_cast<int>(n);
-      int sum = 0;  // followers of this communicator, including any authenticated in this round
-      for (auto& f : e.followers) sum += f->dead ? 0 : f->members;
+      int sum = 0, procs = 0;  // followers of this communicator, including any authenticated in this round
+      for (auto& f : e.followers)
+        if (!f->dead && f->members > 0) sum += f->members, ++procs;
       for (auto& p : pending_)
-        if (p && !p->dead && p->entry == &e && p->state == Conn::State::Ready) sum += p->members;
-      a.onMembers(sum);
+        if (p && !p->dead && p->entry == &e && p->state == Conn::State::Ready && p->members > 0)
+          sum += p->members, ++procs;
+      a.onMembers(sum, procs);
+      return;
+    }
+    if (type == kReport) {
+      // One report per bucket and follower: at most kNumColls x kNumBuckets messages a connection.
+      int rc = 0, rb = 0;
+      std::vector<ArmEstimate> arms;
+      if (!getReport(r, &rc, &rb, &arms) || c.reported[rc][rb]) return bad();
+      c.reported[rc][rb] = true;
+      if (!a.onReport(rc, rb, arms)) return bad();
       return;
     }
     if (type == kDrop) {
@@ -793,6 +805,13 @@ void Service::step(Entry& e) {
     w.u32(static_cast<uint32_t>(a.localRanks()));
     send(c, kMembers, w.b);
     e.membersSent = true;
+  }
+  int rc = 0, rb = 0;
+  std::vector<ArmEstimate> arms;
+  while (c.state == Conn::State::Ready && !c.dead && a.takeReport(&rc, &rb, &arms)) {
+    Writer w;
+    putReport(w, rc, rb, arms);
+    send(c, kReport, w.b);
   }
   uint64_t h = 0;
   if (c.state == Conn::State::Ready && a.takeDrop(&h)) {

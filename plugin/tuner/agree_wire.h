@@ -193,6 +193,49 @@ inline bool parseAddr(const std::string& s, SockAddr* a) {
   return true;
 }
 
+// A process's report of one (collective, bucket): u8 coll | u8 bucket | u8 arms | per arm: u8 algo | u8 proto |
+// u16 usable samples | u32 estimate (IEEE float, microseconds).
+inline void putReport(Writer& w, int coll, int bucket, const std::vector<ArmEstimate>& arms) {
+  w.u8(static_cast<uint8_t>(coll));
+  w.u8(static_cast<uint8_t>(bucket));
+  size_t n = std::min<size_t>(arms.size(), BucketExplorer::kMaxArms);
+  w.u8(static_cast<uint8_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    const ArmEstimate& a = arms[i];
+    w.u8(static_cast<uint8_t>(a.d.algo));
+    w.u8(static_cast<uint8_t>(a.d.proto));
+    w.u8(static_cast<uint8_t>(a.usable));
+    w.u8(static_cast<uint8_t>(a.usable >> 8));
+    uint32_t bits;
+    memcpy(&bits, &a.us, sizeof bits);
+    w.u32(bits);
+  }
+}
+
+// False when the report is malformed: a collective, bucket, algorithm or protocol out of range, more than
+// kMaxArms arms, an arm twice, an estimate that is not a finite time under 1000 s, or trailing bytes.
+inline bool getReport(Reader& r, int* coll, int* bucket, std::vector<ArmEstimate>* arms) {
+  *coll = r.u8();
+  *bucket = r.u8();
+  uint32_t n = r.u8();
+  if (!r.ok || *coll >= coll::kNumColls || *bucket >= coll::kNumBuckets || n > BucketExplorer::kMaxArms) return false;
+  std::array<bool, coll::kNumAlgos * coll::kNumProtos> seen{};
+  arms->clear();
+  for (uint32_t i = 0; i < n; ++i) {
+    int algo = r.u8(), proto = r.u8();
+    uint16_t usable = static_cast<uint16_t>(r.u8() | (r.u8() << 8));
+    uint32_t bits = r.u32();
+    float us;
+    memcpy(&us, &bits, sizeof us);
+    if (!r.ok || algo >= coll::kNumAlgos || proto >= coll::kNumProtos || !(us >= 0 && us < 1e9f)) return false;
+    int s = algo * coll::kNumProtos + proto;
+    if (seen[s]) return false;
+    seen[s] = true;
+    arms->push_back(ArmEstimate{Decision{static_cast<int8_t>(algo), static_cast<int8_t>(proto), 0}, us, usable});
+  }
+  return r.done();
+}
+
 inline void putAddr(Writer& w, const std::string& a) {
   w.u32(static_cast<uint32_t>(a.size()));
   w.bytes(reinterpret_cast<const uint8_t*>(a.data()), a.size());

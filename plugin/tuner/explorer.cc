@@ -413,6 +413,16 @@ bool BucketExplorer::roundDone(uint64_t issued) const {
   return issued >= planEnd() + std::max(grace, static_cast<uint64_t>(std::max(0, p_.giveUpCalls)));
 }
 
+int BucketExplorer::armEstimates(std::array<ArmEstimate, kMaxArms>& out) const {
+  std::array<double, kMaxArms> period{};
+  double fastest = 0;
+  periodEstimates(period, fastest);
+  for (int i = 0; i < nBins_; ++i)
+    out[i] = ArmEstimate{bins_[i].d, static_cast<float>(period[i]),
+                         static_cast<uint16_t>(period[i] > 0 ? usable(bins_[i]) : 0)};
+  return nBins_;
+}
+
 int BucketExplorer::periodEstimates(std::array<double, kMaxArms>& period, double& fastestUs) const {
   int fastest = -1;
   fastestUs = 0;

@@ -112,6 +112,13 @@ struct Sample {
   int calls = 1;        // > 1: a span: `us` is the cost per call over this many calls, only the last one timed
 };
 
+// One arm's estimate after a round: what a process reports to the agreement's leader.
+struct ArmEstimate {
+  Decision d;
+  float us = 0;        // period estimate (0: unmeasured)
+  uint16_t usable = 0;  // samples the estimate rests on
+};
+
 struct CommitInfo {
   Decision before, after;
   double afterUs = 0;
@@ -192,6 +199,8 @@ class BucketExplorer {
   uint64_t learnedSamples() const { return learnedSamples_; }
   bool planFinal() const { return planFinal_; }
   uint64_t planEnd() const { return start_ + static_cast<uint64_t>(planLen_); }
+  // Each arm's estimate in the round just finished (or running); returns how many were written (<= kMaxArms).
+  int armEstimates(std::array<ArmEstimate, kMaxArms>& out) const;
   // Most calls one stage-1 round plans (for the log and tests).
   static int stage1MaxCalls(int nCands, const ExploreParams& p, bool adaptive);
 

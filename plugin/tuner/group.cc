@@ -34,6 +34,9 @@ Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std
     // at 114-127 us a call, 82-91 untimed).
     if (cfg_.explore.quietDuelCalls >= 4) cfg_.explore.quietSpanCalls = std::min(8, cfg_.explore.quietDuelCalls - 2);
   }
+  // Combining processes' measurements follows one process's rules.
+  cfg_.agree.minSamples = cfg_.explore.minSamples;
+  cfg_.agree.margin = cfg_.explore.ncclMargin;
   for (const CacheEntry& e : cache)
     if (e.nRanks == nRanks && e.nNodes == nNodes && e.coll >= 0 && e.coll < coll::kNumColls) cache_.push_back(e);
 }
@@ -135,13 +138,13 @@ bool Group::persists() const {
   return agree_ && agree_->role() == Agreement::Role::Leader;
 }
 
-void Group::proposeLearned(int c, int bkt) {
+void Group::reportRound(int c, int bkt) {
   Bucket& b = buckets_[c][bkt];
-  if (!agree_ || agree_->role() != Agreement::Role::Leader || agreeState_.load() != 1) return;
-  Decision learned = b.ex.learned();
-  if (b.ex.learnedSamples() == 0 || !learned.valid()) return;
-  if (b.ncclPick >= 0 && b.cands[b.ncclPick] == learned) return;  // NCCL's own choice: nothing to announce
-  agree_->propose(c, bkt, learned);
+  if (!agree_ || agreeState_.load() != 1) return;
+  std::array<ArmEstimate, BucketExplorer::kMaxArms> arms{};
+  int n = b.ex.armEstimates(arms);
+  Decision nccl = b.ncclPick >= 0 ? b.cands[b.ncclPick] : Decision{};
+  agree_->report(c, bkt, std::span<const ArmEstimate>(arms.data(), static_cast<size_t>(n)), nccl);
 }
 
 bool Group::complete() const { return members_.load() >= nRanks_; }
@@ -390,7 +393,7 @@ void Group::maybeTransition(int c, int bkt) {
     CommitInfo ci = b.ex.finishRound(maxNext(c, bkt), commit);
     setQuiet(b, false);
     logCommit(c, bkt, ci, commit);
-    if (!commit && online && !ci.notEnough) proposeLearned(c, bkt);
+    if (!commit && online) reportRound(c, bkt);
     if (commit && stage != BucketExplorer::kChannels) {
       // Keep measuring into the duel or stage 2: switching the profiler off and on again would cost its first
       // call's sample.
@@ -465,15 +468,21 @@ void Group::logCommit(int c, int bkt, const CommitInfo& ci, bool committed) {
              describe(ci.after, before, sizeof before),
              cfg_.mode != Mode::Online ? "static mode"
              : agree_ && agree_->role() == Agreement::Role::Leader
-                 ? "ranks live in other processes: announced to them, in force once every process has it"
-                 : "ranks live in other processes: the leader's process decides",
+                 ? "ranks live in other processes: this process decides from every process's measurements"
+                 : "ranks live in other processes: sent to the leader's process, which decides from every process's",
              ci.detail.c_str());
   }
 }
 
 std::vector<CacheEntry> Group::learnedEntries() const {
-  std::lock_guard<std::mutex> lock(mu_);
   std::vector<CacheEntry> out;
+  // Across processes the table holds what every process's measurements decided, not this process's own.
+  if (agree_ && agree_->role() == Agreement::Role::Leader && agreeState_.load() == 1) {
+    for (const AgreedWinner& w : agree_->winners())
+      out.push_back(CacheEntry{w.coll, nRanks_, nNodes_, w.bucket, w.d, w.us, static_cast<uint64_t>(w.processes)});
+    return out;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
   for (int c = 0; c < coll::kNumColls; ++c)
     for (int b = 0; b < coll::kNumBuckets; ++b) {
       const BucketExplorer& ex = buckets_[c][b].ex;

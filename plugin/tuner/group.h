@@ -1,7 +1,8 @@
 // All tuner contexts of one communicator that live in this process (nccl-tests -g 2 puts both ranks of a
 // communicator in one process). They share one decision state so every local rank makes the same choice for the
 // same call. Measured winners are committed here only when *all* ranks are local; otherwise every process walks
-// the same fixed plan and the leader's winners reach the others through the agreement (agreement.h).
+// the same fixed plan, reports what it measured to the agreement, and the winner the leader's process decides from
+// every process's measurements reaches the others through it (agreement.h).
 //
 // Hot path: a settled bucket is one atomic word (decision + first call index it applies to); a call reads it
 // lock-free. Buckets that are exploring or changing take the group's mutex, which only local ranks of the *same*
@@ -135,7 +136,9 @@ class Group {
   uint64_t minDecided(int coll, int bucket) const;
   void logCommit(int coll, int bucket, const CommitInfo& ci, bool committed);
   void applyCache();  // first decision: settle the cached buckets when every rank is local
-  void proposeLearned(int coll, int bucket);  // leader of an agreement: announce what a fixed plan measured
+  // Ranks in other processes: what this process measured in a fixed plan goes to the agreement (the leader
+  // combines every process's, agreement.h). Mutex held.
+  void reportRound(int coll, int bucket);
   bool persists() const;  // writes the table at the end: every rank local, or the agreement's leader
 
   std::vector<CacheEntry> cache_;

@@ -407,6 +407,35 @@ TEST(TunerMultiproc, ProcessesAgreeOnEveryCallAndFindTheWinner) {
   }
 }
 
+// The processes' timings disagree about the winner: the leader (rank 0) sees Tree/Simple fastest at 4 MiB (30 us
+// against Ring/LL128's 40), rank 1 sees the true costs (Ring/LL128 40, Tree/Simple 52) and rank 2, the slowest,
+// sees every call 1.5x slower (Ring/LL128 60, Tree/Simple 78). A collective takes as long as its slowest rank, so
+// the agreed winner is the arm whose slowest process's time is least: Ring/LL128 (60 us against Tree/Simple's
+// 78), not the leader's own favourite. The followers' reports reach the leader, which says what it combined.
+TEST(TunerMultiproc, LeaderDecidesFromEveryProcessSlowestTimes) {
+  Job job(3, 1, 6000);
+  ASSERT_TRUE(job.ready());
+  job.start(0, 1);
+  job.start(1, 0);
+  job.start(2, 2);
+  auto res = job.finish();
+  dumpLogs(res);
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].status, 0) << "rank " << r;
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].picks.size(), 6000u);
+  expectSameSequences(res, {0, 1, 2});
+  for (int r = 0; r < 3; ++r) EXPECT_FALSE(res[r].has("WARN")) << "rank " << r;
+  EXPECT_TRUE(res[0].has("learned TREE/SIMPLE")) << "the leader's own measurements favour Tree/Simple";
+  EXPECT_TRUE(res[0].has("3 processes measured")) << "every follower's report reached the leader";
+  EXPECT_TRUE(res[0].has("announces RING/LL128"));
+  for (int i = 5000; i < 6000; ++i) {
+    if (sizeOf(i) == kBig) {
+      ASSERT_EQ(res[0].picks[i], std::make_pair(1, 1)) << "call " << i << ": the slowest process's best arm";
+    } else {
+      ASSERT_EQ(res[0].picks[i], ncclChoice(kSmall)) << "call " << i << ": NCCL's choice stays at 64 KiB";
+    }
+  }
+}
+
 // The leader dies (SIGKILL) while the others go on: they stop agreeing at once (its connection closed) and keep
 // making the same choices as each other; no call waits longer than the bound.
 TEST(TunerMultiproc, KilledLeaderEndsTheAgreementWithoutDivergence) {
