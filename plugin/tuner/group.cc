@@ -10,30 +10,6 @@ namespace icn::tuner {
 
 Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std::vector<CacheEntry>& cache)
     : commId_(commId), nRanks_(nRanks), nNodes_(nNodes), cfg_(std::move(cfg)) {
-  // Across nodes a collective also waits for the network through NCCL's proxy thread, and kernel work times do
-  // not show that reliably (net path on H200: Tree/LL kernels of 2.4 us at 2-8 KiB for 23-30 us per call, Ring/LL
-  // 9-25 us for 23 us): only periods rank arms there. And their periods are not steady: Tree arms showed lower
-  // quartiles of 6.5-7.8 us at 512 B-8 KiB and 25 us at 256 KiB for real costs of 16-30 us and 80 us, i.e. calls
-  // completing in pairs; the trimmed mean is the cost per call. One node keeps the lower quartile (launch skew of
-  // one thread driving two GPUs only ever adds time there).
-  // An arm's first calls after another arm also ran cheaper there (Tree/Simple at 8 MiB: 434 us measured in
-  // screening, 554 us per call back to back: part of a call's cost falls on the next calls of the same
-  // connections), so each arm gets 3 screening calls and its first one never counts, and a duel runs 8 calls per
-  // arm and ranks each on its latest 4 (with 4-call blocks, net path 8 MiB: Tree/Simple 396-459 us in the duel,
-  // 482-560 running on, against Ring/Simple's 465-512: kept in 3 of 3 processes).
-  if (nNodes > 1) {
-    cfg_.explore.hostBoundRatio = 0;
-    cfg_.explore.meanPeriods = true;
-    cfg_.explore.callsPerArm = std::max(cfg_.explore.callsPerArm, 3);
-    cfg_.explore.dropFirstAfter = 1;
-    cfg_.explore.duelCalls = std::max(cfg_.explore.duelCalls, 8);
-    cfg_.explore.duelKeepCalls = 4;
-    cfg_.explore.longCallMargin = cfg_.explore.ncclMargin;  // network periods wander more than a GPU's
-    // Quiet duels there (ICN_TUNER_QUIET_DUEL, 12 calls a block) rank a span over the latest 8: the climb is
-    // over by then, and the timed last call's toll is shared by 8 (2 H200, net path, 128 KiB: Tree/Simple timed
-    // at 114-127 us a call, 82-91 untimed).
-    if (cfg_.explore.quietDuelCalls >= 4) cfg_.explore.quietSpanCalls = std::min(8, cfg_.explore.quietDuelCalls - 2);
-  }
   // Combining processes' measurements follows one process's rules.
   cfg_.agree.minSamples = cfg_.explore.minSamples;
   cfg_.agree.margin = cfg_.explore.ncclMargin;

@@ -34,7 +34,7 @@ constexpr uint64_t kQuietParkCalls = 4;
 
 struct GroupConfig {
   Mode mode = Mode::Online;
-  ExploreParams explore;
+  ExploreParams explore;  // as given: the plugin's contexts shape them for the communicator (explore_params.h)
   // LL candidates NCCL's model predicts over this many times its own choice are not screened where that choice is
   // predicted to take kModelSkipFromUs or more (ICN_TUNER_MODEL_SKIP; 0: screen every supported candidate).
   double modelSkipRatio = 1.5;
