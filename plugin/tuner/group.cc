@@ -28,9 +28,7 @@ void Group::applyCache() {
   } else {
     for (const CacheEntry& e : cache_) {
       Bucket& b = buckets_[e.coll][e.bucket];
-      if (b.ex.phase() != BucketExplorer::Phase::Unseen) continue;
-      b.ex.settle(e.decision, 0, e.meanUs);
-      publish(b);
+      b.settleCached(e.decision, e.meanUs);
     }
     if (!cache_.empty())
       ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: %zu cached decisions for nRanks=%d nNodes=%d from %s",
@@ -118,7 +116,7 @@ void Group::reportRound(int c, int bkt) {
   Bucket& b = buckets_[c][bkt];
   if (!agree_ || agreeState_.load() != 1) return;
   std::array<ArmEstimate, BucketExplorer::kMaxArms> arms{};
-  int n = b.ex.armEstimates(arms);
+  int n = b.explorer().armEstimates(arms);
   Decision nccl = b.ncclPick >= 0 ? b.cands[b.ncclPick] : Decision{};
   agree_->report(c, bkt, std::span<const ArmEstimate>(arms.data(), static_cast<size_t>(n)), nccl);
 }
@@ -178,11 +176,6 @@ void Group::parkIdle(uint64_t tick, uint64_t idleCalls) {
     }
 }
 
-void Group::publish(Bucket& b) {
-  if (b.ex.phase() == BucketExplorer::Phase::Settled && !b.pendingNext && !b.pendingReexplore)
-    b.word.store(packDecision(b.ex.current(), b.ex.currentFrom()));
-}
-
 Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
   if (slot < 0 || slot >= kMaxLocal || c < 0 || c >= coll::kNumColls || bkt < 0 || bkt >= coll::kNumBuckets)
     return Decision{};
@@ -193,7 +186,7 @@ Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
   uint64_t seq = 0;
   if (held_.load(std::memory_order_relaxed) > 0) seq = decides_.fetch_add(1, std::memory_order_relaxed) + 1;
   noteCallForQuiet(this, c, bkt);  // another bucket's call: a quiet request for "the next call" is stale
-  uint64_t w = buckets_[c][bkt].word.load();
+  uint64_t w = buckets_[c][bkt].word();
   bool quiet = false;
   Decision d = ((w & 1) && index >= (w >> 16)) ? unpackDecision(w) : slowPath(slot, c, bkt, index, seq, table, quiet);
   decided_[slot][c][bkt].store(index + 1);
@@ -220,16 +213,13 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, uint64_t seq,
                          bool& quiet) {
   std::lock_guard<std::mutex> lock(mu_);
   Bucket& b = buckets_[c][bkt];
-  if (b.ex.phase() == BucketExplorer::Phase::Unseen) {
+  if (b.phase() == BucketExplorer::Phase::Unseen) {
     // Adaptive: every rank lives here and shares this state. Otherwise ranks in other processes compute the
     // very same (fixed) plan from the cost table alone, which NCCL makes identical on every rank.
     bool adaptive = complete();
     SkipReport skips;
     if (cfg_.mode == Mode::Online) skips = collectCandidates(c, bkt, table, adaptive);
-    if (b.nCands >= 2) {
-      // Index 0 for everyone.
-      b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), 0, cfg_.explore, adaptive,
-                       std::max(1, members_.load()), b.ncclPick);
+    if (b.begin(cfg_.explore, adaptive, std::max(1, members_.load()))) {
       startExploring(b);  // the plan's warm calls absorb the calls that cannot be measured yet
       char first[48];
       char skipped[96] = "";
@@ -246,42 +236,40 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, uint64_t seq,
                describe(b.cands[0], first, sizeof first),
                BucketExplorer::stage1MaxCalls(b.nCands, cfg_.explore, adaptive),
                adaptive ? "screen + confirm" : "fixed plan, ranks in other processes", modelSkipped, skipped);
-    } else {
-      b.ex.settle(Decision{}, 0, 0);
     }
   }
   // The plan must cover every index a local rank can ask for before the next time the lock is taken.
   uint64_t ahead = static_cast<uint64_t>(std::max(1, members_.load())) + 1;
-  b.ex.extendPlan(maxNext(c, bkt) + ahead);
-  if (b.ex.phase() == BucketExplorer::Phase::Exploring) {
+  b.explorer().extendPlan(maxNext(c, bkt) + ahead);
+  if (b.phase() == BucketExplorer::Phase::Exploring) {
     // Other buckets' calls since this one's last (back from parking, or a jump in the group's count; local ranks
     // may take the lock out of their order, so only a jump forward counts): a quiet block they fell into runs
     // again.
     bool resumed = !b.counted;
     bool cut = resumed || (seq != 0 && b.lastSeq != 0 && seq > b.lastSeq + 1);
     b.lastSeq = resumed ? 0 : std::max(b.lastSeq, seq);
-    if (cut && b.ex.noteInterrupted(index, maxNext(c, bkt) + ahead))
+    if (cut && b.explorer().noteInterrupted(index, maxNext(c, bkt) + ahead))
       ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B duel: other sizes' calls came inside a quiet block at "
                "call %llu; its arm runs another block", static_cast<unsigned long long>(commId_), coll::collName(c),
                bkt, static_cast<unsigned long long>(index));
     // Back from parking with nothing measuring: this call switches the profiler on too late for itself, and the
     // next one has no timed predecessor to measure its cost from.
     if (!b.counted && measurementDemand().load() == 0) {
-      b.ex.noteUnmeasured(index);
-      b.ex.noteUnmeasured(index + 1);
+      b.explorer().noteUnmeasured(index);
+      b.explorer().noteUnmeasured(index + 1);
     }
     b.lastTick = tunerTick();
     setExploring(b, true);
   }
   maybeTransition(c, bkt);
-  b.ex.extendPlan(maxNext(c, bkt) + ahead);
-  Decision d = b.ex.decisionFor(index);
+  b.explorer().extendPlan(maxNext(c, bkt) + ahead);
+  Decision d = b.explorer().decisionFor(index);
   // NCCL reads the event mask as a call is enqueued, before it asks us about it: set it for the call the least
   // advanced local rank enqueues next (ranks driven one after the other enqueue call i after the first decided it;
   // ranks in one group enqueue both before either decides).
-  quiet = b.ex.quietDuel() && !b.ex.measures(minNext(c, bkt));
+  quiet = b.explorer().quietDuel() && !b.explorer().measures(minNext(c, bkt));
   setQuiet(b, quiet);
-  publish(b);
+  b.publish();
   return d;
 }
 
@@ -299,7 +287,7 @@ Group::SkipReport Group::collectCandidates(int c, int bkt, const CostTable& tabl
   // Measurements differ between processes: only a group holding every rank may let them shape the plan.
   for (int nb : {bkt - 1, bkt + 1}) {
     if (!adaptive || nb < 0 || nb >= coll::kNumBuckets) continue;
-    const BucketExplorer& ex = buckets_[c][nb].ex;
+    const BucketExplorer& ex = buckets_[c][nb].explorer();
     if (ex.learnedSamples() == 0) continue;
     for (int i = 1; i < b.nCands; ++i)
       if (b.cands[i].algo == ex.learned().algo && b.cands[i].proto == ex.learned().proto) {
@@ -331,7 +319,7 @@ void Group::skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPi
   const double ratio = cfg_.modelSkipRatio;
   if (ratio <= 0 || ref < kModelSkipFromUs) return;
   size_t used = 0;
-  report.slowLl = removeCandidates(b, ncclPick, [&](const Decision& d) {
+  report.slowLl = b.removeCandidates(ncclPick, [&](const Decision& d) {
     float cost = table.at(d.algo, d.proto);
     if (d.proto != coll::kLL || cost <= ratio * ref) return false;
     char name[48];
@@ -350,52 +338,31 @@ void Group::skipFarSlower(int c, int bkt, const Decision& ncclPick, SkipReport& 
   Bucket& b = buckets_[c][bkt];
   const BucketExplorer* ref = nullptr;
   for (int nb = bkt - 1; nb >= 0 && !ref; --nb)
-    if (buckets_[c][nb].ex.fastestPeriodUs() > 0) {
-      ref = &buckets_[c][nb].ex;
+    if (buckets_[c][nb].explorer().fastestPeriodUs() > 0) {
+      ref = &buckets_[c][nb].explorer();
       report.farFrom = nb;
     }
   if (!ref || ref->fastestPeriodUs() < kSkipFromUs) return;
-  report.farSlower = removeCandidates(
-      b, ncclPick, [&](const Decision& d) { return ref->slowdown(d.algo, d.proto) > kSkipSlowdown; });
+  report.farSlower = b.removeCandidates(
+      ncclPick, [&](const Decision& d) { return ref->slowdown(d.algo, d.proto) > kSkipSlowdown; });
 }
 
 void Group::maybeTransition(int c, int bkt) {
   Bucket& b = buckets_[c][bkt];
   bool online = cfg_.mode == Mode::Online;
-  if (b.ex.phase() == BucketExplorer::Phase::Exploring && b.ex.roundDone(maxNext(c, bkt))) {
-    b.word.store(0);
-    int stage = b.ex.stage();
-    bool commit = online && complete();
-    CommitInfo ci = b.ex.finishRound(maxNext(c, bkt), commit);
+  auto issued = [&] { return maxNext(c, bkt); };
+  Bucket::RoundEnd end = b.finishRound(issued, online && complete());
+  if (end.ended) {
     setQuiet(b, false);
-    logCommit(c, bkt, ci, commit);
-    if (!commit && online) reportRound(c, bkt);
-    if (commit && stage != BucketExplorer::kChannels) {
-      // Keep measuring into the duel or stage 2: switching the profiler off and on again would cost its first
-      // call's sample.
-      b.pendingNext = true;
-    } else {
-      setExploring(b, false);
-    }
+    logCommit(c, bkt, end.info, end.committed);
+    if (!end.committed && online) reportRound(c, bkt);
+    if (end.demand == Bucket::Demand::Stop) setExploring(b, false);
   }
-  if (b.ex.phase() == BucketExplorer::Phase::Settled && (b.pendingNext || b.pendingReexplore)) {
-    b.word.store(0);
-    if (minDecided(c, bkt) >= b.ex.currentFrom()) {
-      uint64_t start = maxNext(c, bkt);
-      if (b.pendingReexplore) {
-        b.ex.noteReexplore();
-        b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), start, cfg_.explore, complete(),
-                         std::max(1, members_.load()), b.ncclPick);
-        startExploring(b);
-      } else if (b.ex.beginNext(start)) {
-        startExploring(b);
-      } else {
-        setExploring(b, false);
-      }
-      b.pendingNext = b.pendingReexplore = false;
-    }
-  }
-  publish(b);
+  Bucket::Demand next =
+      b.startPending(issued, minDecided(c, bkt), cfg_.explore, complete(), std::max(1, members_.load()));
+  if (next == Bucket::Demand::Start) startExploring(b);
+  if (next == Bucket::Demand::Stop) setExploring(b, false);
+  b.publish();
 }
 
 void Group::addSample(int c, int bkt, const Sample& s) {
@@ -403,16 +370,13 @@ void Group::addSample(int c, int bkt, const Sample& s) {
   std::lock_guard<std::mutex> lock(mu_);
   Bucket& b = buckets_[c][bkt];
   // Only a duel looks at how far the ranks got (every measured collective comes through here).
-  bool duel = b.ex.phase() == BucketExplorer::Phase::Exploring && b.ex.stage() == BucketExplorer::kDuel;
-  if (!b.ex.addSample(s, duel ? maxNext(c, bkt) : UINT64_MAX)) return;
-  if (b.ex.phase() == BucketExplorer::Phase::Settled && cfg_.mode == Mode::Online && complete() && b.nCands >= 2 &&
-      b.ex.driftDetected()) {
+  bool duel = b.phase() == BucketExplorer::Phase::Exploring && b.explorer().stage() == BucketExplorer::kDuel;
+  if (!b.explorer().addSample(s, duel ? maxNext(c, bkt) : UINT64_MAX)) return;
+  if (b.noteDrift(cfg_.mode == Mode::Online && complete())) {
     char cur[48];
     ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: measured times drifted from %.2fus for %s; re-exploring",
-             static_cast<unsigned long long>(commId_), coll::collName(c), bkt, b.ex.currentUs(),
-             describe(b.ex.current(), cur, sizeof cur));
-    b.pendingReexplore = true;
-    b.word.store(0);
+             static_cast<unsigned long long>(commId_), coll::collName(c), bkt, b.explorer().currentUs(),
+             describe(b.explorer().current(), cur, sizeof cur));
   }
   maybeTransition(c, bkt);
 }
@@ -434,13 +398,13 @@ void Group::logCommit(int c, int bkt, const CommitInfo& ci, bool committed) {
              static_cast<unsigned long long>(commId_), coll::collName(c), bkt, BucketExplorer::stageName(ci.stage),
              describe(ci.before, before, sizeof before), ci.before == ci.after ? "stays" : "->",
              describe(ci.after, after, sizeof after), ci.afterUs,
-             static_cast<unsigned long long>(buckets_[c][bkt].ex.currentFrom()), ci.calls,
+             static_cast<unsigned long long>(buckets_[c][bkt].explorer().currentFrom()), ci.calls,
              ci.hostBound ? "period (host-bound: the reference stays within 1.5x)" : "period", ci.detail.c_str());
   } else {
     ICN_INFO(subsys::Tuning,
              "tuner: comm 0x%llx %s 2^%d B: learned %s (%.2fus) but keeps %s: %s; measured: %s",
              static_cast<unsigned long long>(commId_), coll::collName(c), bkt,
-             describe(buckets_[c][bkt].ex.learned(), after, sizeof after), buckets_[c][bkt].ex.learnedUs(),
+             describe(buckets_[c][bkt].explorer().learned(), after, sizeof after), buckets_[c][bkt].explorer().learnedUs(),
              describe(ci.after, before, sizeof before),
              cfg_.mode != Mode::Online ? "static mode"
              : agree_ && agree_->role() == Agreement::Role::Leader
@@ -461,7 +425,7 @@ std::vector<CacheEntry> Group::learnedEntries() const {
   std::lock_guard<std::mutex> lock(mu_);
   for (int c = 0; c < coll::kNumColls; ++c)
     for (int b = 0; b < coll::kNumBuckets; ++b) {
-      const BucketExplorer& ex = buckets_[c][b].ex;
+      const BucketExplorer& ex = buckets_[c][b].explorer();
       if (ex.learnedSamples() == 0) continue;
       out.push_back(CacheEntry{c, nRanks_, nNodes_, b, ex.learned(), ex.learnedUs(), ex.learnedSamples()});
     }
@@ -470,12 +434,12 @@ std::vector<CacheEntry> Group::learnedEntries() const {
 
 Decision Group::currentDecision(int c, int b) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return buckets_[c][b].ex.decisionFor(maxNext(c, b));
+  return buckets_[c][b].explorer().decisionFor(maxNext(c, b));
 }
 
 BucketExplorer::Phase Group::phase(int c, int b) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return buckets_[c][b].ex.phase();
+  return buckets_[c][b].explorer().phase();
 }
 
 }  // namespace icn::tuner

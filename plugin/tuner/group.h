@@ -18,6 +18,7 @@
 
 #include "telemetry/coll_names.h"
 #include "tuner/agreement.h"
+#include "tuner/bucket.h"
 #include "tuner/cache.h"
 #include "tuner/cost_table.h"
 #include "tuner/demand.h"
@@ -86,16 +87,6 @@ class Group {
   BucketExplorer::Phase phase(int coll, int bucket) const;
 
  private:
-  struct Bucket {
-    std::atomic<uint64_t> word{0};  // packed settled decision; 0 = take the slow path
-    BucketExplorer ex;
-    std::array<Decision, BucketExplorer::kMaxArms> cands{};
-    int nCands = 0;
-    int ncclPick = -1;  // index of NCCL's own choice in cands
-    bool pendingNext = false, pendingReexplore = false, counted = false;  // pendingNext: duel or stage 2
-    uint64_t lastTick = 0;  // process-wide call tick of this bucket's latest exploring call
-    uint64_t lastSeq = 0;   // the group's decision count at this bucket's latest exploring call
-  };
   // Candidates collectCandidates() left out, for the "exploring" log line.
   struct SkipReport {
     int slowLl = 0;                      // LL arms NCCL's own model puts far above its choice ...
@@ -110,24 +101,9 @@ class Group {
   void skipFarSlower(int coll, int bucket, const Decision& ncclPick, SkipReport& report);   // mutex held
   void skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPick, SkipReport& report);  // mutex held
   static constexpr double kModelSkipFromUs = 100.0;  // skipSlowLl: NCCL predicts its choice takes this long
-  // Removes the candidates `skip` names, never NCCL's own choice (the reference); returns how many.
-  template <typename Skip>
-  static int removeCandidates(Bucket& b, const Decision& ncclPick, Skip skip) {
-    int kept = 0;
-    for (int i = 0; i < b.nCands; ++i) {
-      const Decision& d = b.cands[i];
-      bool isNccl = d.algo == ncclPick.algo && d.proto == ncclPick.proto;
-      if (!isNccl && skip(d)) continue;
-      b.cands[kept++] = d;
-    }
-    int removed = b.nCands - kept;
-    b.nCands = kept;
-    return removed;
-  }
   static constexpr double kSkipSlowdown = 3.0;  // arms this much slower than the fastest ...
   static constexpr double kSkipFromUs = 100.0;  // ... in a smaller bucket whose fastest call took this long
   void maybeTransition(int coll, int bucket);  // mutex held
-  void publish(Bucket& b);                     // mutex held
   void setExploring(Bucket& b, bool on);  // off also ends a quiet request
   void setQuiet(const Bucket& b, bool on);
   void startExploring(Bucket& b);  // demand on, counted as called now
