@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "tuner/agree_service.h"
+#include "tuner/bucket_log.h"
 
 namespace icn::tuner {
 
@@ -221,21 +222,7 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, uint64_t seq,
     if (cfg_.mode == Mode::Online) skips = collectCandidates(c, bkt, table, adaptive);
     if (b.begin(cfg_.explore, adaptive, std::max(1, members_.load()))) {
       startExploring(b);  // the plan's warm calls absorb the calls that cannot be measured yet
-      char first[48];
-      char skipped[96] = "";
-      if (skips.farSlower > 0)
-        snprintf(skipped, sizeof skipped, "; %d more skipped: over %.0fx slower than the fastest at 2^%d B",
-                 skips.farSlower, kSkipSlowdown, skips.farFrom);
-      char modelSkipped[160] = "";
-      if (skips.slowLl > 0)
-        snprintf(modelSkipped, sizeof modelSkipped, "; %d LL skipped: NCCL's model puts them over %.1fx its choice (%s)",
-                 skips.slowLl, cfg_.modelSkipRatio, skips.slowLlList.data());
-      ICN_INFO(subsys::Tuning,
-               "tuner: comm 0x%llx %s 2^%d B: exploring %d candidates from %s, at most %d calls (%s)%s%s",
-               static_cast<unsigned long long>(commId_), coll::collName(c), bkt, b.nCands,
-               describe(b.cands[0], first, sizeof first),
-               BucketExplorer::stage1MaxCalls(b.nCands, cfg_.explore, adaptive),
-               adaptive ? "screen + confirm" : "fixed plan, ranks in other processes", modelSkipped, skipped);
+      logExploring(commId_, c, bkt, b, cfg_.explore, adaptive, skips);
     }
   }
   // The plan must cover every index a local rank can ask for before the next time the lock is taken.
@@ -273,7 +260,7 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, uint64_t seq,
   return d;
 }
 
-Group::SkipReport Group::collectCandidates(int c, int bkt, const CostTable& table, bool adaptive) {
+SkipReport Group::collectCandidates(int c, int bkt, const CostTable& table, bool adaptive) {
   Bucket& b = buckets_[c][bkt];
   for (int a = 0; a < table.algos(); ++a)
     for (int p = 0; p < table.protos(); ++p)
@@ -319,6 +306,7 @@ void Group::skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPi
   const double ratio = cfg_.modelSkipRatio;
   if (ratio <= 0 || ref < kModelSkipFromUs) return;
   size_t used = 0;
+  report.slowLlRatio = ratio;
   report.slowLl = b.removeCandidates(ncclPick, [&](const Decision& d) {
     float cost = table.at(d.algo, d.proto);
     if (d.proto != coll::kLL || cost <= ratio * ref) return false;
@@ -343,6 +331,7 @@ void Group::skipFarSlower(int c, int bkt, const Decision& ncclPick, SkipReport& 
       report.farFrom = nb;
     }
   if (!ref || ref->fastestPeriodUs() < kSkipFromUs) return;
+  report.farSlowdown = kSkipSlowdown;
   report.farSlower = b.removeCandidates(
       ncclPick, [&](const Decision& d) { return ref->slowdown(d.algo, d.proto) > kSkipSlowdown; });
 }
@@ -382,36 +371,12 @@ void Group::addSample(int c, int bkt, const Sample& s) {
 }
 
 void Group::logCommit(int c, int bkt, const CommitInfo& ci, bool committed) {
-  char before[48], after[48];
-  if (ci.notEnough) {
-    ICN_INFO(subsys::Tuning,
-             "tuner: comm 0x%llx %s 2^%d B %s: keeps %s: not enough measurements after %d planned calls "
-             "(NCCL's choice and the leader need %d usable samples each); measured: %s",
-             static_cast<unsigned long long>(commId_), coll::collName(c), bkt, BucketExplorer::stageName(ci.stage),
-             describe(ci.after, after, sizeof after), ci.calls, cfg_.explore.minSamples, ci.detail.c_str());
-    return;
-  }
-  if (committed) {
-    ICN_INFO(subsys::Tuning,
-             "tuner: comm 0x%llx %s 2^%d B %s: %s %s %s (%.2fus) from call %llu after %d planned calls; "
-             "ranked by %s; measured (period/kernel): %s",
-             static_cast<unsigned long long>(commId_), coll::collName(c), bkt, BucketExplorer::stageName(ci.stage),
-             describe(ci.before, before, sizeof before), ci.before == ci.after ? "stays" : "->",
-             describe(ci.after, after, sizeof after), ci.afterUs,
-             static_cast<unsigned long long>(buckets_[c][bkt].explorer().currentFrom()), ci.calls,
-             ci.hostBound ? "period (host-bound: the reference stays within 1.5x)" : "period", ci.detail.c_str());
-  } else {
-    ICN_INFO(subsys::Tuning,
-             "tuner: comm 0x%llx %s 2^%d B: learned %s (%.2fus) but keeps %s: %s; measured: %s",
-             static_cast<unsigned long long>(commId_), coll::collName(c), bkt,
-             describe(buckets_[c][bkt].explorer().learned(), after, sizeof after), buckets_[c][bkt].explorer().learnedUs(),
-             describe(ci.after, before, sizeof before),
-             cfg_.mode != Mode::Online ? "static mode"
-             : agree_ && agree_->role() == Agreement::Role::Leader
-                 ? "ranks live in other processes: this process decides from every process's measurements"
-                 : "ranks live in other processes: sent to the leader's process, which decides from every process's",
-             ci.detail.c_str());
-  }
+  const char* why = cfg_.mode != Mode::Online ? "static mode"
+                    : agree_ && agree_->role() == Agreement::Role::Leader
+                        ? "ranks live in other processes: this process decides from every process's measurements"
+                        : "ranks live in other processes: sent to the leader's process, which decides from every "
+                          "process's";
+  logRoundEnd(commId_, c, bkt, buckets_[c][bkt].explorer(), ci, committed, cfg_.explore.minSamples, why);
 }
 
 std::vector<CacheEntry> Group::learnedEntries() const {

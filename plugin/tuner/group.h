@@ -19,6 +19,7 @@
 #include "telemetry/coll_names.h"
 #include "tuner/agreement.h"
 #include "tuner/bucket.h"
+#include "tuner/bucket_log.h"
 #include "tuner/cache.h"
 #include "tuner/cost_table.h"
 #include "tuner/demand.h"
@@ -87,13 +88,6 @@ class Group {
   BucketExplorer::Phase phase(int coll, int bucket) const;
 
  private:
-  // Candidates collectCandidates() left out, for the "exploring" log line.
-  struct SkipReport {
-    int slowLl = 0;                      // LL arms NCCL's own model puts far above its choice ...
-    std::array<char, 80> slowLlList{};   // ... "RING/LL 2.0x TREE/LL 3.8x"
-    int farSlower = 0;                   // arms far slower in the nearest smaller measured bucket ...
-    int farFrom = -1;                    // ... this one
-  };
   // `quiet`: the bucket now asks for the next call untimed.
   // `seq`: the group's decision count with this one (a gap since the bucket's last call: other buckets ran).
   Decision slowPath(int slot, int coll, int bucket, uint64_t index, uint64_t seq, const CostTable& table, bool& quiet);
