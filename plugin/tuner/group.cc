@@ -293,15 +293,11 @@ SkipReport Group::collectCandidates(int c, int bkt, const CostTable& table, bool
 }
 
 void Group::skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPick, SkipReport& report) {
-  // LL carries 8 bytes of data per 16-byte line (the rest is flags), so where a call is long its bandwidth, not
-  // its latency, decides and LL cannot keep up: on 2 H200, LL measured 1.6-2.7x the best arm on NVLink from
-  // 8 MiB up and 1.5-6.8x on the net path from 128 KiB up. NCCL's model knows (it halves LL's bandwidth, or
-  // divides it by 3.8 for Tree) but is kinder than the GPUs: Ring/LL 1.8-2.0x on the net path from 8 MiB where it
-  // measured 6.8x at 8 MiB. A screening call of such an arm costs milliseconds there, and with nccl-tests'
-  // ascending warm-up (5-20 calls a size) no smaller bucket has finished a round to tell us (skipFarSlower):
-  // 512 MiB on the net path ran at 8.4 GB/s with the tuner exploring vs 25.1 without. Only LL: for the other
-  // protocols the model has no such floor and is wrong both ways (NVLink 32 MiB: Tree/Simple predicted 2.1x
-  // Ring/Simple, measured 1.05x). The cost table is the same on every rank, so fixed plans skip alike.
+  // LL carries 8 bytes of data per 16-byte line, so where a call is long its bandwidth decides and LL cannot keep
+  // up; NCCL's model knows but is kinder than the GPUs, and a screening call of such an arm costs milliseconds
+  // before any smaller bucket can tell (skipFarSlower). Only LL: for the other protocols the model is wrong both
+  // ways. The cost table is the same on every rank, so fixed plans skip alike. (docs/readme/tuner.md, "Why the
+  // rules are what they are", has the measurements.)
   float ref = table.at(ncclPick.algo, ncclPick.proto);
   const double ratio = cfg_.modelSkipRatio;
   if (ratio <= 0 || ref < kModelSkipFromUs) return;
@@ -320,9 +316,8 @@ void Group::skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPi
 
 void Group::skipFarSlower(int c, int bkt, const Decision& ncclPick, SkipReport& report) {
   // Large buckets only skip arms measured far slower in the nearest smaller measured bucket: there a screening
-  // call of a slow arm costs milliseconds (LL at 512 MiB on the net path: ~10x Simple, 3 calls) and the ratio only
-  // grows with size (net path LL/Simple: 3.3x at 2 MiB, 5.2x at 8 MiB, 8.7x at 32 MiB). Small buckets keep every
-  // arm: their calls are cheap and their periods noisy. NCCL's own choice always stays (the reference).
+  // call of a slow arm costs milliseconds and the ratio only grows with size. Small buckets keep every arm: their
+  // calls are cheap and their periods noisy. NCCL's own choice always stays (the reference).
   Bucket& b = buckets_[c][bkt];
   const BucketExplorer* ref = nullptr;
   for (int nb = bkt - 1; nb >= 0 && !ref; --nb)
