@@ -62,10 +62,12 @@ bool Service::resolveRegistry(const std::string& spec, std::string* why) {
       pick = r;
       break;
     }
-  registryAddr_ = SockAddr{};
-  memcpy(&registryAddr_.storage, pick->ai_addr, pick->ai_addrlen);
-  registryAddr_.len = pick->ai_addrlen;
+  SockAddr addr{};
+  memcpy(&addr.storage, pick->ai_addr, pick->ai_addrlen);
+  addr.len = pick->ai_addrlen;
   freeaddrinfo(res);
+  std::lock_guard<std::mutex> lock(mu_);  // the service thread reads the address
+  registryAddr_ = addr;
   registrySpec_ = spec;
   return true;
 }

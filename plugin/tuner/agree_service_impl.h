@@ -79,7 +79,7 @@ class Service {
   void acceptAll(Fd& listener, Conn::Kind kind);
   // The registry (ICN_TUNER_RENDEZVOUS=tcp://host:port): its address, serving it where this host owns it, a
   // registry client's steps and the registry's side of a client.
-  bool resolveRegistry(const std::string& spec, std::string* why);
+  bool resolveRegistry(const std::string& spec, std::string* why);  // lifeMu_ held (resolving may take a while)
   void serveRegistry();
   void stepRegistryClient(Entry& e);
   void handleRegistry(Conn& c, uint8_t type, Reader& r);
