@@ -662,7 +662,7 @@ TEST(TunerCrossHost, DefaultRendezvousAcrossHostsKeepsNcclChoiceAndSaysWhy) {
 // Something else holds the registry's address: it sends a well-formed challenge, then a welcome it cannot prove
 // (it has no job key). Nobody trusts it: every process WARNs, keeps NCCL's choice, and no call waits past the
 // START bound.
-TEST(TunerCrossHost, HostileRegistryEndsInNcclChoiceWithinTheBound) {
+TEST(TunerMultiproc, HostileRegistryEndsInNcclChoiceWithinTheBound) {
   int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
