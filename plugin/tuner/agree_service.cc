@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -24,253 +25,54 @@
 #include "core/params.h"
 #include "core/private_file.h"
 #include "core/socket.h"
+#include "tuner/agree_service_impl.h"
+#include "tuner/agree_wire.h"
 
 namespace icn::tuner::agree {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-using Token = std::array<uint8_t, 32>;
-using Nonce = std::array<uint8_t, 16>;
 
-// Frame: magic u32 | type u8 | 3 zero bytes | payload length u32 | payload (little-endian integers).
-constexpr uint32_t kMagic = 0x49434e41;  // "ICNA"
-enum : uint8_t { kChallenge = 1, kHello, kWelcome, kMembers, kStart, kHorizon, kFreeze, kDrop, kBye };
-constexpr size_t kHeader = 12;
-constexpr uint32_t kMaxPayload = 4096;
-constexpr size_t kMaxQueued = 1 << 20;  // bytes waiting for a slow peer before it is dropped
-constexpr size_t kMaxDecisions = (kMaxPayload - 20) / 8;
-constexpr auto kHandshake = std::chrono::seconds(5);
-constexpr auto kConnect = std::chrono::seconds(1);
-constexpr auto kLookEvery = std::chrono::milliseconds(2);
-constexpr int kMaxPending = 256;  // accepted connections that have not proven the secret yet
-
-struct Writer {
-  std::string b;
-  void u8(uint8_t v) { b.push_back(static_cast<char>(v)); }
-  void u32(uint32_t v) {
-    for (int i = 0; i < 4; ++i) u8(static_cast<uint8_t>(v >> (8 * i)));
-  }
-  void u64(uint64_t v) {
-    for (int i = 0; i < 8; ++i) u8(static_cast<uint8_t>(v >> (8 * i)));
-  }
-  void bytes(const uint8_t* p, size_t n) { b.append(reinterpret_cast<const char*>(p), n); }
-};
-
-struct Reader {
-  const uint8_t* p;
-  size_t n, off = 0;
-  bool ok = true;
-  bool need(size_t k) {
-    ok = ok && off + k <= n;
-    return ok;
-  }
-  uint8_t u8() { return need(1) ? p[off++] : 0; }
-  uint32_t u32() {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(u8()) << (8 * i);
-    return v;
-  }
-  uint64_t u64() {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(u8()) << (8 * i);
-    return v;
-  }
-  void bytes(uint8_t* dst, size_t k) {
-    if (!need(k)) return;
-    memcpy(dst, p + off, k);
-    off += k;
-  }
-  bool done() const { return ok && off == n; }
-};
-
-std::string frame(uint8_t type, const std::string& payload) {
-  Writer w;
-  w.u32(kMagic);
-  w.u8(type);
-  w.u8(0);
-  w.u8(0);
-  w.u8(0);
-  w.u32(static_cast<uint32_t>(payload.size()));
-  return w.b + payload;
-}
-
-void putDecisions(Writer& w, const std::vector<AgreedDecision>& ds) {
-  w.u32(static_cast<uint32_t>(ds.size()));
-  for (const AgreedDecision& a : ds) {
-    w.u8(static_cast<uint8_t>(a.coll));
-    w.u8(static_cast<uint8_t>(a.bucket));
-    w.u8(static_cast<uint8_t>(a.d.algo + 1));
-    w.u8(static_cast<uint8_t>(a.d.proto + 1));
-    w.u32(static_cast<uint32_t>(a.d.channels));
-  }
-}
-
-bool getDecisions(Reader& r, std::vector<AgreedDecision>* out) {
-  uint32_t n = r.u32();
-  if (!r.ok || n > kMaxDecisions) return false;
-  for (uint32_t i = 0; i < n && r.ok; ++i) {
-    AgreedDecision a;
-    a.coll = r.u8();
-    a.bucket = r.u8();
-    int algo = static_cast<int>(r.u8()) - 1, proto = static_cast<int>(r.u8()) - 1;
-    uint32_t ch = r.u32();
-    if (a.coll >= coll::kNumColls || a.bucket >= coll::kNumBuckets || algo >= coll::kNumAlgos ||
-        proto >= coll::kNumProtos || ch > 64)
-      return false;
-    a.d = Decision{static_cast<int8_t>(algo), static_cast<int8_t>(proto), static_cast<int16_t>(ch)};
-    out->push_back(a);
-  }
-  return r.ok;
-}
-
-Digest proof(const Token& t, char role, uint64_t commId, const Nonce& nl, const Nonce& nf) {
-  Writer w;
-  w.u8(static_cast<uint8_t>(role));
-  w.u64(commId);
-  w.bytes(nl.data(), nl.size());
-  w.bytes(nf.data(), nf.size());
-  auto* m = reinterpret_cast<const uint8_t*>(w.b.data());
-  return hmacSha256(std::span<const uint8_t>(t.data(), t.size()), std::span<const uint8_t>(m, w.b.size()));
-}
-
-bool sameDigest(const Digest& a, const uint8_t* b) {
-  uint8_t diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<uint8_t>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
-std::string hex(const uint8_t* p, size_t n) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    s += d[p[i] >> 4];
-    s += d[p[i] & 15];
-  }
-  return s;
-}
-
-bool unhex(const std::string& s, uint8_t* out, size_t n) {
-  if (s.size() != 2 * n) return false;
-  for (size_t i = 0; i < n; ++i) {
-    int v = 0;
-    for (int j = 0; j < 2; ++j) {
-      char c = s[2 * i + j];
-      int x = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-      if (x < 0) return false;
-      v = v * 16 + x;
-    }
-    out[i] = static_cast<uint8_t>(v);
-  }
-  return true;
-}
-
-bool parseAddr(const std::string& s, SockAddr* a) {
-  size_t colon = s.rfind(':');
-  if (colon == std::string::npos) return false;
-  std::string host = s.substr(0, colon);
-  int port = atoi(s.c_str() + colon + 1);
-  if (port <= 0 || port > 65535) return false;
-  *a = SockAddr{};
-  if (!host.empty() && host.front() == '[' && host.back() == ']') {
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&a->storage);
-    std::string h = host.substr(1, host.size() - 2);
-    std::string scope;
-    if (size_t pct = h.find('%'); pct != std::string::npos) {
-      scope = h.substr(pct + 1);
-      h = h.substr(0, pct);
-    }
-    if (inet_pton(AF_INET6, h.c_str(), &in6->sin6_addr) != 1) return false;
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons(static_cast<uint16_t>(port));
-    in6->sin6_scope_id = scope.empty() ? 0 : if_nametoindex(scope.c_str());
-    a->len = sizeof(sockaddr_in6);
-    return true;
-  }
-  auto* in = reinterpret_cast<sockaddr_in*>(&a->storage);
-  if (inet_pton(AF_INET, host.c_str(), &in->sin_addr) != 1) return false;
-  in->sin_family = AF_INET;
-  in->sin_port = htons(static_cast<uint16_t>(port));
-  a->len = sizeof(sockaddr_in);
-  return true;
-}
-
-struct Entry;
-
-struct Conn {
-  enum class State { Connecting, AwaitChallenge, AwaitWelcome, AwaitHello, Ready };
-  Fd fd;
-  std::string peer;
-  std::string in, out;
-  State state;
-  Nonce nl{}, nf{};
-  Clock::time_point deadline;
-  Entry* entry = nullptr;
-  int members = 0;
-  bool dead = false, bye = false;
-};
-
-struct Entry {
-  std::shared_ptr<Agreement> a;
-  Token token{};
-  std::string file;  // the leader's rendezvous file
-  std::vector<std::unique_ptr<Conn>> followers;  // leader: authenticated followers
-  std::unique_ptr<Conn> leader;                  // follower: its connection to the leader
-  Clock::time_point nextLook{};
-  bool membersSent = false, freezeSent = false, warnedStale = false;
-  // Leader: a START or horizon queued but not yet taken by every follower's socket.
-  bool inFlight = false, inFlightStart = false;
-  uint64_t flightS = 0, flightH = 0;
-  std::vector<AgreedDecision> flightDecisions;
-};
-
-class Service {
- public:
-  bool attach(const std::shared_ptr<Agreement>& a, std::string* why);
-  void detach(const Agreement* a);
-
- private:
-  void loop();
-  void step(Entry& e);
-  void readConn(Conn& c);
-  void handle(Conn& c, uint8_t type, Reader& r);
-  void send(Conn& c, uint8_t type, const std::string& payload);
-  void flush(Conn& c);
-  void fail(Conn& c, const char* what);
-  void lookForLeader(Entry& e);
-  void acceptAll();
-  Entry* find(uint64_t commId, int nRanks, Agreement::Role role);
-  void wake() {
-    uint64_t one = 1;
-    if (wakeFd_.valid()) (void)!write(wakeFd_.get(), &one, sizeof one);
-  }
-
-  std::mutex lifeMu_;  // attach/detach, thread start and stop
-  std::mutex mu_;      // everything below, held by the thread while it works
-  std::vector<std::unique_ptr<Entry>> entries_;
-  std::vector<std::unique_ptr<Conn>> pending_;
-  Fd listener_, wakeFd_;
-  std::string listenAddr_;
-  std::thread thread_;
-  bool stop_ = false;
-};
+bool isNetworkRendezvous(const std::string& spec) { return spec.rfind("tcp://", 0) == 0; }
 
 Service& service() {
   static Service* s = new Service();  // never destroyed: detach joins the thread with the last agreement
   return *s;
 }
 
-bool Service::attach(const std::shared_ptr<Agreement>& a, std::string* why) {
+bool Service::attach(const std::shared_ptr<Agreement>& a, int nNodes, std::string* why) {
   std::lock_guard<std::mutex> life(lifeMu_);
-  std::string dir = rendezvousDir(why);
-  if (dir.empty()) return false;
+  const std::string spec = params::getStringNow(params::Id::TunerRendezvous);
+  // Ranks of one node share its runtime directory; only a communicator spanning nodes needs the network form.
+  bool tcp = nNodes > 1 && isNetworkRendezvous(spec);
+  std::string dir;
+  if (tcp) {
+    // A network address has no file permissions: the job key is what keeps strangers out, so without it nobody
+    // at that address is trusted and the communicator keeps NCCL's choice.
+    if (!auth::enabled()) {
+      if (why)
+        *why = "ICN_TUNER_RENDEZVOUS=" + spec + " needs the job key (ICN_AUTH_KEY or ICN_AUTH_KEY_FILE" +
+               (auth::problem().empty() ? "" : ": " + auth::problem()) +
+               "): a network rendezvous trusts nobody without it";
+      return false;
+    }
+    if (!resolveRegistry(spec, why)) return false;
+  } else {
+    dir = rendezvousDir(why);
+    if (dir.empty()) return false;
+  }
   auto e = std::make_unique<Entry>();
   e->a = a;
+  e->tcp = tcp;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!wakeFd_.valid()) wakeFd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-    char name[64];
-    snprintf(name, sizeof name, "/agree-%016llx-%d", static_cast<unsigned long long>(a->commId()), a->nRanks());
-    e->file = dir + name;
+    if (!tcp) {
+      char name[64];
+      snprintf(name, sizeof name, "/agree-%016llx-%d", static_cast<unsigned long long>(a->commId()), a->nRanks());
+      e->file = dir + name;
+    } else {
+      e->token = commToken(a->commId(), a->nRanks());
+      serveRegistry();
+    }
     if (a->role() == Agreement::Role::Leader) {
       if (!listener_.valid()) {
         SockAddr addr, bound;
@@ -281,16 +83,28 @@ bool Service::attach(const std::shared_ptr<Agreement>& a, std::string* why) {
         }
         listenAddr_ = bound.str();
       }
-      auth::fillNonce(std::span<uint8_t, 16>(e->token.data(), 16));
-      auth::fillNonce(std::span<uint8_t, 16>(e->token.data() + 16, 16));
-      std::string text = "icn-agree 1\naddr " + listenAddr_ + "\ntoken " + hex(e->token.data(), e->token.size()) + "\n";
-      if (privfile::writeAtomic(e->file, text, false, why) != Status::Ok) return false;
-      ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: agreement leader at %s (rendezvous %s)",
-               static_cast<unsigned long long>(a->commId()), listenAddr_.c_str(), e->file.c_str());
+      if (tcp) {
+        ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: agreement leader at %s (registry %s, job key)",
+                 static_cast<unsigned long long>(a->commId()), listenAddr_.c_str(), registryAddr_.str().c_str());
+      } else {
+        auth::fillNonce(std::span<uint8_t, 16>(e->token.data(), 16));
+        auth::fillNonce(std::span<uint8_t, 16>(e->token.data() + 16, 16));
+        std::string text =
+            "icn-agree 1\naddr " + listenAddr_ + "\ntoken " + hex(e->token.data(), e->token.size()) + "\n";
+        if (privfile::writeAtomic(e->file, text, false, why) != Status::Ok) return false;
+        ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: agreement leader at %s (rendezvous %s)",
+                 static_cast<unsigned long long>(a->commId()), listenAddr_.c_str(), e->file.c_str());
+      }
+    } else if (tcp) {
+      ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: agreement follower, asking the registry %s for the leader",
+               static_cast<unsigned long long>(a->commId()), registryAddr_.str().c_str());
     } else {
       ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: agreement follower, looking for the leader in %s",
                static_cast<unsigned long long>(a->commId()), e->file.c_str());
     }
+    if (nNodes > 1 && !tcp)
+      a->setWaitHint("ranks on other hosts see the leader's file only where " + dir +
+                     " is shared; ICN_TUNER_RENDEZVOUS=tcp://host:port with ICN_AUTH_KEY needs no shared directory");
     entries_.push_back(std::move(e));
     stop_ = false;
   }
@@ -325,6 +139,8 @@ void Service::detach(const Agreement* a) {
     if (last) {
       stop_ = true;
       listener_.reset();
+      registry_.reset();
+      regConns_.clear();
       pending_.clear();
     }
   }
@@ -363,6 +179,8 @@ void Service::flush(Conn& c) {
 void Service::fail(Conn& c, const char* what) {
   if (c.dead) return;
   c.dead = true;
+  if (c.kind == Conn::Kind::RegServer) return;  // its registration (if any) goes with it
+  if (c.kind == Conn::Kind::RegClient) return regFailed(*c.entry, c, what);
   Entry* e = c.entry;
   if (!e || c.state != Conn::State::Ready) {
     if (e && e->a->role() == Agreement::Role::Follower) e->nextLook = Clock::now() + std::chrono::milliseconds(20);
@@ -414,29 +232,35 @@ void Service::readConn(Conn& c) {
 void Service::handle(Conn& c, uint8_t type, Reader& r) {
   using S = Conn::State;
   auto bad = [&] { fail(c, "broke the agreement protocol"); };
-  if (c.state == S::AwaitHello) {  // leader side, accepted connection
+  if (c.state == S::AwaitHello) {  // leader or registry side, accepted connection
     if (type != kHello) return bad();
     uint64_t commId = r.u64();
     uint32_t nRanks = r.u32();
     r.bytes(c.nf.data(), c.nf.size());
     uint8_t mac[32];
     r.bytes(mac, sizeof mac);
-    if (!r.done() || nRanks > (1u << 24)) return bad();
-    Entry* e = find(commId, static_cast<int>(nRanks), Agreement::Role::Leader);
-    if (!e || !sameDigest(proof(e->token, 'F', commId, c.nl, c.nf), mac)) {
-      ICN_WARN(subsys::Tuning, "tuner: agreement: %s did not prove the rendezvous secret of comm 0x%llx; refused",
-               c.peer.c_str(), static_cast<unsigned long long>(commId));
+    if (!r.done() || nRanks < 2 || nRanks > (1u << 24)) return bad();
+    bool registry = c.kind == Conn::Kind::RegServer;
+    Entry* e = registry ? nullptr : find(commId, static_cast<int>(nRanks), Agreement::Role::Leader);
+    Token t = registry ? registryToken() : e ? e->token : Token{};
+    if ((!registry && !e) || !sameDigest(proof(t, 'F', commId, c.nl, c.nf), mac)) {
+      ICN_WARN(subsys::Tuning, "tuner: agreement%s: %s did not prove the %s of comm 0x%llx; refused",
+               registry ? " registry" : "", c.peer.c_str(), registry ? "job key" : "rendezvous secret",
+               static_cast<unsigned long long>(commId));
       c.dead = true;
       return;
     }
     c.entry = e;
+    c.regComm = commId;
+    c.regRanks = static_cast<int>(nRanks);
     c.state = S::Ready;
-    Digest m = proof(e->token, 'L', commId, c.nl, c.nf);
+    Digest m = proof(t, 'L', commId, c.nl, c.nf);
     Writer w;
     w.bytes(m.data(), m.size());
     send(c, kWelcome, w.b);
     return;
   }
+  if (c.kind == Conn::Kind::RegServer) return handleRegistry(c, type, r);
   Entry& e = *c.entry;
   Agreement& a = *e.a;
   if (c.state == S::AwaitChallenge) {  // follower side
@@ -444,7 +268,7 @@ void Service::handle(Conn& c, uint8_t type, Reader& r) {
     r.bytes(c.nl.data(), c.nl.size());
     if (!r.done()) return bad();
     auth::fillNonce(std::span<uint8_t, 16>(c.nf.data(), 16));
-    Digest m = proof(e.token, 'F', a.commId(), c.nl, c.nf);
+    Digest m = proof(c.kind == Conn::Kind::RegClient ? registryToken() : e.token, 'F', a.commId(), c.nl, c.nf);
     Writer w;
     w.u64(a.commId());
     w.u32(static_cast<uint32_t>(a.nRanks()));
@@ -458,14 +282,36 @@ void Service::handle(Conn& c, uint8_t type, Reader& r) {
     uint8_t mac[32];
     r.bytes(mac, sizeof mac);
     if (type != kWelcome || !r.done()) return bad();
-    if (!sameDigest(proof(e.token, 'L', a.commId(), c.nl, c.nf), mac)) {
-      ICN_WARN(subsys::Tuning, "tuner: agreement: %s did not prove the rendezvous secret of comm 0x%llx; left",
-               c.peer.c_str(), static_cast<unsigned long long>(a.commId()));
+    bool registry = c.kind == Conn::Kind::RegClient;
+    if (!sameDigest(proof(registry ? registryToken() : e.token, 'L', a.commId(), c.nl, c.nf), mac)) {
+      if (!registry || !e.regDistrustWarned)  // a registry is retried: said once
+        ICN_WARN(subsys::Tuning, "tuner: agreement: %s did not prove the %s of comm 0x%llx; left",
+                 c.peer.c_str(), registry ? "job key (not our registry)" : "rendezvous secret",
+                 static_cast<unsigned long long>(a.commId()));
+      if (registry) e.regDistrustWarned = true;
       return fail(c, "wrong secret");
     }
     c.state = S::Ready;
+    if (registry) {
+      Writer w;
+      if (a.role() == Agreement::Role::Leader) {
+        putAddr(w, listenAddr_);
+        send(c, kRegister, w.b);
+      } else {
+        send(c, kLookup, w.b);
+      }
+      return;
+    }
     ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: joined the agreement leader at %s",
              static_cast<unsigned long long>(a.commId()), c.peer.c_str());
+    return;
+  }
+  if (c.kind == Conn::Kind::RegClient) {
+    std::string addr;
+    SockAddr sa;
+    if (type != kFound || a.role() != Agreement::Role::Follower || !getAddr(r, &addr, &sa) || !r.done())
+      return bad();
+    e.found = addr;
     return;
   }
   if (type == kBye) {
@@ -477,11 +323,22 @@ void Service::handle(Conn& c, uint8_t type, Reader& r) {
       uint32_t n = r.u32();
       if (!r.done() || n == 0 || n > static_cast<uint32_t>(a.nRanks())) return bad();
       c.members = static_cast<int>(n);
-      int sum = 0;  // followers of this communicator, including any authenticated in this round
-      for (auto& f : e.followers) sum += f->dead ? 0 : f->members;
+      int sum = 0, procs = 0;  // followers of this communicator, including any authenticated in this round
+      for (auto& f : e.followers)
+        if (!f->dead && f->members > 0) sum += f->members, ++procs;
       for (auto& p : pending_)
-        if (p && !p->dead && p->entry == &e && p->state == Conn::State::Ready) sum += p->members;
-      a.onMembers(sum);
+        if (p && !p->dead && p->entry == &e && p->state == Conn::State::Ready && p->members > 0)
+          sum += p->members, ++procs;
+      a.onMembers(sum, procs);
+      return;
+    }
+    if (type == kReport) {
+      // One report per bucket and follower: at most kNumColls x kNumBuckets messages a connection.
+      int rc = 0, rb = 0;
+      std::vector<ArmEstimate> arms;
+      if (!getReport(r, &rc, &rb, &arms) || c.reported[rc][rb]) return bad();
+      c.reported[rc][rb] = true;
+      if (!a.onReport(rc, rb, arms)) return bad();
       return;
     }
     if (type == kDrop) {
@@ -527,6 +384,23 @@ void Service::handle(Conn& c, uint8_t type, Reader& r) {
 
 void Service::lookForLeader(Entry& e) {
   Agreement& a = *e.a;
+  if (e.tcp) {
+    stepRegistryClient(e);
+    if (e.leader || a.frozen() || e.found.empty()) return;
+    // The registry's word is only a hint: the leader still has to prove the communicator's secret.
+    auto c = std::make_unique<Conn>();
+    SockAddr sa;
+    std::string addr = std::move(e.found);
+    e.found.clear();
+    e.reg.reset();
+    if (!parseAddr(addr, &sa) || startConnect(sa, &c->fd) != Status::Ok) return;
+    c->peer = addr;
+    c->state = Conn::State::Connecting;
+    c->deadline = Clock::now() + kConnect;
+    c->entry = &e;
+    e.leader = std::move(c);
+    return;
+  }
   if (e.leader || a.frozen() || Clock::now() < e.nextLook) return;
   e.nextLook = Clock::now() + kLookEvery;
   int fd = open(e.file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -564,11 +438,11 @@ void Service::lookForLeader(Entry& e) {
   e.leader = std::move(c);
 }
 
-void Service::acceptAll() {
-  for (int i = 0; i < 64 && listener_.valid(); ++i) {
+void Service::acceptAll(Fd& listener, Conn::Kind kind) {
+  for (int i = 0; i < 64 && listener.valid(); ++i) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
-    int fd = accept4(listener_.get(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = accept4(listener.get(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     if (static_cast<int>(pending_.size()) >= kMaxPending) {
       close(fd);
@@ -580,6 +454,7 @@ void Service::acceptAll() {
     memcpy(&a.storage, &ss, len);
     a.len = len;
     c->peer = a.str();
+    c->kind = kind;
     c->state = Conn::State::AwaitHello;
     c->deadline = Clock::now() + kHandshake;
     auth::fillNonce(std::span<uint8_t, 16>(c->nl.data(), 16));
@@ -594,6 +469,7 @@ void Service::acceptAll() {
 void Service::step(Entry& e) {
   Agreement& a = *e.a;
   if (a.role() == Agreement::Role::Leader) {
+    if (e.tcp) stepRegistryClient(e);
     auto all = [&](uint8_t type, const std::string& payload) {
       for (auto& f : e.followers) send(*f, type, payload);
     };
@@ -664,6 +540,13 @@ void Service::step(Entry& e) {
     send(c, kMembers, w.b);
     e.membersSent = true;
   }
+  int rc = 0, rb = 0;
+  std::vector<ArmEstimate> arms;
+  while (c.state == Conn::State::Ready && !c.dead && a.takeReport(&rc, &rb, &arms)) {
+    Writer w;
+    putReport(w, rc, rb, arms);
+    send(c, kReport, w.b);
+  }
   uint64_t h = 0;
   if (c.state == Conn::State::Ready && a.takeDrop(&h)) {
     Writer w;
@@ -684,6 +567,7 @@ void Service::loop() {
       if (stop_) return;
       fds.push_back(pollfd{wakeFd_.get(), POLLIN, 0});
       if (listener_.valid()) fds.push_back(pollfd{listener_.get(), POLLIN, 0});
+      if (registry_.valid()) fds.push_back(pollfd{registry_.get(), POLLIN, 0});
       auto add = [&](const Conn& c) {
         if (c.dead) return;
         short ev = POLLIN;
@@ -691,9 +575,11 @@ void Service::loop() {
         fds.push_back(pollfd{c.fd.get(), ev, 0});
       };
       for (auto& c : pending_) add(*c);
+      for (auto& c : regConns_) add(*c);
       for (auto& e : entries_) {
         for (auto& f : e->followers) add(*f);
         if (e->leader) add(*e->leader);
+        if (e->reg) add(*e->reg);
       }
     }
     poll(fds.data(), fds.size(), 2);
@@ -704,49 +590,73 @@ void Service::loop() {
     uint64_t drain = 0;
     while (read(wakeFd_.get(), &drain, sizeof drain) > 0) {
     }
-    acceptAll();
+    acceptAll(listener_, Conn::Kind::Agree);
+    acceptAll(registry_, Conn::Kind::RegServer);
     auto now = Clock::now();
     auto serve = [&](Conn& c) {
       short ev = events.count(c.fd.get()) ? events[c.fd.get()] : 0;
       if (c.state == Conn::State::Connecting) {
+        // A refused connect is routine here (a registry or leader not up yet): retried, not warned about.
         bool connected = false;
-        if ((ev & (POLLOUT | POLLERR | POLLHUP)) && socketConnected(c.fd.get(), &connected, c.peer) != Status::Ok)
-          return fail(c, "connect failed");
+        if (ev & (POLLOUT | POLLERR | POLLHUP)) {
+          int err = 0;
+          socklen_t len = sizeof err;
+          getsockopt(c.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+          if (err != 0) return fail(c, "connect failed");
+          connected = (ev & POLLOUT) != 0;
+        }
         if (!connected) {
           if (now > c.deadline) fail(c, "connect timed out");
           return;
         }
         c.state = Conn::State::AwaitChallenge;
-        c.deadline = now + kHandshake;
+        // The registry answers at once; a peer there that does not is not ours.
+        c.deadline = now + (c.kind == Conn::Kind::RegClient ? kConnect : kHandshake);
       }
       if (ev & (POLLIN | POLLHUP | POLLERR)) readConn(c);
       if (c.state != Conn::State::Ready && now > c.deadline) fail(c, "handshake timed out");
       flush(c);
     };
     for (auto& c : pending_) serve(*c);
-    // Authenticated connections move to their leader entry.
-    for (auto& c : pending_)
-      if (!c->dead && c->state == Conn::State::Ready && c->entry) c->entry->followers.push_back(std::move(c));
+    for (auto& c : regConns_) serve(*c);
+    // Authenticated connections move to their leader entry, or to the registry's clients.
+    for (auto& c : pending_) {
+      if (c->dead || c->state != Conn::State::Ready) continue;
+      if (c->kind == Conn::Kind::RegServer) {
+        if (regConns_.size() >= kMaxRegistryClients) {
+          ICN_WARN(subsys::Tuning, "tuner: agreement registry: more than %zu clients; %s refused",
+                   kMaxRegistryClients, c->peer.c_str());
+          c->dead = true;
+          continue;
+        }
+        regConns_.push_back(std::move(c));
+      } else if (c->entry) {
+        c->entry->followers.push_back(std::move(c));
+      }
+    }
+    regConns_.erase(std::remove_if(regConns_.begin(), regConns_.end(), [](auto& c) { return c->dead; }),
+                    regConns_.end());
     pending_.erase(std::remove_if(pending_.begin(), pending_.end(), [](auto& c) { return !c || c->dead; }),
                    pending_.end());
     for (auto& e : entries_) {
       for (auto& f : e->followers) serve(*f);
       if (e->leader) serve(*e->leader);
       if (e->leader && e->leader->dead) e->leader.reset();
+      if (e->reg) serve(*e->reg);
       step(*e);
     }
   }
 }
 
-}  // namespace
-
 std::string rendezvousDir(std::string* why) {
   std::string dir = params::getStringNow(params::Id::TunerRendezvous);
-  if (!dir.empty()) return privfile::ensureDir(dir, why) == Status::Ok ? dir : "";
+  if (!dir.empty() && !isNetworkRendezvous(dir)) return privfile::ensureDir(dir, why) == Status::Ok ? dir : "";
   return privfile::runtimeDir(&dir, why) == Status::Ok ? dir : "";
 }
 
-bool attach(const std::shared_ptr<Agreement>& a, std::string* why) { return service().attach(a, why); }
+bool attach(const std::shared_ptr<Agreement>& a, int nNodes, std::string* why) {
+  return service().attach(a, nNodes, why);
+}
 void detach(const Agreement* a) { service().detach(a); }
 
 }  // namespace icn::tuner::agree

@@ -1,6 +1,8 @@
 #include "tuner/agreement.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "core/log.h"
 
@@ -13,6 +15,11 @@ Agreement::Agreement(uint64_t commId, int nRanks, Role role, const AgreeParams& 
 void Agreement::setWake(std::function<void()> wake) {
   std::lock_guard<std::mutex> lock(mu_);
   wake_ = std::move(wake);
+}
+
+void Agreement::setWaitHint(std::string hint) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hint_ = std::move(hint);
 }
 
 void Agreement::wake() {
@@ -112,9 +119,101 @@ void Agreement::publish(const std::vector<AgreedDecision>& ds, uint64_t from) {
   }
 }
 
-void Agreement::onMembers(int followerRanks) {
+void Agreement::onMembers(int followerRanks, int followerProcesses) {
   std::lock_guard<std::mutex> lock(mu_);
   followerRanks_ = followerRanks;
+  followerProcs_ = followerProcesses;
+}
+
+void Agreement::report(int c, int b, std::span<const ArmEstimate> arms, const Decision& ncclPick) {
+  if (c < 0 || c >= coll::kNumColls || b < 0 || b >= coll::kNumBuckets) return;
+  bool send = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reported_[c][b] || frozen()) return;
+    reported_[c][b] = true;
+    if (role_ == Role::Leader) {
+      combined_[c][b].nccl = ncclPick;
+      combine(c, b, arms, true);
+    } else {
+      outbox_.push_back(Report{c, b, std::vector<ArmEstimate>(arms.begin(), arms.end())});
+      send = true;
+    }
+  }
+  if (send) wake();
+}
+
+bool Agreement::onReport(int c, int b, std::span<const ArmEstimate> arms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (role_ != Role::Leader || start_.load() == kNever) return false;
+  if (c < 0 || c >= coll::kNumColls || b < 0 || b >= coll::kNumBuckets || arms.size() > BucketExplorer::kMaxArms)
+    return false;
+  if (frozen()) return true;
+  combine(c, b, arms, false);
+  return true;
+}
+
+bool Agreement::takeReport(int* c, int* b, std::vector<ArmEstimate>* arms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (outbox_.empty()) return false;
+  *c = outbox_.front().coll;
+  *b = outbox_.front().bucket;
+  *arms = std::move(outbox_.front().arms);
+  outbox_.erase(outbox_.begin());
+  return true;
+}
+
+std::vector<AgreedWinner> Agreement::winners() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return winners_;
+}
+
+void Agreement::combine(int c, int b, std::span<const ArmEstimate> arms, bool local) {
+  Combined& m = combined_[c][b];
+  if (m.done || m.reports >= processes_) return;
+  auto slot = [](const Decision& d) {
+    return d.algo >= 0 && d.algo < coll::kNumAlgos && d.proto >= 0 && d.proto < coll::kNumProtos && d.channels == 0
+               ? d.algo * coll::kNumProtos + d.proto
+               : -1;
+  };
+  for (const ArmEstimate& a : arms) {
+    int s = slot(a.d);
+    if (s < 0 || !(a.us > 0) || !std::isfinite(a.us) || a.usable < p_.minSamples) continue;
+    m.worst[s] = std::max(m.worst[s], a.us);
+    ++m.seen[s];
+  }
+  ++m.reports;
+  m.leaderIn = m.leaderIn || local;
+  if (m.reports < processes_ || !m.leaderIn) return;
+  m.done = true;
+  // Every process measured it, or it is not compared: an arm one process never timed may be its slowest.
+  int ref = slot(m.nccl), best = ref;
+  std::string detail;
+  for (int s = 0; s < kSlots; ++s) {
+    if (m.seen[s] < processes_) continue;
+    char name[48], buf[80];
+    Decision d{static_cast<int8_t>(s / coll::kNumProtos), static_cast<int8_t>(s % coll::kNumProtos), 0};
+    snprintf(buf, sizeof buf, "%s%s %.2fus", detail.empty() ? "" : " ", describe(d, name, sizeof name), m.worst[s]);
+    detail += buf;
+    if (ref >= 0 && m.seen[ref] >= processes_ && m.worst[s] < m.worst[best]) best = s;
+  }
+  if (ref < 0 || m.seen[ref] < processes_) {
+    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: keeps NCCL's choice: not every process measured it "
+             "(slowest process per arm: %s)", static_cast<unsigned long long>(commId_), coll::collName(c), b,
+             detail.empty() ? "-" : detail.c_str());
+    return;
+  }
+  Decision win{static_cast<int8_t>(best / coll::kNumProtos), static_cast<int8_t>(best % coll::kNumProtos), 0};
+  if (best != ref && !(m.worst[best] < m.worst[ref] * (1.0 - p_.margin))) {
+    best = ref;
+    win = m.nccl;
+  }
+  winners_.push_back(AgreedWinner{c, b, win, m.worst[best], processes_});
+  char name[48];
+  ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: %d processes measured; slowest process per arm: %s; %s %s",
+           static_cast<unsigned long long>(commId_), coll::collName(c), b, processes_, detail.c_str(),
+           best == ref ? "keeps NCCL's choice" : "announces", describe(win, name, sizeof name));
+  if (best != ref) pending_.push_back(AgreedDecision{c, b, win});
 }
 
 bool Agreement::takeStart(uint64_t* s, uint64_t* h, std::vector<AgreedDecision>* decisions) {
@@ -124,6 +223,7 @@ bool Agreement::takeStart(uint64_t* s, uint64_t* h, std::vector<AgreedDecision>*
   // Past every rank: followers never pass call `window` without START, and the leader's calls so far are below
   // next_ (its own gate waits at `window` for start_, which is only set once every follower has START queued).
   *s = std::max(p_.window, next_ + 1);
+  processes_ = followerProcs_ + 1;
   *h = *s + p_.window;
   *decisions = initial_;
   startSent_ = true;
@@ -206,8 +306,10 @@ bool Agreement::onHorizon(uint64_t h, const std::vector<AgreedDecision>& decisio
 uint64_t Agreement::freeze(uint64_t from, const char* why, bool quiet) {
   uint64_t now;
   bool first = false;
+  std::string hint;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    hint = hint_;
     uint64_t cur = frozenFrom_.load();
     now = std::min(cur, from);
     first = cur == kNever;
@@ -220,8 +322,8 @@ uint64_t Agreement::freeze(uint64_t from, const char* why, bool quiet) {
              static_cast<unsigned long long>(commId_), static_cast<unsigned long long>(now), why);
   } else if (first) {
     if (start_.load() == kNever)
-      ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: no agreement across processes (%s): NCCL's choice for every call",
-               static_cast<unsigned long long>(commId_), why);
+      ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: no agreement across processes (%s): NCCL's choice for every "
+               "call%s%s", static_cast<unsigned long long>(commId_), why, hint.empty() ? "" : "; ", hint.c_str());
     else
       ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: agreement across processes stops at call %llu (%s): decisions "
                "in force stay, running plans finish, nothing new is decided",

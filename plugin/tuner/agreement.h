@@ -33,6 +33,7 @@
 
 #include "telemetry/coll_names.h"
 #include "tuner/decision.h"
+#include "tuner/explorer.h"
 
 namespace icn::tuner {
 
@@ -43,6 +44,19 @@ struct AgreeParams {
   // by then (its file, a TCP connect, the secret's proof), and a job's start can spare a second better than a
   // communicator left untuned for the whole job.
   int startWaitMs = 1000;
+  // Combining the processes' measurements (the explorer's rules for one process, ExploreParams): an arm counts
+  // where every process measured it with minSamples usable samples, and leaves NCCL's choice only when its
+  // slowest process's time beats NCCL's choice's by `margin`.
+  int minSamples = 2;
+  double margin = 0.03;
+};
+
+// What the leader decided from every process's measurements of one (collective, bucket), for the persisted table.
+struct AgreedWinner {
+  int coll = -1, bucket = -1;
+  Decision d;
+  double us = 0;  // the slowest process's estimate for d
+  int processes = 0;
 };
 
 // A decision for one (collective, bucket), as it travels.
@@ -73,6 +87,13 @@ class Agreement {
   Decision decisionAt(int coll, int bucket, uint64_t k) const;
   // Leader: a measured winner to announce with the next horizon (it takes effect one horizon later).
   void propose(int coll, int bucket, const Decision& d);
+  // This process's measurements of (coll, bucket) after its fixed plan (`ncclPick`: NCCL's own choice there).
+  // A collective takes as long as its slowest rank, so the leader combines every process's report per arm by the
+  // slowest (largest) estimate and announces the arm whose slowest time is least; followers send theirs to it.
+  // Once per (coll, bucket); later reports of the same bucket are ignored.
+  void report(int coll, int bucket, std::span<const ArmEstimate> arms, const Decision& ncclPick);
+  // Leader: the winners decided so far.
+  std::vector<AgreedWinner> winners() const;
 
   bool frozen() const { return frozenFrom_.load() != kNever; }
   // The freeze came from a normal end (a process finalized the communicator), not a failure.
@@ -84,8 +105,8 @@ class Agreement {
   // ---- the service's side ----
   // Wakes the service thread (set by the service when it attaches).
   void setWake(std::function<void()> wake);
-  // Leader: ranks held by followers so far, and whether START may go out now; fills START's fields.
-  void onMembers(int followerRanks);
+  // Leader: ranks and processes of followers so far, and whether START may go out now; fills START's fields.
+  void onMembers(int followerRanks, int followerProcesses);
   bool takeStart(uint64_t* s, uint64_t* h, std::vector<AgreedDecision>* decisions);
   // Leader: a horizon message to send now (false: none due). Decisions in it take effect at *h + 1.
   bool takeHorizon(uint64_t* h, std::vector<AgreedDecision>* decisions);
@@ -95,12 +116,19 @@ class Agreement {
   // Follower: messages from the leader. False when a message breaks the protocol (the caller freezes).
   bool onStart(uint64_t s, uint64_t h, const std::vector<AgreedDecision>& decisions);
   bool onHorizon(uint64_t h, const std::vector<AgreedDecision>& decisions);
+  // Leader: a follower's report (validated by the caller: ranges, no arm twice, at most kMaxArms). False when it
+  // breaks the protocol (before START, or the same bucket twice is the caller's to catch).
+  bool onReport(int coll, int bucket, std::span<const ArmEstimate> arms);
+  // Follower: a report to send now (false: none).
+  bool takeReport(int* coll, int* bucket, std::vector<ArmEstimate>* arms);
   // Freezes at `from` (never later than a freeze already in force); returns the freeze point now in force.
   // `why` goes to the WARN line; `quiet`: a normal end (the other side finalized), INFO only.
   uint64_t freeze(uint64_t from, const char* why, bool quiet = false);
   // A follower that gave up waiting: true once, with the horizon it held (kNever: it never got START); the service
   // sends DROP with it.
   bool takeDrop(uint64_t* horizon);
+  // Said with the WARN when the agreement never starts (where the rendezvous may not reach other hosts).
+  void setWaitHint(std::string hint);
   // The local ranks' count once the first call came (followers report it to the leader); -1 before.
   int localRanks() const { return localRanks_.load(); }
 
@@ -108,6 +136,8 @@ class Agreement {
   bool waitFor(const std::function<bool()>& ready, int ms);
   void publish(const std::vector<AgreedDecision>& ds, uint64_t from);  // mu_ held
   void wake();
+  // Leader, mu_ held: adds one process's report; decides once every process reported.
+  void combine(int coll, int bucket, std::span<const ArmEstimate> arms, bool local);
 
   const uint64_t commId_;
   const int nRanks_;
@@ -124,12 +154,32 @@ class Agreement {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::function<void()> wake_;
+  std::string hint_;
   // Leader.
   uint64_t next_ = 0;          // calls the leader's ranks have asked about (max over local ranks)
   int followerRanks_ = 0;
   bool startSent_ = false;
   uint64_t wantHorizon_ = 0;   // horizon the leader's progress asks for
   std::vector<AgreedDecision> pending_;
+  int followerProcs_ = 0;
+  int processes_ = 0;  // set with START: the leader's process and every follower's
+  static constexpr int kSlots = coll::kNumAlgos * coll::kNumProtos;
+  struct Combined {
+    uint16_t reports = 0;
+    bool leaderIn = false, done = false;
+    Decision nccl;
+    std::array<float, kSlots> worst{};    // per (algo, proto): the largest estimate any process reported
+    std::array<uint16_t, kSlots> seen{};  // processes that measured it with minSamples
+  };
+  std::array<std::array<Combined, coll::kNumBuckets>, coll::kNumColls> combined_{};
+  std::vector<AgreedWinner> winners_;
+  std::array<std::array<bool, coll::kNumBuckets>, coll::kNumColls> reported_{};  // this process's reports
+  // Follower: reports waiting for the service.
+  struct Report {
+    int coll, bucket;
+    std::vector<ArmEstimate> arms;
+  };
+  std::vector<Report> outbox_;
   // Follower.
   uint64_t dropAt_ = kNever;
   bool dropPending_ = false;

@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "telemetry/coll_names.h"
+#include "tuner/explore_params.h"
 
 namespace icn::tuner {
 namespace {
@@ -28,18 +29,7 @@ ContextConfig ContextConfig::fromEnvironment() {
     c.group.mode = Mode::Online;
   }
   c.group.cachePath = params::getStringNow(params::Id::TunerCache);
-  int calls = static_cast<int>(params::getInt(params::Id::TunerExploreCalls));
-  if (calls < 1 || calls > 16) {
-    ICN_WARN(subsys::Tuning, "ICN_TUNER_EXPLORE_CALLS=%d out of range 1..16; using 2", calls);
-    calls = 2;
-  }
-  c.group.explore.callsPerArm = calls;
-  int quiet = static_cast<int>(params::getInt(params::Id::TunerQuietDuel));
-  if (quiet != 0 && (quiet < 4 || quiet > 32)) {
-    ICN_WARN(subsys::Tuning, "ICN_TUNER_QUIET_DUEL=%d is not 0 or in 4..32; using 12", quiet);
-    quiet = 12;
-  }
-  c.group.explore.quietDuelCalls = quiet;
+  c.group.explore = exploreParamsFromSettings();
   const std::string& skip = params::getString(params::Id::TunerModelSkip);
   char* end = nullptr;
   double ratio = std::strtod(skip.c_str(), &end);
@@ -90,13 +80,8 @@ Context::Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNod
     }
   }
   GroupConfig gc = cfg.group;
-  // Quiet duels only where communicators span nodes (NCCL counts the net path of one host as two nodes): there
-  // profiling was measured to slow one arm far more than the others. On one node every duel call stays timed:
-  // those duels were validated that way, and nccl-tests' switches between sizes cut quiet blocks short there
-  // (its one-node duels begin ~20 calls into a 40-call visit of a size).
-  if (nNodes <= 1) gc.explore.quietDuelCalls = 0;
-  // An explicit ICN_HEATMAP_FILE keeps every collective timed: no call could go untimed, so duels time every call.
-  if (params::isSetByUser(params::Id::HeatmapFile)) gc.explore.quietDuelCalls = 0;
+  // An explicit ICN_HEATMAP_FILE keeps every collective timed: no call could go untimed.
+  gc.explore = exploreParamsFor(gc.explore, nNodes, params::isSetByUser(params::Id::HeatmapFile));
   if (!cfg.shareByCommId) {
     // No commId (tuner API v2-v4): no profiler can feed us, so only rules and the cache apply.
     if (gc.mode == Mode::Online) gc.mode = Mode::Static;

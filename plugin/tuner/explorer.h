@@ -21,15 +21,12 @@
 // arm of NCCL's algorithm with a clearly shorter stage-1 kernel (sameAlgoShorterKernel), and the winner run
 // `duelCalls` more calls each, back to back in blocks (the winner's last), and are ranked on these fresh samples
 // alone. Screening calls come in pairs right after another arm's, and some arms' first calls after a switch cost
-// far less than back to back (2 H200, net path 8 MiB: Tree/Simple 325-356 us screened, 517-568 us back to back).
-// Across nodes (Group) blocks are 8 calls and each arm is ranked on its latest 4 (`duelKeepCalls`): there the
-// cost climbs over several calls. Samples of calls from before the duel, measured late, are kept out of it. A
-// winner chosen on its screening calls may rest on one lucky pair of samples (2 H200, 32 MiB: Tree/Simple
-// screened at 131 us, ran at 142-144 us back to back, Ring/Simple 139 us).
+// far less than back to back, so a winner chosen on its screening calls may rest on one lucky pair of samples.
+// Across nodes (explore_params.h) blocks are 8 calls and each arm is ranked on its latest 4 (`duelKeepCalls`):
+// there the cost climbs over several calls. Samples of calls from before the duel, measured late, are kept out.
 // Quiet duels (quietDuelCalls; the plugin's: 12 across nodes, none on one node): profiling slows some arms far
-// more than others, because NCCL adds a proxy op per channel to read a timed kernel's timestamps (2 H200, net path,
-// 128 KiB: Tree/Simple 114-127 us a period timed against 82-91 us untimed, Ring/LL and Tree/LL within a few us of
-// their untimed cost; duels kept NCCL's Ring/LL at 1.04-1.56x). So a duel block is timed at only two calls
+// more than others, because NCCL adds a proxy op per channel to read a timed kernel's timestamps. So a duel block
+// is timed at only two calls
 // (measures() tells the group when to switch NCCL's event mask, which NCCL reads as a call is enqueued, before it
 // asks the tuner), and arms are ranked by spans: from the end of the first timed call to the end of the last, per
 // call (`quietSpanCalls`: all after the block's first call, the one after the switch; across nodes the latest 8
@@ -40,8 +37,8 @@
 //
 // Estimates are a low quantile of the samples after dropping each arm's first sample per local rank: with two
 // ranks launched from one thread the first rank's kernel waits for the second one's launch, so half the samples
-// carry launch skew; the first call of an arm may carry switching costs. Across nodes (Group sets the
-// parameters) periods are a trimmed mean instead and every arm's first call is dropped. Samples are attributed by
+// carry launch skew; the first call of an arm may carry switching costs. Across nodes (explore_params.h)
+// periods are a trimmed mean instead and every arm's first call is dropped. Samples are attributed by
 // what the profiler saw (algorithm, protocol, channels), not by index, so lagging or missing measurements stay
 // correct.
 //
@@ -50,12 +47,10 @@
 // fastest kernel's work time is below `hostBoundRatio` of the best period: the period is then mostly time the GPU
 // waited for the host (inflated further by the profiler itself), the same for every arm whose GPU cost fits
 // inside it, and its noise decides; such a round keeps the reference (NCCL's choice) unless its period is over
-// `hostTieRatio` of the best. Measured on 2 H200 (NVLink), the stage-1 rounds of five runs: up to 512 KiB the
-// fastest kernel takes 0.1-0.35 of the best period; from 8 MiB up it is above 0.9 and the period also sees
-// per-call costs outside the kernel (Tree/Simple: 8-15 us); 2 MiB sits between (0.54-0.83, lower on a slower
-// host). Host-bound rounds do not rank by kernel time either: timed inside one process (paired_proof.sh), that
-// picks arms 2-5% slower per call at small sizes, where NCCL's choice is within 1.00-1.03x of the best.
-// Communicators spanning nodes are never host-bound (Group: the network wait is not in the kernel time reliably).
+// `hostTieRatio` of the best. Small calls are host-bound, large ones are not; host-bound rounds do not rank by
+// kernel time either, since that picks arms slower per call where NCCL's choice is already near the best.
+// Communicators spanning nodes are never host-bound (the network wait is not in the kernel time reliably).
+// docs/readme/tuner.md ("Why the rules are what they are", "Timing inside one process") has the measurements.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -110,6 +105,13 @@ struct Sample {
   double us = 0;        // period: previous collective's end to this one's end (cost per call in a loop)
   double kernelUs = 0;  // the kernel's own work time; 0 = unknown (then only periods rank arms)
   int calls = 1;        // > 1: a span: `us` is the cost per call over this many calls, only the last one timed
+};
+
+// One arm's estimate after a round: what a process reports to the agreement's leader.
+struct ArmEstimate {
+  Decision d;
+  float us = 0;        // period estimate (0: unmeasured)
+  uint16_t usable = 0;  // samples the estimate rests on
 };
 
 struct CommitInfo {
@@ -192,6 +194,8 @@ class BucketExplorer {
   uint64_t learnedSamples() const { return learnedSamples_; }
   bool planFinal() const { return planFinal_; }
   uint64_t planEnd() const { return start_ + static_cast<uint64_t>(planLen_); }
+  // Each arm's estimate in the round just finished (or running); returns how many were written (<= kMaxArms).
+  int armEstimates(std::array<ArmEstimate, kMaxArms>& out) const;
   // Most calls one stage-1 round plans (for the log and tests).
   static int stage1MaxCalls(int nCands, const ExploreParams& p, bool adaptive);
 

@@ -5,35 +5,15 @@
 
 #include "core/log.h"
 #include "tuner/agree_service.h"
+#include "tuner/bucket_log.h"
 
 namespace icn::tuner {
 
 Group::Group(uint64_t commId, int nRanks, int nNodes, GroupConfig cfg, const std::vector<CacheEntry>& cache)
     : commId_(commId), nRanks_(nRanks), nNodes_(nNodes), cfg_(std::move(cfg)) {
-  // Across nodes a collective also waits for the network through NCCL's proxy thread, and kernel work times do
-  // not show that reliably (net path on H200: Tree/LL kernels of 2.4 us at 2-8 KiB for 23-30 us per call, Ring/LL
-  // 9-25 us for 23 us): only periods rank arms there. And their periods are not steady: Tree arms showed lower
-  // quartiles of 6.5-7.8 us at 512 B-8 KiB and 25 us at 256 KiB for real costs of 16-30 us and 80 us, i.e. calls
-  // completing in pairs; the trimmed mean is the cost per call. One node keeps the lower quartile (launch skew of
-  // one thread driving two GPUs only ever adds time there).
-  // An arm's first calls after another arm also ran cheaper there (Tree/Simple at 8 MiB: 434 us measured in
-  // screening, 554 us per call back to back: part of a call's cost falls on the next calls of the same
-  // connections), so each arm gets 3 screening calls and its first one never counts, and a duel runs 8 calls per
-  // arm and ranks each on its latest 4 (with 4-call blocks, net path 8 MiB: Tree/Simple 396-459 us in the duel,
-  // 482-560 running on, against Ring/Simple's 465-512: kept in 3 of 3 processes).
-  if (nNodes > 1) {
-    cfg_.explore.hostBoundRatio = 0;
-    cfg_.explore.meanPeriods = true;
-    cfg_.explore.callsPerArm = std::max(cfg_.explore.callsPerArm, 3);
-    cfg_.explore.dropFirstAfter = 1;
-    cfg_.explore.duelCalls = std::max(cfg_.explore.duelCalls, 8);
-    cfg_.explore.duelKeepCalls = 4;
-    cfg_.explore.longCallMargin = cfg_.explore.ncclMargin;  // network periods wander more than a GPU's
-    // Quiet duels there (ICN_TUNER_QUIET_DUEL, 12 calls a block) rank a span over the latest 8: the climb is
-    // over by then, and the timed last call's toll is shared by 8 (2 H200, net path, 128 KiB: Tree/Simple timed
-    // at 114-127 us a call, 82-91 untimed).
-    if (cfg_.explore.quietDuelCalls >= 4) cfg_.explore.quietSpanCalls = std::min(8, cfg_.explore.quietDuelCalls - 2);
-  }
+  // Combining processes' measurements follows one process's rules.
+  cfg_.agree.minSamples = cfg_.explore.minSamples;
+  cfg_.agree.margin = cfg_.explore.ncclMargin;
   for (const CacheEntry& e : cache)
     if (e.nRanks == nRanks && e.nNodes == nNodes && e.coll >= 0 && e.coll < coll::kNumColls) cache_.push_back(e);
 }
@@ -49,9 +29,7 @@ void Group::applyCache() {
   } else {
     for (const CacheEntry& e : cache_) {
       Bucket& b = buckets_[e.coll][e.bucket];
-      if (b.ex.phase() != BucketExplorer::Phase::Unseen) continue;
-      b.ex.settle(e.decision, 0, e.meanUs);
-      publish(b);
+      b.settleCached(e.decision, e.meanUs);
     }
     if (!cache_.empty())
       ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: %zu cached decisions for nRanks=%d nNodes=%d from %s",
@@ -110,7 +88,7 @@ void Group::startAgreement() {
   agree_ = std::make_shared<Agreement>(commId_, nRanks_, lead ? Agreement::Role::Leader : Agreement::Role::Follower,
                                        cfg_.agree, std::move(initial));
   std::string why;
-  if (!agree::attach(agree_, &why)) agree_->freeze(0, why.c_str());
+  if (!agree::attach(agree_, nNodes_, &why)) agree_->freeze(0, why.c_str());
 }
 
 Agreement* Group::agreement() {
@@ -135,13 +113,13 @@ bool Group::persists() const {
   return agree_ && agree_->role() == Agreement::Role::Leader;
 }
 
-void Group::proposeLearned(int c, int bkt) {
+void Group::reportRound(int c, int bkt) {
   Bucket& b = buckets_[c][bkt];
-  if (!agree_ || agree_->role() != Agreement::Role::Leader || agreeState_.load() != 1) return;
-  Decision learned = b.ex.learned();
-  if (b.ex.learnedSamples() == 0 || !learned.valid()) return;
-  if (b.ncclPick >= 0 && b.cands[b.ncclPick] == learned) return;  // NCCL's own choice: nothing to announce
-  agree_->propose(c, bkt, learned);
+  if (!agree_ || agreeState_.load() != 1) return;
+  std::array<ArmEstimate, BucketExplorer::kMaxArms> arms{};
+  int n = b.explorer().armEstimates(arms);
+  Decision nccl = b.ncclPick >= 0 ? b.cands[b.ncclPick] : Decision{};
+  agree_->report(c, bkt, std::span<const ArmEstimate>(arms.data(), static_cast<size_t>(n)), nccl);
 }
 
 bool Group::complete() const { return members_.load() >= nRanks_; }
@@ -199,11 +177,6 @@ void Group::parkIdle(uint64_t tick, uint64_t idleCalls) {
     }
 }
 
-void Group::publish(Bucket& b) {
-  if (b.ex.phase() == BucketExplorer::Phase::Settled && !b.pendingNext && !b.pendingReexplore)
-    b.word.store(packDecision(b.ex.current(), b.ex.currentFrom()));
-}
-
 Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
   if (slot < 0 || slot >= kMaxLocal || c < 0 || c >= coll::kNumColls || bkt < 0 || bkt >= coll::kNumBuckets)
     return Decision{};
@@ -214,7 +187,7 @@ Decision Group::decide(int slot, int c, int bkt, const CostTable& table) {
   uint64_t seq = 0;
   if (held_.load(std::memory_order_relaxed) > 0) seq = decides_.fetch_add(1, std::memory_order_relaxed) + 1;
   noteCallForQuiet(this, c, bkt);  // another bucket's call: a quiet request for "the next call" is stale
-  uint64_t w = buckets_[c][bkt].word.load();
+  uint64_t w = buckets_[c][bkt].word();
   bool quiet = false;
   Decision d = ((w & 1) && index >= (w >> 16)) ? unpackDecision(w) : slowPath(slot, c, bkt, index, seq, table, quiet);
   decided_[slot][c][bkt].store(index + 1);
@@ -241,72 +214,53 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, uint64_t seq,
                          bool& quiet) {
   std::lock_guard<std::mutex> lock(mu_);
   Bucket& b = buckets_[c][bkt];
-  if (b.ex.phase() == BucketExplorer::Phase::Unseen) {
+  if (b.phase() == BucketExplorer::Phase::Unseen) {
     // Adaptive: every rank lives here and shares this state. Otherwise ranks in other processes compute the
     // very same (fixed) plan from the cost table alone, which NCCL makes identical on every rank.
     bool adaptive = complete();
     SkipReport skips;
     if (cfg_.mode == Mode::Online) skips = collectCandidates(c, bkt, table, adaptive);
-    if (b.nCands >= 2) {
-      // Index 0 for everyone.
-      b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), 0, cfg_.explore, adaptive,
-                       std::max(1, members_.load()), b.ncclPick);
+    if (b.begin(cfg_.explore, adaptive, std::max(1, members_.load()))) {
       startExploring(b);  // the plan's warm calls absorb the calls that cannot be measured yet
-      char first[48];
-      char skipped[96] = "";
-      if (skips.farSlower > 0)
-        snprintf(skipped, sizeof skipped, "; %d more skipped: over %.0fx slower than the fastest at 2^%d B",
-                 skips.farSlower, kSkipSlowdown, skips.farFrom);
-      char modelSkipped[160] = "";
-      if (skips.slowLl > 0)
-        snprintf(modelSkipped, sizeof modelSkipped, "; %d LL skipped: NCCL's model puts them over %.1fx its choice (%s)",
-                 skips.slowLl, cfg_.modelSkipRatio, skips.slowLlList.data());
-      ICN_INFO(subsys::Tuning,
-               "tuner: comm 0x%llx %s 2^%d B: exploring %d candidates from %s, at most %d calls (%s)%s%s",
-               static_cast<unsigned long long>(commId_), coll::collName(c), bkt, b.nCands,
-               describe(b.cands[0], first, sizeof first),
-               BucketExplorer::stage1MaxCalls(b.nCands, cfg_.explore, adaptive),
-               adaptive ? "screen + confirm" : "fixed plan, ranks in other processes", modelSkipped, skipped);
-    } else {
-      b.ex.settle(Decision{}, 0, 0);
+      logExploring(commId_, c, bkt, b, cfg_.explore, adaptive, skips);
     }
   }
   // The plan must cover every index a local rank can ask for before the next time the lock is taken.
   uint64_t ahead = static_cast<uint64_t>(std::max(1, members_.load())) + 1;
-  b.ex.extendPlan(maxNext(c, bkt) + ahead);
-  if (b.ex.phase() == BucketExplorer::Phase::Exploring) {
+  b.explorer().extendPlan(maxNext(c, bkt) + ahead);
+  if (b.phase() == BucketExplorer::Phase::Exploring) {
     // Other buckets' calls since this one's last (back from parking, or a jump in the group's count; local ranks
     // may take the lock out of their order, so only a jump forward counts): a quiet block they fell into runs
     // again.
     bool resumed = !b.counted;
     bool cut = resumed || (seq != 0 && b.lastSeq != 0 && seq > b.lastSeq + 1);
     b.lastSeq = resumed ? 0 : std::max(b.lastSeq, seq);
-    if (cut && b.ex.noteInterrupted(index, maxNext(c, bkt) + ahead))
+    if (cut && b.explorer().noteInterrupted(index, maxNext(c, bkt) + ahead))
       ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B duel: other sizes' calls came inside a quiet block at "
                "call %llu; its arm runs another block", static_cast<unsigned long long>(commId_), coll::collName(c),
                bkt, static_cast<unsigned long long>(index));
     // Back from parking with nothing measuring: this call switches the profiler on too late for itself, and the
     // next one has no timed predecessor to measure its cost from.
     if (!b.counted && measurementDemand().load() == 0) {
-      b.ex.noteUnmeasured(index);
-      b.ex.noteUnmeasured(index + 1);
+      b.explorer().noteUnmeasured(index);
+      b.explorer().noteUnmeasured(index + 1);
     }
     b.lastTick = tunerTick();
     setExploring(b, true);
   }
   maybeTransition(c, bkt);
-  b.ex.extendPlan(maxNext(c, bkt) + ahead);
-  Decision d = b.ex.decisionFor(index);
+  b.explorer().extendPlan(maxNext(c, bkt) + ahead);
+  Decision d = b.explorer().decisionFor(index);
   // NCCL reads the event mask as a call is enqueued, before it asks us about it: set it for the call the least
   // advanced local rank enqueues next (ranks driven one after the other enqueue call i after the first decided it;
   // ranks in one group enqueue both before either decides).
-  quiet = b.ex.quietDuel() && !b.ex.measures(minNext(c, bkt));
+  quiet = b.explorer().quietDuel() && !b.explorer().measures(minNext(c, bkt));
   setQuiet(b, quiet);
-  publish(b);
+  b.publish();
   return d;
 }
 
-Group::SkipReport Group::collectCandidates(int c, int bkt, const CostTable& table, bool adaptive) {
+SkipReport Group::collectCandidates(int c, int bkt, const CostTable& table, bool adaptive) {
   Bucket& b = buckets_[c][bkt];
   for (int a = 0; a < table.algos(); ++a)
     for (int p = 0; p < table.protos(); ++p)
@@ -320,7 +274,7 @@ Group::SkipReport Group::collectCandidates(int c, int bkt, const CostTable& tabl
   // Measurements differ between processes: only a group holding every rank may let them shape the plan.
   for (int nb : {bkt - 1, bkt + 1}) {
     if (!adaptive || nb < 0 || nb >= coll::kNumBuckets) continue;
-    const BucketExplorer& ex = buckets_[c][nb].ex;
+    const BucketExplorer& ex = buckets_[c][nb].explorer();
     if (ex.learnedSamples() == 0) continue;
     for (int i = 1; i < b.nCands; ++i)
       if (b.cands[i].algo == ex.learned().algo && b.cands[i].proto == ex.learned().proto) {
@@ -339,20 +293,17 @@ Group::SkipReport Group::collectCandidates(int c, int bkt, const CostTable& tabl
 }
 
 void Group::skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPick, SkipReport& report) {
-  // LL carries 8 bytes of data per 16-byte line (the rest is flags), so where a call is long its bandwidth, not
-  // its latency, decides and LL cannot keep up: on 2 H200, LL measured 1.6-2.7x the best arm on NVLink from
-  // 8 MiB up and 1.5-6.8x on the net path from 128 KiB up. NCCL's model knows (it halves LL's bandwidth, or
-  // divides it by 3.8 for Tree) but is kinder than the GPUs: Ring/LL 1.8-2.0x on the net path from 8 MiB where it
-  // measured 6.8x at 8 MiB. A screening call of such an arm costs milliseconds there, and with nccl-tests'
-  // ascending warm-up (5-20 calls a size) no smaller bucket has finished a round to tell us (skipFarSlower):
-  // 512 MiB on the net path ran at 8.4 GB/s with the tuner exploring vs 25.1 without. Only LL: for the other
-  // protocols the model has no such floor and is wrong both ways (NVLink 32 MiB: Tree/Simple predicted 2.1x
-  // Ring/Simple, measured 1.05x). The cost table is the same on every rank, so fixed plans skip alike.
+  // LL carries 8 bytes of data per 16-byte line, so where a call is long its bandwidth decides and LL cannot keep
+  // up; NCCL's model knows but is kinder than the GPUs, and a screening call of such an arm costs milliseconds
+  // before any smaller bucket can tell (skipFarSlower). Only LL: for the other protocols the model is wrong both
+  // ways. The cost table is the same on every rank, so fixed plans skip alike. (docs/readme/tuner.md, "Why the
+  // rules are what they are", has the measurements.)
   float ref = table.at(ncclPick.algo, ncclPick.proto);
   const double ratio = cfg_.modelSkipRatio;
   if (ratio <= 0 || ref < kModelSkipFromUs) return;
   size_t used = 0;
-  report.slowLl = removeCandidates(b, ncclPick, [&](const Decision& d) {
+  report.slowLlRatio = ratio;
+  report.slowLl = b.removeCandidates(ncclPick, [&](const Decision& d) {
     float cost = table.at(d.algo, d.proto);
     if (d.proto != coll::kLL || cost <= ratio * ref) return false;
     char name[48];
@@ -365,58 +316,37 @@ void Group::skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPi
 
 void Group::skipFarSlower(int c, int bkt, const Decision& ncclPick, SkipReport& report) {
   // Large buckets only skip arms measured far slower in the nearest smaller measured bucket: there a screening
-  // call of a slow arm costs milliseconds (LL at 512 MiB on the net path: ~10x Simple, 3 calls) and the ratio only
-  // grows with size (net path LL/Simple: 3.3x at 2 MiB, 5.2x at 8 MiB, 8.7x at 32 MiB). Small buckets keep every
-  // arm: their calls are cheap and their periods noisy. NCCL's own choice always stays (the reference).
+  // call of a slow arm costs milliseconds and the ratio only grows with size. Small buckets keep every arm: their
+  // calls are cheap and their periods noisy. NCCL's own choice always stays (the reference).
   Bucket& b = buckets_[c][bkt];
   const BucketExplorer* ref = nullptr;
   for (int nb = bkt - 1; nb >= 0 && !ref; --nb)
-    if (buckets_[c][nb].ex.fastestPeriodUs() > 0) {
-      ref = &buckets_[c][nb].ex;
+    if (buckets_[c][nb].explorer().fastestPeriodUs() > 0) {
+      ref = &buckets_[c][nb].explorer();
       report.farFrom = nb;
     }
   if (!ref || ref->fastestPeriodUs() < kSkipFromUs) return;
-  report.farSlower = removeCandidates(
-      b, ncclPick, [&](const Decision& d) { return ref->slowdown(d.algo, d.proto) > kSkipSlowdown; });
+  report.farSlowdown = kSkipSlowdown;
+  report.farSlower = b.removeCandidates(
+      ncclPick, [&](const Decision& d) { return ref->slowdown(d.algo, d.proto) > kSkipSlowdown; });
 }
 
 void Group::maybeTransition(int c, int bkt) {
   Bucket& b = buckets_[c][bkt];
   bool online = cfg_.mode == Mode::Online;
-  if (b.ex.phase() == BucketExplorer::Phase::Exploring && b.ex.roundDone(maxNext(c, bkt))) {
-    b.word.store(0);
-    int stage = b.ex.stage();
-    bool commit = online && complete();
-    CommitInfo ci = b.ex.finishRound(maxNext(c, bkt), commit);
+  auto issued = [&] { return maxNext(c, bkt); };
+  Bucket::RoundEnd end = b.finishRound(issued, online && complete());
+  if (end.ended) {
     setQuiet(b, false);
-    logCommit(c, bkt, ci, commit);
-    if (!commit && online && !ci.notEnough) proposeLearned(c, bkt);
-    if (commit && stage != BucketExplorer::kChannels) {
-      // Keep measuring into the duel or stage 2: switching the profiler off and on again would cost its first
-      // call's sample.
-      b.pendingNext = true;
-    } else {
-      setExploring(b, false);
-    }
+    logCommit(c, bkt, end.info, end.committed);
+    if (!end.committed && online) reportRound(c, bkt);
+    if (end.demand == Bucket::Demand::Stop) setExploring(b, false);
   }
-  if (b.ex.phase() == BucketExplorer::Phase::Settled && (b.pendingNext || b.pendingReexplore)) {
-    b.word.store(0);
-    if (minDecided(c, bkt) >= b.ex.currentFrom()) {
-      uint64_t start = maxNext(c, bkt);
-      if (b.pendingReexplore) {
-        b.ex.noteReexplore();
-        b.ex.beginStage1(std::span<const Decision>(b.cands.data(), b.nCands), start, cfg_.explore, complete(),
-                         std::max(1, members_.load()), b.ncclPick);
-        startExploring(b);
-      } else if (b.ex.beginNext(start)) {
-        startExploring(b);
-      } else {
-        setExploring(b, false);
-      }
-      b.pendingNext = b.pendingReexplore = false;
-    }
-  }
-  publish(b);
+  Bucket::Demand next =
+      b.startPending(issued, minDecided(c, bkt), cfg_.explore, complete(), std::max(1, members_.load()));
+  if (next == Bucket::Demand::Start) startExploring(b);
+  if (next == Bucket::Demand::Stop) setExploring(b, false);
+  b.publish();
 }
 
 void Group::addSample(int c, int bkt, const Sample& s) {
@@ -424,59 +354,38 @@ void Group::addSample(int c, int bkt, const Sample& s) {
   std::lock_guard<std::mutex> lock(mu_);
   Bucket& b = buckets_[c][bkt];
   // Only a duel looks at how far the ranks got (every measured collective comes through here).
-  bool duel = b.ex.phase() == BucketExplorer::Phase::Exploring && b.ex.stage() == BucketExplorer::kDuel;
-  if (!b.ex.addSample(s, duel ? maxNext(c, bkt) : UINT64_MAX)) return;
-  if (b.ex.phase() == BucketExplorer::Phase::Settled && cfg_.mode == Mode::Online && complete() && b.nCands >= 2 &&
-      b.ex.driftDetected()) {
+  bool duel = b.phase() == BucketExplorer::Phase::Exploring && b.explorer().stage() == BucketExplorer::kDuel;
+  if (!b.explorer().addSample(s, duel ? maxNext(c, bkt) : UINT64_MAX)) return;
+  if (b.noteDrift(cfg_.mode == Mode::Online && complete())) {
     char cur[48];
     ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: measured times drifted from %.2fus for %s; re-exploring",
-             static_cast<unsigned long long>(commId_), coll::collName(c), bkt, b.ex.currentUs(),
-             describe(b.ex.current(), cur, sizeof cur));
-    b.pendingReexplore = true;
-    b.word.store(0);
+             static_cast<unsigned long long>(commId_), coll::collName(c), bkt, b.explorer().currentUs(),
+             describe(b.explorer().current(), cur, sizeof cur));
   }
   maybeTransition(c, bkt);
 }
 
 void Group::logCommit(int c, int bkt, const CommitInfo& ci, bool committed) {
-  char before[48], after[48];
-  if (ci.notEnough) {
-    ICN_INFO(subsys::Tuning,
-             "tuner: comm 0x%llx %s 2^%d B %s: keeps %s: not enough measurements after %d planned calls "
-             "(NCCL's choice and the leader need %d usable samples each); measured: %s",
-             static_cast<unsigned long long>(commId_), coll::collName(c), bkt, BucketExplorer::stageName(ci.stage),
-             describe(ci.after, after, sizeof after), ci.calls, cfg_.explore.minSamples, ci.detail.c_str());
-    return;
-  }
-  if (committed) {
-    ICN_INFO(subsys::Tuning,
-             "tuner: comm 0x%llx %s 2^%d B %s: %s %s %s (%.2fus) from call %llu after %d planned calls; "
-             "ranked by %s; measured (period/kernel): %s",
-             static_cast<unsigned long long>(commId_), coll::collName(c), bkt, BucketExplorer::stageName(ci.stage),
-             describe(ci.before, before, sizeof before), ci.before == ci.after ? "stays" : "->",
-             describe(ci.after, after, sizeof after), ci.afterUs,
-             static_cast<unsigned long long>(buckets_[c][bkt].ex.currentFrom()), ci.calls,
-             ci.hostBound ? "period (host-bound: the reference stays within 1.5x)" : "period", ci.detail.c_str());
-  } else {
-    ICN_INFO(subsys::Tuning,
-             "tuner: comm 0x%llx %s 2^%d B: learned %s (%.2fus) but keeps %s: %s; measured: %s",
-             static_cast<unsigned long long>(commId_), coll::collName(c), bkt,
-             describe(buckets_[c][bkt].ex.learned(), after, sizeof after), buckets_[c][bkt].ex.learnedUs(),
-             describe(ci.after, before, sizeof before),
-             cfg_.mode != Mode::Online ? "static mode"
-             : agree_ && agree_->role() == Agreement::Role::Leader
-                 ? "ranks live in other processes: announced to them, in force once every process has it"
-                 : "ranks live in other processes: the leader's process decides",
-             ci.detail.c_str());
-  }
+  const char* why = cfg_.mode != Mode::Online ? "static mode"
+                    : agree_ && agree_->role() == Agreement::Role::Leader
+                        ? "ranks live in other processes: this process decides from every process's measurements"
+                        : "ranks live in other processes: sent to the leader's process, which decides from every "
+                          "process's";
+  logRoundEnd(commId_, c, bkt, buckets_[c][bkt].explorer(), ci, committed, cfg_.explore.minSamples, why);
 }
 
 std::vector<CacheEntry> Group::learnedEntries() const {
-  std::lock_guard<std::mutex> lock(mu_);
   std::vector<CacheEntry> out;
+  // Across processes the table holds what every process's measurements decided, not this process's own.
+  if (agree_ && agree_->role() == Agreement::Role::Leader && agreeState_.load() == 1) {
+    for (const AgreedWinner& w : agree_->winners())
+      out.push_back(CacheEntry{w.coll, nRanks_, nNodes_, w.bucket, w.d, w.us, static_cast<uint64_t>(w.processes)});
+    return out;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
   for (int c = 0; c < coll::kNumColls; ++c)
     for (int b = 0; b < coll::kNumBuckets; ++b) {
-      const BucketExplorer& ex = buckets_[c][b].ex;
+      const BucketExplorer& ex = buckets_[c][b].explorer();
       if (ex.learnedSamples() == 0) continue;
       out.push_back(CacheEntry{c, nRanks_, nNodes_, b, ex.learned(), ex.learnedUs(), ex.learnedSamples()});
     }
@@ -485,12 +394,12 @@ std::vector<CacheEntry> Group::learnedEntries() const {
 
 Decision Group::currentDecision(int c, int b) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return buckets_[c][b].ex.decisionFor(maxNext(c, b));
+  return buckets_[c][b].explorer().decisionFor(maxNext(c, b));
 }
 
 BucketExplorer::Phase Group::phase(int c, int b) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return buckets_[c][b].ex.phase();
+  return buckets_[c][b].explorer().phase();
 }
 
 }  // namespace icn::tuner

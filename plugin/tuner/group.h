@@ -1,7 +1,8 @@
 // All tuner contexts of one communicator that live in this process (nccl-tests -g 2 puts both ranks of a
 // communicator in one process). They share one decision state so every local rank makes the same choice for the
 // same call. Measured winners are committed here only when *all* ranks are local; otherwise every process walks
-// the same fixed plan and the leader's winners reach the others through the agreement (agreement.h).
+// the same fixed plan, reports what it measured to the agreement, and the winner the leader's process decides from
+// every process's measurements reaches the others through it (agreement.h).
 //
 // Hot path: a settled bucket is one atomic word (decision + first call index it applies to); a call reads it
 // lock-free. Buckets that are exploring or changing take the group's mutex, which only local ranks of the *same*
@@ -17,6 +18,8 @@
 
 #include "telemetry/coll_names.h"
 #include "tuner/agreement.h"
+#include "tuner/bucket.h"
+#include "tuner/bucket_log.h"
 #include "tuner/cache.h"
 #include "tuner/cost_table.h"
 #include "tuner/demand.h"
@@ -33,7 +36,7 @@ constexpr uint64_t kQuietParkCalls = 4;
 
 struct GroupConfig {
   Mode mode = Mode::Online;
-  ExploreParams explore;
+  ExploreParams explore;  // as given: the plugin's contexts shape them for the communicator (explore_params.h)
   // LL candidates NCCL's model predicts over this many times its own choice are not screened where that choice is
   // predicted to take kModelSkipFromUs or more (ICN_TUNER_MODEL_SKIP; 0: screen every supported candidate).
   double modelSkipRatio = 1.5;
@@ -85,23 +88,6 @@ class Group {
   BucketExplorer::Phase phase(int coll, int bucket) const;
 
  private:
-  struct Bucket {
-    std::atomic<uint64_t> word{0};  // packed settled decision; 0 = take the slow path
-    BucketExplorer ex;
-    std::array<Decision, BucketExplorer::kMaxArms> cands{};
-    int nCands = 0;
-    int ncclPick = -1;  // index of NCCL's own choice in cands
-    bool pendingNext = false, pendingReexplore = false, counted = false;  // pendingNext: duel or stage 2
-    uint64_t lastTick = 0;  // process-wide call tick of this bucket's latest exploring call
-    uint64_t lastSeq = 0;   // the group's decision count at this bucket's latest exploring call
-  };
-  // Candidates collectCandidates() left out, for the "exploring" log line.
-  struct SkipReport {
-    int slowLl = 0;                      // LL arms NCCL's own model puts far above its choice ...
-    std::array<char, 80> slowLlList{};   // ... "RING/LL 2.0x TREE/LL 3.8x"
-    int farSlower = 0;                   // arms far slower in the nearest smaller measured bucket ...
-    int farFrom = -1;                    // ... this one
-  };
   // `quiet`: the bucket now asks for the next call untimed.
   // `seq`: the group's decision count with this one (a gap since the bucket's last call: other buckets ran).
   Decision slowPath(int slot, int coll, int bucket, uint64_t index, uint64_t seq, const CostTable& table, bool& quiet);
@@ -109,24 +95,9 @@ class Group {
   void skipFarSlower(int coll, int bucket, const Decision& ncclPick, SkipReport& report);   // mutex held
   void skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPick, SkipReport& report);  // mutex held
   static constexpr double kModelSkipFromUs = 100.0;  // skipSlowLl: NCCL predicts its choice takes this long
-  // Removes the candidates `skip` names, never NCCL's own choice (the reference); returns how many.
-  template <typename Skip>
-  static int removeCandidates(Bucket& b, const Decision& ncclPick, Skip skip) {
-    int kept = 0;
-    for (int i = 0; i < b.nCands; ++i) {
-      const Decision& d = b.cands[i];
-      bool isNccl = d.algo == ncclPick.algo && d.proto == ncclPick.proto;
-      if (!isNccl && skip(d)) continue;
-      b.cands[kept++] = d;
-    }
-    int removed = b.nCands - kept;
-    b.nCands = kept;
-    return removed;
-  }
   static constexpr double kSkipSlowdown = 3.0;  // arms this much slower than the fastest ...
   static constexpr double kSkipFromUs = 100.0;  // ... in a smaller bucket whose fastest call took this long
   void maybeTransition(int coll, int bucket);  // mutex held
-  void publish(Bucket& b);                     // mutex held
   void setExploring(Bucket& b, bool on);  // off also ends a quiet request
   void setQuiet(const Bucket& b, bool on);
   void startExploring(Bucket& b);  // demand on, counted as called now
@@ -135,7 +106,9 @@ class Group {
   uint64_t minDecided(int coll, int bucket) const;
   void logCommit(int coll, int bucket, const CommitInfo& ci, bool committed);
   void applyCache();  // first decision: settle the cached buckets when every rank is local
-  void proposeLearned(int coll, int bucket);  // leader of an agreement: announce what a fixed plan measured
+  // Ranks in other processes: what this process measured in a fixed plan goes to the agreement (the leader
+  // combines every process's, agreement.h). Mutex held.
+  void reportRound(int coll, int bucket);
   bool persists() const;  // writes the table at the end: every rank local, or the agreement's leader
 
   std::vector<CacheEntry> cache_;

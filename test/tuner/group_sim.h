@@ -12,6 +12,7 @@
 
 #include "nccl_pick.h"
 #include "telemetry/period_tracker.h"
+#include "tuner/explore_params.h"
 #include "tuner/group.h"
 
 namespace group_sim {
@@ -71,6 +72,7 @@ struct Sim {
   Sim(int nRanks, int localSlots, GroupConfig cfg, uint32_t seed, int lag_ = 6, uint64_t commId = 0, int nNodes = 1)
       : rng(seed), lag(lag_) {
     std::fill(std::begin(prevArm), std::end(prevArm), -1);
+    cfg.explore = acrossNodes(cfg.explore, nNodes);  // as the plugin's contexts shape it (one-node quiet duels stay)
     group = std::make_shared<Group>(commId ? commId : 0xABC0 + seed, nRanks, nNodes, cfg, std::vector<CacheEntry>{});
     for (int i = 0; i < localSlots; ++i) slots.push_back(group->join());
     history.resize(localSlots);

@@ -10,12 +10,15 @@
 // process; a killed or stopped leader or follower ends in agreement that stops (never a divergence) with no call
 // held longer than the wait bound; exploration costs at most 5% over NCCL's choice over a size's first 2000 calls.
 #include <dlfcn.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -92,7 +95,19 @@ struct ChildArgs {
   int rank = 0, nRanks = 3, nNodes = 1, calls = 4000, view = 0;
   uint64_t commId = 0;
   std::string plugin, shared, out, netns;
+  bool privateTmp = false;  // a host of its own: /tmp (runtime and cache directories inside) seen by it alone
 };
+
+// The process's own /tmp (a tmpfs in a mount namespace of its own), with the per-user runtime and cache
+// directories inside it: nothing a process of another emulated host writes there can be seen.
+int privateTmp(bool nsDone) {
+  if (!nsDone && (unshare(CLONE_NEWNS) != 0 || mount("", "/", nullptr, MS_SLAVE | MS_REC, nullptr) != 0)) return -1;
+  if (mount("icn-private-tmp", "/tmp", "tmpfs", 0, "mode=1777") != 0) return -1;
+  if (mkdir("/tmp/run", 0700) != 0 || mkdir("/tmp/cache", 0700) != 0) return -1;
+  setenv("XDG_RUNTIME_DIR", "/tmp/run", 1);
+  setenv("XDG_CACHE_HOME", "/tmp/cache", 1);
+  return 0;
+}
 
 int enterNetns(const std::string& name) {
   std::string p = "/var/run/netns/" + name;
@@ -107,13 +122,19 @@ int enterNetns(const std::string& name) {
 }
 
 int childMain(const ChildArgs& a) {
+  // The job's files first: a private /tmp hides them.
+  int sfd = open(a.shared.c_str(), O_RDWR);
+  auto* sh = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0));
+  if (sfd < 0 || sh == MAP_FAILED) return 3;
+  std::ofstream out(a.out);
   if (!a.netns.empty() && enterNetns(a.netns) != 0) {
     fprintf(stderr, "rank %d: cannot enter netns %s: %s\n", a.rank, a.netns.c_str(), strerror(errno));
     return 2;
   }
-  int sfd = open(a.shared.c_str(), O_RDWR);
-  auto* sh = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0));
-  if (sfd < 0 || sh == MAP_FAILED) return 3;
+  if (a.privateTmp && privateTmp(!a.netns.empty()) != 0) {
+    fprintf(stderr, "rank %d: cannot make a private /tmp: %s\n", a.rank, strerror(errno));
+    return 2;
+  }
   void* lib = dlopen(a.plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     fprintf(stderr, "dlopen: %s\n", dlerror());
@@ -130,8 +151,7 @@ int childMain(const ChildArgs& a) {
     return 5;
   std::mt19937 rng(1234 + a.rank);
   uint64_t gpuClock = 1'000'000, seq = 0;
-  double maxCallUs = 0;
-  std::ofstream out(a.out);
+  double maxCallUs = 0, maxAnyUs = 0;
   for (int i = 0; i < a.calls; ++i) {
     // NCCL's coupling: a call cannot run far ahead of the slowest rank's.
     auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -150,8 +170,9 @@ int childMain(const ChildArgs& a) {
                            &nChannels) != ncclSuccess)
       return 7;
     // The horizon waits (after START, which comes at call 1024 or soon after; the wait for START is bounded apart).
-    if (i >= 1500)
-      maxCallUs = std::max(maxCallUs, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    double callUs = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    if (i >= 1500) maxCallUs = std::max(maxCallUs, callUs);
+    maxAnyUs = std::max(maxAnyUs, callUs);
     auto [algo, proto] = ncclPick(&table[0][0]);
     out << i << ' ' << algo << ' ' << proto << '\n';
     // The GPU runs the call; the profiler sees it when NCCL's mask asked for it at enqueue time.
@@ -199,6 +220,7 @@ int childMain(const ChildArgs& a) {
   tuner->finalize(tctx);
   prof->finalize(pctx);
   out << "maxCallUs " << maxCallUs << '\n';
+  out << "maxAnyUs " << maxAnyUs << '\n';
   std::lock_guard<std::mutex> lock(g_logMu);
   for (const std::string& l : g_logs) out << "log " << l << '\n';
   return 0;
@@ -211,7 +233,7 @@ std::string g_self;
 
 struct Result {
   std::vector<std::pair<int, int>> picks;
-  double maxCallUs = 0;
+  double maxCallUs = 0, maxAnyUs = 0;
   std::vector<std::string> logs;
   int status = -1;
   bool has(const std::string& s) const {
@@ -240,8 +262,10 @@ class Job {
     if (sh_) munmap(sh_, sizeof(Shared));
     std::system(("rm -rf '" + dir_ + "'").c_str());
   }
-  // Starts rank r's process (`view`: its synthetic GPU, `netns`: a network namespace to enter).
-  void start(int r, int view, const std::string& netns = "") {
+  // Starts rank r's process (`view`: its synthetic GPU, `netns`: a network namespace to enter, `privateTmp`: a /tmp
+  // of its own, `env`: more settings as NAME=VALUE).
+  void start(int r, int view, const std::string& netns = "", bool privateTmp = false,
+             const std::vector<std::string>& env = {}) {
     pid_t pid = fork();
     if (pid == 0) {
       std::string cache = dir_ + "/cache" + std::to_string(r);
@@ -250,9 +274,11 @@ class Job {
       setenv("ICN_TUNER_AGREE_WAIT_MS", std::to_string(kWaitMs).c_str(), 1);
       setenv("ICN_TUNER", "online", 1);
       setenv("ICN_SOCKET_IFNAME", netns.empty() ? "lo" : "icnmv", 1);
+      for (const std::string& e : env) putenv(strdup(e.c_str()));
       std::vector<std::string> args = {g_self, "--child", std::to_string(r), std::to_string(nRanks_),
                                        std::to_string(nNodes_), std::to_string(calls_), std::to_string(view),
-                                       std::to_string(commId_), ICN_PLUGIN_PATH, shared_, out(r), netns};
+                                       std::to_string(commId_), ICN_PLUGIN_PATH, shared_, out(r), netns,
+                                       privateTmp ? "1" : "0"};
       std::vector<char*> argv;
       for (auto& s : args) argv.push_back(s.data());
       argv.push_back(nullptr);
@@ -284,6 +310,8 @@ class Job {
           res[r].logs.push_back(line.substr(4));
         } else if (line.rfind("maxCallUs ", 0) == 0) {
           res[r].maxCallUs = atof(line.c_str() + 10);
+        } else if (line.rfind("maxAnyUs ", 0) == 0) {
+          res[r].maxAnyUs = atof(line.c_str() + 9);
         } else {
           int i, a, p;
           if (sscanf(line.c_str(), "%d %d %d", &i, &a, &p) == 3) res[r].picks.push_back({a, p});
@@ -379,6 +407,35 @@ TEST(TunerMultiproc, ProcessesAgreeOnEveryCallAndFindTheWinner) {
   }
 }
 
+// The processes' timings disagree about the winner: the leader (rank 0) sees Tree/Simple fastest at 4 MiB (30 us
+// against Ring/LL128's 40), rank 1 sees the true costs (Ring/LL128 40, Tree/Simple 52) and rank 2, the slowest,
+// sees every call 1.5x slower (Ring/LL128 60, Tree/Simple 78). A collective takes as long as its slowest rank, so
+// the agreed winner is the arm whose slowest process's time is least: Ring/LL128 (60 us against Tree/Simple's
+// 78), not the leader's own favourite. The followers' reports reach the leader, which says what it combined.
+TEST(TunerMultiproc, LeaderDecidesFromEveryProcessSlowestTimes) {
+  Job job(3, 1, 6000);
+  ASSERT_TRUE(job.ready());
+  job.start(0, 1);
+  job.start(1, 0);
+  job.start(2, 2);
+  auto res = job.finish();
+  dumpLogs(res);
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].status, 0) << "rank " << r;
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].picks.size(), 6000u);
+  expectSameSequences(res, {0, 1, 2});
+  for (int r = 0; r < 3; ++r) EXPECT_FALSE(res[r].has("WARN")) << "rank " << r;
+  EXPECT_TRUE(res[0].has("learned TREE/SIMPLE")) << "the leader's own measurements favour Tree/Simple";
+  EXPECT_TRUE(res[0].has("3 processes measured")) << "every follower's report reached the leader";
+  EXPECT_TRUE(res[0].has("announces RING/LL128"));
+  for (int i = 5000; i < 6000; ++i) {
+    if (sizeOf(i) == kBig) {
+      ASSERT_EQ(res[0].picks[i], std::make_pair(1, 1)) << "call " << i << ": the slowest process's best arm";
+    } else {
+      ASSERT_EQ(res[0].picks[i], ncclChoice(kSmall)) << "call " << i << ": NCCL's choice stays at 64 KiB";
+    }
+  }
+}
+
 // The leader dies (SIGKILL) while the others go on: they stop agreeing at once (its connection closed) and keep
 // making the same choices as each other; no call waits longer than the bound.
 TEST(TunerMultiproc, KilledLeaderEndsTheAgreementWithoutDivergence) {
@@ -446,53 +503,225 @@ TEST(TunerMultiproc, StoppedLeaderFreezesEveryProcessAtTheSameCall) {
   expectSameSequences(res, {0, 1, 2});
 }
 
+// Two emulated hosts: network namespaces A (10.78.0.1) and B (10.78.0.2) joined by a veth pair, its end named
+// `icnmv` in each.
+class TwoHosts {
+ public:
+  TwoHosts() {
+    std::string id = std::to_string(getpid() % 100000);
+    ns_[0] = "icnmpA" + id;
+    ns_[1] = "icnmpB" + id;
+    if (sh("ip netns add " + ns_[0]) != 0) {
+      skip_ = true;
+      return;
+    }
+    sh("ip netns add " + ns_[1]);
+    ok_ = sh("ip link add icnmv" + id + "a type veth peer name icnmv" + id + "b") == 0;
+    const char* addr[2] = {"10.78.0.1/24", "10.78.0.2/24"};
+    for (int i = 0; ok_ && i < 2; ++i) {
+      std::string dev = "icnmv" + id + (i ? "b" : "a");
+      ok_ = sh("ip link set " + dev + " netns " + ns_[i]) == 0 &&
+            sh("ip -n " + ns_[i] + " link set " + dev + " name icnmv") == 0 &&
+            sh("ip -n " + ns_[i] + " addr add " + addr[i] + " dev icnmv") == 0 &&
+            sh("ip -n " + ns_[i] + " link set icnmv up") == 0 && sh("ip -n " + ns_[i] + " link set lo up") == 0;
+    }
+    // A link just set up may drop the first packets (a lost SYN costs a second): wait until it carries one.
+    for (int i = 0; ok_ && i < 50 && sh("ip netns exec " + ns_[1] + " ping -c1 -W1 10.78.0.1") != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ~TwoHosts() {
+    if (skip_) return;
+    for (auto& n : ns_) sh("ip netns del " + n);
+  }
+  bool skip() const { return skip_; }  // no namespaces here (needs root, iproute2)
+  bool ok() const { return ok_; }
+  const std::string& ns(int i) const { return ns_[i]; }
+
+ private:
+  static int sh(const std::string& c) { return std::system((c + " >/dev/null 2>&1").c_str()); }
+  std::string ns_[2];
+  bool skip_ = false, ok_ = false;
+};
+
 // Ranks on two emulated hosts: rank 0 in one network namespace, ranks 1 and 2 in another, joined by a veth pair;
 // the agreement runs over TCP between them (the rendezvous directory is shared, as a cluster's file system is).
 TEST(TunerMultiproc, ProcessesInSeparateNetworkNamespacesAgree) {
-  auto sh = [](const std::string& c) { return std::system((c + " >/dev/null 2>&1").c_str()); };
-  std::string id = std::to_string(getpid() % 100000);
-  std::string ns[2] = {"icnmpA" + id, "icnmpB" + id};
-  if (sh("ip netns add " + ns[0]) != 0) GTEST_SKIP() << "cannot create a network namespace (needs root, iproute2)";
-  sh("ip netns add " + ns[1]);
-  bool ok = sh("ip link add icnmv" + id + "a type veth peer name icnmv" + id + "b") == 0;
-  const char* addr[2] = {"10.78.0.1/24", "10.78.0.2/24"};
-  for (int i = 0; ok && i < 2; ++i) {
-    std::string dev = "icnmv" + id + (i ? "b" : "a");
-    ok = sh("ip link set " + dev + " netns " + ns[i]) == 0 &&
-         sh("ip -n " + ns[i] + " link set " + dev + " name icnmv") == 0 &&
-         sh("ip -n " + ns[i] + " addr add " + addr[i] + " dev icnmv") == 0 &&
-         sh("ip -n " + ns[i] + " link set icnmv up") == 0 && sh("ip -n " + ns[i] + " link set lo up") == 0;
-  }
-  // A link just set up may drop the first packets (a lost SYN costs a second): wait until it carries one.
-  for (int i = 0; ok && i < 50 && sh("ip netns exec " + ns[1] + " ping -c1 -W1 10.78.0.1") != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (ok) {
-    Job job(3, 2, 6000);
-    ASSERT_TRUE(job.ready());
-    job.start(0, 0, ns[0]);
-    job.start(1, 1, ns[1]);
-    job.start(2, 2, ns[1]);
-    auto res = job.finish();
-    dumpLogs(res);
-    for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].status, 0) << "rank " << r;
-    expectSameSequences(res, {0, 1, 2});
-    EXPECT_TRUE(res[0].has("agreement leader at 10.78.0.1:")) << "the leader listens on its namespace's link";
-    for (int r = 1; r < 3; ++r) EXPECT_TRUE(res[r].has("joined the agreement leader at 10.78.0.1:")) << r;
-    for (int i = 5000; i < 6000; ++i) {
-      if (sizeOf(i) == kBig) {
-        ASSERT_EQ(res[0].picks[i], std::make_pair(1, 1)) << "call " << i;
-      }
+  TwoHosts hosts;
+  if (hosts.skip()) GTEST_SKIP() << "cannot create a network namespace (needs root, iproute2)";
+  ASSERT_TRUE(hosts.ok()) << "the veth pair could not be set up";
+  Job job(3, 2, 6000);
+  ASSERT_TRUE(job.ready());
+  job.start(0, 0, hosts.ns(0));
+  job.start(1, 1, hosts.ns(1));
+  job.start(2, 2, hosts.ns(1));
+  auto res = job.finish();
+  dumpLogs(res);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].status, 0) << "rank " << r;
+  expectSameSequences(res, {0, 1, 2});
+  EXPECT_TRUE(res[0].has("agreement leader at 10.78.0.1:")) << "the leader listens on its namespace's link";
+  for (int r = 1; r < 3; ++r) EXPECT_TRUE(res[r].has("joined the agreement leader at 10.78.0.1:")) << r;
+  for (int i = 5000; i < 6000; ++i) {
+    if (sizeOf(i) == kBig) {
+      ASSERT_EQ(res[0].picks[i], std::make_pair(1, 1)) << "call " << i;
     }
   }
-  for (auto& n : ns) sh("ip netns del " + n);
-  ASSERT_TRUE(ok) << "the veth pair could not be set up";
+}
+
+const char* kJobKey = "ICN_AUTH_KEY=0123456789abcdef0123456789abcdef";
+
+// Every call NCCL's choice, in every process that ran to the end.
+void expectNcclChoiceEverywhere(const std::vector<Result>& res) {
+  for (size_t r = 0; r < res.size(); ++r)
+    for (size_t i = 0; i < res[r].picks.size(); ++i)
+      ASSERT_EQ(res[r].picks[i], ncclChoice(sizeOf(static_cast<int>(i)))) << "rank " << r << " call " << i;
+}
+
+// Hosts that share no directory (each process has its own /tmp, runtime and cache directories) agree through the
+// network rendezvous: ICN_TUNER_RENDEZVOUS=tcp://:port takes the host from MASTER_ADDR as torchrun sets it; here
+// that is host B, so a follower's process serves the registry and the leader on host A registers there. Every
+// process makes the same choice for every call, and exploring found the winner the synthetic GPUs say (Ring/LL128
+// at 4 MiB where NCCL's model picks Ring/Simple).
+TEST(TunerCrossHost, HostsWithoutSharedDirectoryAgreeThroughTheRegistry) {
+  TwoHosts hosts;
+  if (hosts.skip()) GTEST_SKIP() << "cannot create a network namespace (needs root, iproute2)";
+  ASSERT_TRUE(hosts.ok()) << "the veth pair could not be set up";
+  Job job(3, 2, 6000);
+  ASSERT_TRUE(job.ready());
+  std::vector<std::string> env = {kJobKey, "MASTER_ADDR=10.78.0.2", "ICN_TUNER_RENDEZVOUS=tcp://:29517"};
+  job.start(0, 0, hosts.ns(0), true, env);
+  job.start(1, 1, hosts.ns(1), true, env);
+  job.start(2, 2, hosts.ns(1), true, env);
+  auto res = job.finish();
+  dumpLogs(res);
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].status, 0) << "rank " << r;
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].picks.size(), 6000u);
+  expectSameSequences(res, {0, 1, 2});
+  for (int r = 0; r < 3; ++r) EXPECT_FALSE(res[r].has("WARN")) << "rank " << r;
+  EXPECT_TRUE(res[0].has("agreement leader at 10.78.0.1:")) << "the leader listens on its host's link";
+  EXPECT_TRUE(res[0].has("registry 10.78.0.2:29517")) << "the registry's host comes from MASTER_ADDR";
+  EXPECT_FALSE(res[0].has("serves the agreement registry")) << "host A does not own 10.78.0.2";
+  EXPECT_TRUE(res[1].has("serves the agreement registry") || res[2].has("serves the agreement registry"));
+  EXPECT_FALSE(res[1].has("serves the agreement registry") && res[2].has("serves the agreement registry"));
+  for (int r = 1; r < 3; ++r) EXPECT_TRUE(res[r].has("joined the agreement leader at 10.78.0.1:")) << r;
+  EXPECT_TRUE(res[0].has("every rank's process joined"));
+  std::set<std::pair<int, int>> tried;
+  for (int i = 0; i < 3000; ++i)
+    if (sizeOf(i) == kBig) tried.insert(res[0].picks[i]);
+  EXPECT_GE(tried.size(), 4u) << "the fixed plan explored";
+  for (int i = 5000; i < 6000; ++i) {
+    if (sizeOf(i) == kBig) {
+      ASSERT_EQ(res[0].picks[i], std::make_pair(1, 1)) << "call " << i << ": Ring/LL128 at 4 MiB";
+    }
+  }
+}
+
+// The same hosts without a job key: a network address has no file permissions, so nobody there is trusted. Every
+// process says so at WARN and keeps NCCL's choice for every call.
+TEST(TunerCrossHost, NetworkRendezvousWithoutJobKeyKeepsNcclChoice) {
+  TwoHosts hosts;
+  if (hosts.skip()) GTEST_SKIP() << "cannot create a network namespace (needs root, iproute2)";
+  ASSERT_TRUE(hosts.ok()) << "the veth pair could not be set up";
+  Job job(3, 2, 2500);
+  ASSERT_TRUE(job.ready());
+  std::vector<std::string> env = {"ICN_TUNER_RENDEZVOUS=tcp://10.78.0.1:29518"};
+  job.start(0, 0, hosts.ns(0), true, env);
+  job.start(1, 1, hosts.ns(1), true, env);
+  job.start(2, 2, hosts.ns(1), true, env);
+  auto res = job.finish();
+  dumpLogs(res);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ(res[r].status, 0) << "rank " << r;
+    ASSERT_EQ(res[r].picks.size(), 2500u);
+    EXPECT_TRUE(res[r].has("WARN ICN tuner: comm")) << r;
+    EXPECT_TRUE(res[r].has("needs the job key")) << r;
+  }
+  expectNcclChoiceEverywhere(res);
+}
+
+// Without ICN_TUNER_RENDEZVOUS, hosts that share no directory cannot find each other: the communicator keeps NCCL's
+// choice, and the WARN says how to make it agree.
+TEST(TunerCrossHost, DefaultRendezvousAcrossHostsKeepsNcclChoiceAndSaysWhy) {
+  TwoHosts hosts;
+  if (hosts.skip()) GTEST_SKIP() << "cannot create a network namespace (needs root, iproute2)";
+  ASSERT_TRUE(hosts.ok()) << "the veth pair could not be set up";
+  Job job(2, 2, 2500);
+  ASSERT_TRUE(job.ready());
+  job.start(0, 0, hosts.ns(0), true);
+  job.start(1, 0, hosts.ns(1), true);
+  auto res = job.finish();
+  dumpLogs(res);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(res[r].status, 0) << "rank " << r;
+    EXPECT_TRUE(res[r].has("no agreement across processes")) << r;
+    EXPECT_LE(res[r].maxAnyUs, 3e6) << "rank " << r << ": the wait for START is bounded (1 s)";
+  }
+  EXPECT_TRUE(res[1].has("ICN_TUNER_RENDEZVOUS=tcp://host:port")) << "the follower's WARN says what would work";
+  expectNcclChoiceEverywhere(res);
+}
+
+// Something else holds the registry's address: it sends a well-formed challenge, then a welcome it cannot prove
+// (it has no job key). Nobody trusts it: every process WARNs, keeps NCCL's choice, and no call waits past the
+// START bound.
+TEST(TunerMultiproc, HostileRegistryEndsInNcclChoiceWithinTheBound) {
+  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  ASSERT_EQ(listen(lfd, 64), 0);
+  ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+  int port = ntohs(sa.sin_port);
+  std::atomic<bool> stop{false};
+  std::atomic<int> served{0};
+  std::thread hostile([&] {
+    auto frame = [](uint8_t type, size_t n, uint8_t fill) {
+      std::string f = {'A', 'N', 'C', 'I', static_cast<char>(type), 0, 0, 0, static_cast<char>(n), 0, 0, 0};
+      return f + std::string(n, static_cast<char>(fill));
+    };
+    while (!stop.load()) {
+      pollfd p{lfd, POLLIN, 0};
+      if (poll(&p, 1, 20) <= 0) continue;
+      int c = accept(lfd, nullptr, nullptr);
+      if (c < 0) continue;
+      std::string ch = frame(1, 16, 7);  // a challenge with a nonce
+      (void)!write(c, ch.data(), ch.size());
+      char buf[512];
+      pollfd q{c, POLLIN, 0};
+      if (poll(&q, 1, 500) > 0) (void)!read(c, buf, sizeof buf);
+      std::string wl = frame(3, 32, 0);  // a welcome whose proof is wrong
+      (void)!write(c, wl.data(), wl.size());
+      served.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      close(c);
+    }
+  });
+  Job job(2, 2, 2500);
+  ASSERT_TRUE(job.ready());
+  std::vector<std::string> env = {kJobKey, "ICN_TUNER_RENDEZVOUS=tcp://127.0.0.1:" + std::to_string(port)};
+  job.start(0, 0, "", true, env);
+  job.start(1, 0, "", true, env);
+  auto res = job.finish();
+  stop.store(true);
+  hostile.join();
+  close(lfd);
+  dumpLogs(res);
+  EXPECT_GT(served.load(), 0) << "the processes reached the hostile registry";
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(res[r].status, 0) << "rank " << r;
+    ASSERT_EQ(res[r].picks.size(), 2500u);
+    EXPECT_TRUE(res[r].has("did not prove the job key")) << r;
+    EXPECT_TRUE(res[r].has("no agreement across processes")) << r;
+    EXPECT_LE(res[r].maxAnyUs, 3e6) << "rank " << r << ": the wait for START is bounded (1 s)";
+  }
+  expectNcclChoiceEverywhere(res);
 }
 
 int main(int argc, char** argv) {
   char self[4096] = {};
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   g_self = n > 0 ? std::string(self, static_cast<size_t>(n)) : argv[0];
-  if (argc >= 12 && std::string(argv[1]) == "--child") {
+  if (argc >= 13 && std::string(argv[1]) == "--child") {
     ChildArgs a;
     a.rank = atoi(argv[2]);
     a.nRanks = atoi(argv[3]);
@@ -504,6 +733,7 @@ int main(int argc, char** argv) {
     a.shared = argv[9];
     a.out = argv[10];
     a.netns = argv[11];
+    a.privateTmp = std::string(argv[12]) == "1";
     return childMain(a);
   }
   ::testing::InitGoogleTest(&argc, argv);
