@@ -6,6 +6,8 @@
 # With one GPU both ranks share it (two NCCL nodes: bandwidth is meaningful, latency is not).
 #   OUT=dir test/device/xhost_proof.sh PLUGIN_SO NETTOOLS_DIR [ROUNDS] [CONFIGS] [BENCH ARGS...]
 # CONFIGS: comma list of icn-tcp, icn-tcp-s8, icn-ucx, icn-default, socket-default, socket-2x2, socket-4x4, socket-8x2
+# Exit status 1 when a rank failed or erred, did not use the transport asked for, printed no results, or the
+# summary counted wrong elements (test/device/checks.sh, xhost_summary.py); every reason is printed as a FAIL line.
 set -uo pipefail
 PLUGIN=$(realpath "$1"); TOOLS=$(realpath "$2"); ROUNDS=${3:-3}
 CONFIGS=${4:-icn-default,icn-ucx,socket-default,socket-2x2,socket-4x4}
@@ -13,13 +15,14 @@ shift 4 2>/dev/null || shift $#
 BENCH_ARGS=("$@")
 OUT=${OUT:-/tmp/icn-xhost}; mkdir -p "$OUT"
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/checks.sh"
 export IP="$TOOLS/ip" TC="$TOOLS/tc"
 bed="$here/../../tools/testbed/icn-testbed"
 PY=${PY:-/opt/torch/.venv/bin/python}
 NGPU=$(nvidia-smi -L | wc -l)
 name=icnx
 trap '"$bed" down --name $name' EXIT
-"$bed" up --name $name --hosts 2 --mtu 9000 ${SHAPE:-} || exit 1
+"$bed" up --name $name --hosts 2 --mtu 9000 ${SHAPE:-} || { device_fail testbed "icn-testbed up failed"; exit 1; }
 
 # iperf3 3.x before 3.16 runs all of its streams in one thread: N processes with one stream each measure
 # what N threads can push through the link.
@@ -37,6 +40,7 @@ n, files = int(sys.argv[1]), sys.argv[2:]
 gbs = sum(json.load(open(f))["end"]["sum_received"]["bits_per_second"] / 8e9 for f in files)
 print("XHOST " + json.dumps({"label": "iperf3", "op": "tcp", "streams": n, "gbs": gbs}))
 PY
+  [ "${PIPESTATUS[0]}" = 0 ] || device_fail "iperf3 $n" "no capacity measured (iperf3 output missing or broken)"
   rm -f "$OUT"/iperf_*.json
 done
 
@@ -68,7 +72,13 @@ for r in $(seq 1 "$ROUNDS"); do
         timeout 300 "$PY" "$here/xhost_bench.py" --label "$cfg" "${BENCH_ARGS[@]}" > "$OUT/run_r${r}_${cfg}_rank$rank.log" 2>&1 &
       pids+=($!)
     done
-    rc=0; for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+    rc=0; rcs=()
+    for p in "${pids[@]}"; do wait "$p"; r_rc=$?; rcs+=("$r_rc"); [ "$r_rc" = 0 ] || rc=$r_rc; done
+    used="Using network ICN"
+    [[ $cfg == socket* ]] && used="Using network Socket"
+    for rank in 0 1; do
+      check_run "round $r $cfg rank $rank" "${rcs[$rank]}" "$OUT/run_r${r}_${cfg}_rank$rank.log" --expect "$used" --expect "^XHOST "
+    done
     grep -h "^XHOST" "$OUT/run_r${r}_${cfg}_rank"*.log | sed "s/\"label\": \"$cfg\"/\"label\": \"$cfg\", \"round\": $r/" >> "$OUT/results.txt"
     {
       echo "== round $r $cfg rc=$rc"
@@ -81,4 +91,6 @@ for r in $(seq 1 "$ROUNDS"); do
     rm -f "$OUT/run_r${r}_${cfg}_rank"*.log
   done
 done
-python3 "$here/xhost_summary.py" "$OUT/results.txt" > "$OUT/summary.md" && cat "$OUT/summary.md"
+python3 "$here/xhost_summary.py" "$OUT/results.txt" > "$OUT/summary.md" || device_fail summary "xhost_summary.py failed (reason above)"
+cat "$OUT/summary.md"
+device_checks_exit
