@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
+#include <type_traits>
 
 #include "topo/probe.h"
 
@@ -90,6 +92,24 @@ void readNvlinkBandwidth(hwloc_topology_t topo, const std::map<hwloc_obj_t, int>
   hwloc_distances_release(topo, d);
 }
 
+// hwloc copies the numbers of an XML document's bridge_type and osdev_type attributes into enum fields without
+// checking them, and loading an enum holding a value outside its enumerators is undefined: read the bytes as the
+// enum's underlying integer and compare that against the values this hwloc knows.
+template <typename E>
+auto rawEnum(const E& field) {
+  std::underlying_type_t<E> v;
+  static_assert(sizeof v == sizeof field);
+  std::memcpy(&v, &field, sizeof v);
+  return v;
+}
+
+template <typename E>
+bool isEnumerator(std::underlying_type_t<E> v, std::initializer_list<E> known) {
+  for (E k : known)
+    if (v == static_cast<std::underlying_type_t<E>>(k)) return true;
+  return false;
+}
+
 }  // namespace
 
 Status loadHwloc(const std::string& xmlPath, Machine& m, bool& thisSystem, std::string& err) {
@@ -140,10 +160,21 @@ Status loadHwloc(const std::string& xmlPath, Machine& m, bool& thisSystem, std::
     m.numas.push_back(numa);
   }
 
+  const std::string source = xmlPath.empty() ? "hwloc discovery" : "hwloc XML " + xmlPath;
   std::map<hwloc_obj_t, int> index;
-  auto add = [&](hwloc_obj_t o) {
+  auto add = [&](hwloc_obj_t o) -> bool {
     PciDevice d;
-    if (o->type == HWLOC_OBJ_BRIDGE && o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) {
+    bool hostBridge = false;
+    if (o->type == HWLOC_OBJ_BRIDGE) {
+      const auto up = rawEnum(o->attr->bridge.upstream_type);
+      if (!isEnumerator(up, {HWLOC_OBJ_BRIDGE_HOST, HWLOC_OBJ_BRIDGE_PCI})) {
+        err = source + ": bridge (gp_index " + std::to_string(o->gp_index) + ") has unknown upstream type " +
+              std::to_string(up) + " in bridge_type (known: 0 host, 1 PCI)";
+        return false;
+      }
+      hostBridge = up == static_cast<decltype(up)>(HWLOC_OBJ_BRIDGE_HOST);
+    }
+    if (hostBridge) {
       d.hostBridge = true;
     } else {
       const hwloc_obj_attr_u::hwloc_pcidev_attr_s& p = o->type == HWLOC_OBJ_BRIDGE ? o->attr->bridge.upstream.pci : o->attr->pcidev;
@@ -159,9 +190,12 @@ Status loadHwloc(const std::string& xmlPath, Machine& m, bool& thisSystem, std::
     d.numa = numaOf(raw, o);
     index[o] = static_cast<int>(m.pci.size());
     m.pci.push_back(std::move(d));
+    return true;
   };
-  for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_bridge(raw, o));) add(o);
-  for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_pcidev(raw, o));) add(o);
+  for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_bridge(raw, o));)
+    if (!add(o)) return Status::InvalidArgument;
+  for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_pcidev(raw, o));)
+    if (!add(o)) return Status::InvalidArgument;
   for (auto& [o, i] : index) {
     auto it = index.find(o->parent);
     if (it != index.end()) {
@@ -174,7 +208,14 @@ Status loadHwloc(const std::string& xmlPath, Machine& m, bool& thisSystem, std::
     if (it == index.end() || !o->name) continue;
     OsDev d;
     d.name = o->name;
-    switch (o->attr->osdev.type) {
+    const auto type = rawEnum(o->attr->osdev.type);
+    if (!isEnumerator(type, {HWLOC_OBJ_OSDEV_BLOCK, HWLOC_OBJ_OSDEV_GPU, HWLOC_OBJ_OSDEV_NETWORK,
+                             HWLOC_OBJ_OSDEV_OPENFABRICS, HWLOC_OBJ_OSDEV_DMA, HWLOC_OBJ_OSDEV_COPROC})) {
+      err = source + ": OS device " + d.name + " has unknown osdev_type " + std::to_string(type) +
+            " (known: 0-5)";
+      return Status::InvalidArgument;
+    }
+    switch (static_cast<hwloc_obj_osdev_type_t>(type)) {
       case HWLOC_OBJ_OSDEV_NETWORK: d.kind = OsDev::Kind::Net; break;
       case HWLOC_OBJ_OSDEV_OPENFABRICS: d.kind = OsDev::Kind::Rdma; break;
       case HWLOC_OBJ_OSDEV_GPU:

@@ -8,7 +8,8 @@ set -euo pipefail
 dir=$1
 mkdir -p "$dir/bin" "$dir/lib"
 for tool in /usr/bin/ip /usr/sbin/tc /usr/bin/iperf3; do
-  [ -x "$tool" ] || tool=$(command -v "$(basename "$tool")")
+  want=$(basename "$tool")
+  [ -x "$tool" ] || tool=$(command -v "$want") || { echo "carry_net_tools: $want not installed" >&2; exit 1; }
   cp -L "$tool" "$dir/bin/"
   ldd "$tool" | awk '$3 ~ /^\// {print $3}' | grep -vE '/(libc|libm|libdl|libpthread|librt)\.so' |
     while read -r lib; do cp -L "$lib" "$dir/lib/"; done

@@ -5,7 +5,10 @@
 # A diagnostic tuner-on run per path keeps the TUNING log (which arms each size explored or skipped).
 #   test/device/explore_cost.sh <libnccl-net-icn.so> <nccl-tests build dir> [rounds]
 #   ICN_EXPLORE_PATHS="net nvl" (default net): net = NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1; nvl = NVLink.
+# Exit status 1 when a run failed, erred or counted wrong elements, or the diagnostic run shows no ICN tuner
+# (test/device/checks.sh); every reason is printed as a FAIL line.
 set -u
+. "$(dirname "$0")/checks.sh"
 SO=$(readlink -f "$1"); NT=$2; ROUNDS=${3:-2}
 OUT=${OUT:-$PWD/explore-cost}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0
@@ -14,13 +17,19 @@ for path in ${ICN_EXPLORE_PATHS:-net}; do
   if [ "$path" = net ]; then env=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1); else env=(); fi
   for r in $(seq 1 "$ROUNDS"); do
     env "${env[@]}" NCCL_NET_PLUGIN="$SO" timeout 200 "$NT/all_reduce_perf" $ARGS > "$OUT/explore-$path-icn-r$r.txt" 2>&1
+    check_run "$path icn r$r" $? "$OUT/explore-$path-icn-r$r.txt" --data
     env "${env[@]}" NCCL_NET_PLUGIN="$SO" ICN_TUNER=off timeout 200 "$NT/all_reduce_perf" $ARGS \
       > "$OUT/explore-$path-icn-off-r$r.txt" 2>&1
-    [ "$path" = net ] && env "${env[@]}" NCCL_NET_PLUGIN=none NCCL_NET=Socket timeout 200 "$NT/all_reduce_perf" $ARGS \
-      > "$OUT/explore-$path-socket-r$r.txt" 2>&1
+    check_run "$path icn-off r$r" $? "$OUT/explore-$path-icn-off-r$r.txt" --data
+    if [ "$path" = net ]; then
+      env "${env[@]}" NCCL_NET_PLUGIN=none NCCL_NET=Socket timeout 200 "$NT/all_reduce_perf" $ARGS \
+        > "$OUT/explore-$path-socket-r$r.txt" 2>&1
+      check_run "$path socket r$r" $? "$OUT/explore-$path-socket-r$r.txt" --data
+    fi
   done
   env "${env[@]}" NCCL_NET_PLUGIN="$SO" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING timeout 200 "$NT/all_reduce_perf" $ARGS \
     > "$OUT/explore-$path-diag.log" 2>&1
+  check_run "$path diag" $? "$OUT/explore-$path-diag.log" --data --expect "ICN tuner: comm"
 done
 for f in "$OUT"/explore-*-r*.txt; do
   printf '%-26s' "$(basename "$f" .txt)"
@@ -41,3 +50,4 @@ done
     END { flush() }'
 } > "$OUT/explore_cost.md"
 cat "$OUT/explore_cost.md"
+device_checks_exit

@@ -3,7 +3,10 @@
 # transport, both on the net path (P2P and SHM off), interleaved runs, data check on.
 #   test/device/net_proof.sh PLUGIN_SO NCCL_TESTS_BUILD_DIR [smoke|full] [RUNS]
 # Logs go to $OUT (default /tmp/icn-out); python3 test/device/net_summary.py $OUT writes the Markdown tables.
+# Exit status 1 when any run failed, erred, counted wrong elements or did not use the transport it asked for
+# (test/device/checks.sh); every reason is printed as a FAIL line.
 set -u
+. "$(dirname "$0")/checks.sh"
 PLUGIN=$(realpath "$1"); NT=$(realpath "$2"); MODE=${3:-full}; RUNS=${4:-3}
 OUT=${OUT:-/tmp/icn-out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
@@ -23,12 +26,15 @@ run() {  # name transport test args...
   grep -E "^ +[0-9]+ " "$OUT/$name.log" | awk -v n="$name" '{print n, $0}' >> "$OUT/rows.txt"
   grep -E "Out of bounds|#wrong|Avg bus bandwidth" "$OUT/$name.log" | tail -2
   echo "== $name rc=$rc"
+  local used="Using network Socket"
+  [ "$transport" = icn ] && used="Using network ICN"
+  check_run "$name" "$rc" "$OUT/$name.log" --data --expect "$used"
 }
 
 if [ "$MODE" = smoke ]; then
   run smoke_icn_ar icn all_reduce_perf -b 8 -e 64M -f 8 -n 5 -w 2
   run smoke_sock_ar socket all_reduce_perf -b 8 -e 64M -f 8 -n 5 -w 2
-  exit 0
+  device_checks_exit
 fi
 for r in $(seq 1 "$RUNS"); do
   for t in all_reduce_perf sendrecv_perf alltoall_perf; do
@@ -37,3 +43,4 @@ for r in $(seq 1 "$RUNS"); do
     done
   done
 done
+device_checks_exit

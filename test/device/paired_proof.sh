@@ -12,7 +12,10 @@
 #      rounds for sizes up to 1 MiB, which cost microseconds a block), ICN_PAIRED_PATHS ("nvl net"),
 #      ICN_PAIRED_DEBUG=1 (NCCL_DEBUG=INFO for TUNING: the online communicator's decisions go to the .log files).
 # Writes $OUT/paired-<path>-p<k>.{json,log,csv}, $OUT/paired_proof.md and (with matplotlib) paired_proof.png.
+# Exit status 1 when a process failed or erred or wrote no results, or the summary found results missing
+# (test/device/checks.sh, paired_summary.py); every reason is printed as a FAIL line.
 set -u
+. "$(dirname "$0")/checks.sh"
 SO=$(readlink -f "${1:?usage: paired_proof.sh <so dir> <icn-paired-allreduce>}/libnccl-net-icn.so")
 BIN=$(readlink -f "${2:?usage: paired_proof.sh <so dir> <icn-paired-allreduce>}")
 OUT=${OUT:-$PWD/paired-proof}
@@ -38,8 +41,13 @@ for path in ${ICN_PAIRED_PATHS:-nvl net}; do
     start=$(date +%s)
     env "${penv[@]}" timeout 300 "$BIN" -b 8 -e "$max" -f 4 -n 20 -w 5 -l 2 -L 40 -r "$ROUNDS" -R "$SMALL_ROUNDS" \
       -o "$OUT/paired-$path-p$k.json" "${configs[@]}" > "$OUT/paired-$path-p$k.log" 2>&1
-    echo "[paired-proof] $path process $k: rc=$? in $(( $(date +%s) - start )) s"
+    rc=$?
+    echo "[paired-proof] $path process $k: rc=$rc in $(( $(date +%s) - start )) s"
+    check_run "paired $path p$k" "$rc" "$OUT/paired-$path-p$k.log"
+    [ -s "$OUT/paired-$path-p$k.json" ] || device_fail "paired $path p$k" "no results (paired-$path-p$k.json missing)"
     prev="$cache"
   done
 done
 python3 "$(dirname "$0")/paired_summary.py" "$OUT" --plot "$OUT/paired_proof.png" | tee "$OUT/paired_proof.md"
+[ "${PIPESTATUS[0]}" = 0 ] || device_fail summary "paired_summary.py failed (reason above)"
+device_checks_exit

@@ -7,6 +7,9 @@ replacement inside each process (pairs kept together), the same medians taken, 1
 only when the whole interval lies above the target, otherwise the runs cannot tell it from the target.
 
     paired_summary.py <dir with paired-<path>-p<k>.json> [--plot out.png]
+
+Exit status 1 (reasons on stderr as FAIL lines) when there is no result file, or a process lacks a configuration
+(default, the six fixed choices, online) or has no samples for a size its default configuration measured.
 """
 import json
 import math
@@ -30,8 +33,8 @@ def fmt_size(b):
     return f"{b} B"
 
 
-def load(directory):
-    """{path: [ {config: {size: [us per round]}} per process ]}"""
+def load(directory, failures):
+    """{path: [ {config: {size: [us per round]}} per process ]}; what is missing goes to failures."""
     runs = defaultdict(list)
     for name in sorted(os.listdir(directory)):
         m = re.match(r"^paired-(\w+)-p(\d+)\.json$", name)
@@ -39,7 +42,15 @@ def load(directory):
             continue
         with open(os.path.join(directory, name)) as f:
             doc = json.load(f)
-        runs[m.group(1)].append({c["name"]: {int(s): v for s, v in c["us"].items() if v} for c in doc["configs"]})
+        proc = {c["name"]: {int(s): v for s, v in c["us"].items() if v} for c in doc["configs"]}
+        sizes = set(proc.get("default", {}))
+        for c in ["default"] + FIXED + ["online"]:
+            if c not in proc:
+                failures.append(f"{name}: no {c} configuration")
+        for c, got in proc.items():
+            if not got or sizes - set(got):
+                failures.append(f"{name}: {c} has no samples at {len(sizes - set(got)) if got else 'any'} size(s)")
+        runs[m.group(1)].append(proc)
     return runs
 
 
@@ -168,9 +179,10 @@ def main():
         del args[i:i + 2]
     if len(args) != 1:
         sys.exit(__doc__)
-    runs = load(args[0])
+    failures = []
+    runs = load(args[0], failures)
     if not runs:
-        sys.exit(f"no paired-<path>-p<k>.json in {sys.argv[1]}")
+        sys.exit(f"FAIL no paired-<path>-p<k>.json in {args[0]}")
     out = ["# Tuner proof inside one process (test/device/paired_proof.sh)", ""]
     series = {}
     for path in sorted(runs, key=lambda p: (p != "nvl", p)):
@@ -178,7 +190,10 @@ def main():
     print("\n".join(out))
     if plot_to:
         plot(series, plot_to)
+    for f in failures:
+        print(f"FAIL {f}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -8,7 +8,10 @@
 #
 #   test/device/tuner_overhead.sh <dir with libnccl-net-icn.so> <icn-paired-allreduce binary>
 # Env: OUT (results), ICN_OVERHEAD_PROCS (3), ICN_OVERHEAD_ROUNDS (40).
+# Exit status 1 when a process failed, erred or wrote no results, or the table could not be made
+# (test/device/checks.sh); every reason is printed as a FAIL line.
 set -u
+. "$(dirname "$0")/checks.sh"
 SO=$(readlink -f "${1:?usage: tuner_overhead.sh <so dir> <icn-paired-allreduce>}/libnccl-net-icn.so")
 BIN=$(readlink -f "${2:?usage: tuner_overhead.sh <so dir> <icn-paired-allreduce>}")
 OUT=${OUT:-$PWD/tuner-overhead}
@@ -35,7 +38,10 @@ for k in $(seq 1 "$PROCS"); do
     "online-table:ICN_TUNER=online,ICN_TUNER_CACHE=$OUT/online-p$k.csv" \
     "static-empty:ICN_TUNER=static" \
     "rules-tree-2M:ICN_TUNER=static,ICN_TUNER_RULES=$OUT/ring_ll_tree.csv" > "$OUT/overhead-p$k.log" 2>&1
-  echo "[tuner-overhead] process $k: rc=$?"
+  rc=$?
+  echo "[tuner-overhead] process $k: rc=$rc"
+  check_run "overhead p$k" "$rc" "$OUT/overhead-p$k.log"
+  [ -s "$OUT/overhead-p$k.json" ] || device_fail "overhead p$k" "no results (overhead-p$k.json missing)"
 done
 python3 - "$OUT" <<'PY' | tee "$OUT/overhead.md"
 import glob, json, statistics as st, sys
@@ -53,3 +59,5 @@ for s in sorted(procs[0]["Ring-LL"]):  # 2 MiB: rules-tree-2M runs Tree/SIMPLE t
     cells = [st.median(st.median(a / b for a, b in zip(p[n][s], p["Ring-LL"][s])) for p in procs) for n in names]
     print(f"| {s} | {ref:.2f} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
 PY
+[ "${PIPESTATUS[0]}" = 0 ] || device_fail table "overhead table failed (reason above)"
+device_checks_exit

@@ -19,6 +19,8 @@
 # Knobs: ICN_PROOF_ITERS (20) ICN_PROOF_WARMUP (20) ICN_PROOF_MAX_NVL (4G) ICN_PROOF_MAX_NET (64M)
 #        ICN_PROOF_REPS (5) ICN_PROOF_BUDGET_S (420: no new run starts after this) ICN_PROOF_PATHS ("nvl net")
 #        ICN_PROOF_SWEEPS (3) ICN_PROOF_CONFIGS ("default fixed online static diag").
+# Exit status 1 when discovery failed, a run failed or erred or left no result rows, or the summary found no
+# results (test/device/checks.sh); runs skipped for the budget are not failures.
 set -u
 SO_DIR=${1:?usage: tuner_proof.sh <dir with libnccl-net-icn.so> <nccl-tests build dir>}
 NT_DIR=${2:?usage: tuner_proof.sh <dir with libnccl-net-icn.so> <nccl-tests build dir>}
@@ -37,6 +39,7 @@ PATHS=${ICN_PROOF_PATHS:-"nvl net"}
 CONFIGS=${ICN_PROOF_CONFIGS:-"default fixed online static diag"}  # subset to re-run some configurations only
 want() { [[ " $CONFIGS " == *" $1 "* ]]; }
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/checks.sh"
 
 mkdir -p "$OUT/raw"
 log() { echo "[tuner-proof $(date +%T)] $*" | tee -a "$OUT/proof.log"; }
@@ -66,6 +69,7 @@ elif probe NCCL_TUNER_PLUGIN="$SO" NCCL_PROFILER_PLUGIN="$SO"; then
 else
   log "tuner/profiler not loaded even with NCCL_TUNER_PLUGIN; see raw/probe.txt"
   DISCOVERY="FAILED"
+  device_fail discovery "ICN tuner/profiler not loaded (no 'ICN tuner: comm' and 'ICN profiler: comm' in raw/probe.txt)"
 fi
 log "tuner discovery: $DISCOVERY"
 echo "$DISCOVERY" > "$OUT/discovery.txt"
@@ -85,6 +89,7 @@ run() {  # path config rep maxbytes -- env...   (config "diag": log file outside
   env "$@" timeout 240 "$ARP" -b 8 -e "$max" -f 4 -g 2 -n "$ITERS" -w "$WARMUP" -c 0 -N "$cycles" > "$file" 2>&1
   local rc=$?
   log "$path $cfg r$rep rc=$rc $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+  check_run "$path/$cfg/r$rep" "$rc" "$file" --rows
 }
 for rep in $(seq 1 "$REPS"); do
   for path in $PATHS; do
@@ -121,4 +126,6 @@ done > "$OUT/decisions.log" 2>/dev/null || true
 
 # 3) Summary table + plot.
 python3 "$HERE/tuner_proof_summary.py" "$OUT" "$DISCOVERY" 2>&1 | tee -a "$OUT/proof.log"
+[ "${PIPESTATUS[0]}" = 0 ] || device_fail summary "tuner_proof_summary.py failed (reason above)"
 log "total $(( $(date +%s) - START ))s"
+device_checks_exit

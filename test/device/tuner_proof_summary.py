@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Summarises tuner_proof.sh: median of the repetitions per size, ratio to the best fixed choice, geometric-mean
-speed-up over NCCL's default; writes tuner_proof.md / .json and one plot per path into OUT."""
+speed-up over NCCL's default; writes tuner_proof.md / .json and one plot per path into OUT. Exit status 1 (reasons on
+stderr as FAIL lines) when a run log holds no result rows or there are no results at all."""
 import json
 import math
 import os
@@ -43,12 +44,18 @@ def main():
     discovery = sys.argv[2] if len(sys.argv) > 2 else "?"
     raw = os.path.join(out_dir, "raw")
     runs = defaultdict(lambda: defaultdict(list))  # (path, cfg) -> size -> [times]
-    for name in sorted(os.listdir(raw)):
+    failures = []
+    for name in sorted(os.listdir(raw)) if os.path.isdir(raw) else []:
         m = re.match(r"^(nvl|net)-(.+)-r(\d+)\.txt$", name)
         if not m:
             continue
-        for size, t in parse(os.path.join(raw, name)).items():
+        parsed = parse(os.path.join(raw, name))
+        if not parsed:
+            failures.append(f"raw/{name}: no result rows")
+        for size, t in parsed.items():
             runs[(m.group(1), m.group(2))][size].append(t)
+    if not runs:
+        failures.append(f"no results in {raw}")
     report = {"discovery": discovery, "target_ratio": TARGET, "paths": {}}
     md = [f"# ICN tuner proof\n\nTuner discovery: {discovery}\n"]
     for path in ["nvl", "net"]:
@@ -129,6 +136,9 @@ def main():
     with open(os.path.join(out_dir, "tuner_proof.md"), "w") as f:
         f.write(text)
     print(text)
+    for f in failures:
+        print(f"FAIL {f}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def plot(out_dir, path, title, rows):
@@ -174,4 +184,4 @@ def plot(out_dir, path, title, rows):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

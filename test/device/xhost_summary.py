@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Markdown tables from xhost_proof.sh's results: per collective and size, the median over rounds of each
 configuration's median time, bus bandwidth, its ratio to Socket's default and to the best Socket setting
-in the same run, and wrong elements; then DDP step time, communicator init and destroy times."""
+in the same run, and wrong elements; then DDP step time, communicator init and destroy times.
+Exit status 1 (reasons on stderr as FAIL lines) when any configuration counted wrong elements or unequal DDP
+parameters, or when the results hold no measurement."""
 import json
 import statistics
 import sys
@@ -64,6 +66,12 @@ def main(path):
     out.append("\nWrong elements (data checks before and after timing; DDP parameters compared across ranks): " +
                (", ".join(f"{l}: {n}" for l, n in wrong.items()) if wrong else "0 in every configuration"))
     print("\n".join(out))
+    failures = [f"{l}: {n} wrong elements" for l, n in wrong.items()]
+    if not recs:
+        failures.append(f"no measurements (XHOST lines) in {path}")
+    for f in failures:
+        print(f"FAIL {f}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def plot(path, png):
@@ -95,6 +103,7 @@ def plot(path, png):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    rc = main(sys.argv[1])
     if len(sys.argv) > 2:
         plot(sys.argv[1], sys.argv[2])
+    sys.exit(rc)

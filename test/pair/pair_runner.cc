@@ -1,5 +1,6 @@
 #include "pair_runner.h"
 
+#include "leak_check.h"
 #include "pair_remote.h"
 
 #include <dirent.h>
@@ -113,7 +114,7 @@ std::string logPath(pid_t parent, int rank) {
     fflush(stderr);
     if (::testing::Test::HasFailure()) _exit(1);
   }
-  _exit(0);
+  _exit(icn::test::childExitStatus(0));  // the plugin is finalized: what is still allocated and unreachable leaked
 }
 
 void replay(const std::array<RankOutcome, 2>& out) {
@@ -230,6 +231,9 @@ std::array<RankOutcome, 2> runPair(const Body& rank0, const Body& rank1, const s
   }
   for (int r = 0; r < 2; r++) out[r].log = readLog(parent, r);
   replay(out);
+  for (int r = 0; r < 2; r++)
+    if (!out[r].hung && WIFEXITED(out[r].status) && WEXITSTATUS(out[r].status) == icn::test::kLeakExitStatus)
+      ADD_FAILURE() << "rank " << r << ": LeakSanitizer found leaks (its report is in the rank's log above)";
   return out;
 }
 

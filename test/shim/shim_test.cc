@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -45,12 +47,26 @@ struct AppResult {
   std::string out;
 };
 
-// Runs the app under `env -i` (only the given variables) with a 60 s guard.
+// The sanitizer settings of this test run, passed on to the app (where the shim runs), and ASan's check that its
+// runtime comes first in the library list turned off: the preloaded shim precedes it.
+std::string sanitizerEnv() {
+  std::string out;
+  const char* asan = getenv("ASAN_OPTIONS");
+  out += std::string(" 'ASAN_OPTIONS=") + (asan && *asan ? std::string(asan) + ":" : "") + "verify_asan_link_order=0'";
+  for (const char* k : {"LSAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"})
+    if (const char* v = getenv(k)) out += std::string(" '") + k + "=" + v + "'";
+  return out;
+}
+
+// Runs the app under `env -i` (only the given variables) with a 60 s guard. A sanitizer report on the app's
+// stderr (a leak, a bad access, undefined behaviour in the shim or the env plugin) fails the calling test.
 AppResult runApp(const std::string& mode, const Env& env) {
-  // Sanitizer builds: the preloaded shim then precedes the ASan runtime in the library list.
-  std::string cmd = "timeout 60 env -i PATH=/usr/bin:/bin ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0";
+  char errPath[] = "/tmp/icn-shim-app-err-XXXXXX";
+  int errFd = mkstemp(errPath);
+  if (errFd >= 0) close(errFd);
+  std::string cmd = "timeout 60 env -i PATH=/usr/bin:/bin" + sanitizerEnv();
   for (const auto& [k, v] : env) cmd += " '" + k + "=" + v + "'";
-  cmd += std::string(" ") + ICN_SHIM_APP + " " + mode + " 2>/dev/null";
+  cmd += std::string(" ") + ICN_SHIM_APP + " " + mode + " 2>" + (errFd >= 0 ? errPath : "/dev/null");
   AppResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -59,6 +75,12 @@ AppResult runApp(const std::string& mode, const Env& env) {
   while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
   int st = pclose(p);
   r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (errFd >= 0) {
+    std::ifstream f(errPath);
+    std::string err((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    unlink(errPath);
+    if (err.find("Sanitizer") != std::string::npos) ADD_FAILURE() << "app " << mode << ": sanitizer report:\n" << err;
+  }
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("FAKE call=", 0) != 0) continue;

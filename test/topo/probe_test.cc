@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "topo/sysfs.h"
 #include "topo_test_util.h"
 
@@ -98,6 +101,35 @@ TEST(Probe, BadInputsAreErrorsNotCrashes) {
   t.write("/trunc.json", "{\"gpus\":[");
   o.factsFile = t.dir() + "/trunc.json";
   EXPECT_EQ(probe(o, m, err), Status::InvalidArgument);
+}
+
+// hwloc keeps bridge_type and osdev_type numbers from an XML document as they are; values outside hwloc's enums
+// refuse the document with a reason instead of being loaded as enums (undefined behaviour).
+TEST(Probe, UnknownHwlocEnumValuesAreRefused) {
+  std::ifstream in(fixture("dgx8.xml"));
+  const std::string good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto replaceFirst = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    size_t at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) s.replace(at, from.size(), to);
+    return s;
+  };
+  TempTree t;
+  t.write("/bridge.xml", replaceFirst("bridge_type=\"0-1\"", "bridge_type=\"9-1\""));
+  t.write("/osdev.xml", replaceFirst("name=\"ib0\" osdev_type=\"2\"", "name=\"ib0\" osdev_type=\"77\""));
+  ProbeOptions o;
+  o.env = std::map<std::string, std::string>{};
+  Machine m;
+  std::string err;
+  o.hwlocXml = t.dir() + "/bridge.xml";
+  EXPECT_EQ(probe(o, m, err), Status::InvalidArgument);
+  EXPECT_NE(err.find("unknown upstream type 9"), std::string::npos) << err;
+  Machine m2;
+  err.clear();
+  o.hwlocXml = t.dir() + "/osdev.xml";
+  EXPECT_EQ(probe(o, m2, err), Status::InvalidArgument);
+  EXPECT_NE(err.find("OS device ib0 has unknown osdev_type 77"), std::string::npos) << err;
 }
 
 TEST(Sysfs, LinkSpeedStrings) {

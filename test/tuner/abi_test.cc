@@ -21,6 +21,7 @@
 #include "abi/tuner_v2.h"
 #include "abi/tuner_v4.h"
 #include "abi/tuner_v5.h"
+#include "leak_check.h"
 #include "nccl_pick.h"
 #include "core/json.h"
 
@@ -69,7 +70,7 @@ struct Plugin {
     std::ofstream dst(path, std::ios::binary);
     dst << src.rdbuf();
     dst.close();
-    lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | icn::test::kKeepImageForLeakCheck);
     if (!lib) return;
     tuner = static_cast<const ncclTuner_v5_t*>(dlsym(lib, "ncclTunerPlugin_v5"));
     prof = static_cast<const ncclProfiler_v5_t*>(dlsym(lib, "ncclProfiler_v5"));
