@@ -13,7 +13,6 @@
 set -euo pipefail
 build=$(realpath "$1")
 cache=${2:-$build/rootfs-cache}
-suite=bookworm
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (chroot, mount namespace)"
 for t in debootstrap chroot unshare dpkg-deb apt-get; do command -v "$t" >/dev/null || skip "no $t"; done
@@ -24,22 +23,7 @@ exec 9>"$cache/.lock"
 flock 9
 t0=$(date +%s)
 
-# The mirror debootstrap uses: the first Debian URI apt is configured with (deb822 or one-line sources).
-mirror=$(grep -hoE '(URIs:|^deb) +https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list.d/* /etc/apt/sources.list \
-  2>/dev/null | grep -oE 'https?://[^ ]+' | head -n1 || true)
-mirror=${mirror:-http://deb.debian.org/debian}
-
-base=$cache/debian12-minbase
-if [ ! -f "$base/.complete" ]; then
-  rm -rf --one-file-system "$base" "$base.tmp"
-  echo "debootstrap --variant=minbase --include=libstdc++6 $suite from $mirror"
-  if ! debootstrap --variant=minbase --include=libstdc++6 "$suite" "$base.tmp" "$mirror" >"$cache/debootstrap.log" 2>&1; then
-    tail -n 20 "$cache/debootstrap.log"; echo "FAIL: debootstrap"; exit 1
-  fi
-  touch "$base.tmp/.complete"
-  mv "$base.tmp" "$base"
-  echo "root built in $(( $(date +%s) - t0 )) s"
-fi
+base=$("$(dirname "$0")/minroot.sh" "$cache")
 # The base must really lack both libraries, or the variants prove nothing.
 if find "$base" -name 'libibverbs.so*' -o -name 'libucp.so*' | grep -q .; then
   echo "FAIL: the minimal root already has libibverbs or UCX"; exit 1
