@@ -5,7 +5,8 @@
 set -euo pipefail
 [ $# = 1 ] || { echo "usage: $0 DIR" >&2; exit 2; }
 export DEBIAN_FRONTEND=noninteractive
-deb=$(ls "$1"/icn-nccl-plugin_*.deb | head -n1)
+debs=("$1"/icn-nccl-plugin_*.deb)
+deb=${debs[0]}
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "$deb" libibverbs1 ibverbs-providers libucx0 >/dev/null
 rm -rf /var/lib/apt/lists/*
