@@ -9,4 +9,5 @@ apt-get install -y -qq --no-install-recommends \
   libucx-dev ucx-utils libhwloc-dev libgtest-dev iperf3 \
   qemu-system-x86 linux-image-amd64 busybox-static cpio kmod iproute2 \
   clang libclang-rt-14-dev valgrind \
-  python3 python3-matplotlib python3-prometheus-client >/dev/null
+  python3 python3-matplotlib python3-prometheus-client python3-yaml \
+  debootstrap shellcheck >/dev/null

@@ -43,11 +43,44 @@ Status tryTcp(std::unique_ptr<Transport>* out, std::string* why) {
 #endif
 }
 
+// One line naming the transports this host can use and, for each it cannot, why (a missing system library
+// is an ordinary host, not a fault): ib and ucx need libibverbs / UCX, which are opened at run time.
+void logAvailability() {
+  std::string yes, no;
+  auto add = [](std::string* list, const std::string& item) { *list += (list->empty() ? "" : ", ") + item; };
+#ifdef ICN_IB_AVAILABLE
+  std::string ibWhy;
+  if (ib::libraryAvailable(&ibWhy))
+    add(&yes, "ib");
+  else
+    add(&no, "ib: " + ibWhy);
+#else
+  add(&no, "ib: not built");
+#endif
+#if ICN_HAVE_TCP
+  add(&yes, "tcp");
+#else
+  add(&no, "tcp: not built");
+#endif
+#if ICN_HAVE_UCX
+  std::string ucxWhy, ucxVersion;
+  if (ucx::libraryAvailable(&ucxWhy, &ucxVersion))
+    add(&yes, "ucx (UCX " + ucxVersion + ")");
+  else
+    add(&no, "ucx: " + ucxWhy);
+#else
+  add(&no, "ucx: not built");
+#endif
+  ICN_INFO(subsys::Net | subsys::Init, "transports available: %s%s%s", yes.empty() ? "none" : yes.c_str(),
+           no.empty() ? "" : "; unavailable: ", no.c_str());
+}
+
 }  // namespace
 
 Status selectTransport(std::unique_ptr<Transport>* out) {
   const std::string& choice = params::getString(params::Id::Transport);
   std::string why;
+  logAvailability();
   if (choice == "ib") {
     if (tryIb(out, &why) == Status::Ok) {
       ICN_INFO(subsys::Net | subsys::Init, "transport ib (ICN_TRANSPORT=ib)");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What `cmake --install` puts on a machine: every ELF needs glibc 2.35 at most (Ubuntu 22.04 and the
 # images built on it), no file names the source or build tree, pkg-config and find_package(ICN) both
-# find the plugin, and the license ships with it.
+# find the plugin, the license ships with it, and the plugin links neither UCX nor libibverbs (opened at
+# run time).
 #   check_install.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$(realpath "$1"); src=$(realpath "$2")
@@ -20,6 +21,21 @@ while IFS= read -r f; do
   fi
   printf '%-40s GLIBC_%s\n' "${f#$root}" "${v:-none}"
 done < <(find "$root" -type f)
+# The plugin opens libibverbs and UCX at run time: neither may be a link-time dependency (a host without one
+# of them must still load the plugin and use the transports it has).
+so=$(find "$root" -name libnccl-net-icn.so -type f | head -n1)
+if [ -z "$so" ]; then
+  echo "FAIL: libnccl-net-icn.so not installed"; fail=1
+else
+  needed=$(readelf -d "$so" | awk '/NEEDED/ {print $NF}' | tr -d '[]' | tr '\n' ' ')
+  echo "plugin NEEDED: $needed"
+  if echo "$needed" | grep -qE 'lib(ucp|uct|ucs|ucm|ibverbs|rdmacm|hwloc)\.'; then
+    echo "FAIL: the plugin links a transport library at load time: $needed"; fail=1
+  fi
+  if ldd "$so" | grep -E 'lib(ucp|uct|ucs|ucm|ibverbs|rdmacm|hwloc)\.'; then
+    echo "FAIL: ldd shows a transport library loaded with the plugin"; fail=1
+  fi
+fi
 for p in "$src" "$build"; do
   if hits=$(grep -rlF "$p" "$root"); then
     echo "FAIL: installed files name $p:"; echo "$hits" | sed "s|$root||"; fail=1

@@ -46,7 +46,7 @@ Status CommBase::createQps(int nqps, std::string* why) {
     int onDev = (nqps - d + m - 1) / m;
     // Sends: one WR per chunk per sub-request; receives: one per immediate; plus CTS writes and flush reads.
     int depth = onDev * 2 * kQueueDepth + 2 * kMaxRequests + 16;
-    CqPtr cq(ibv_create_cq(ports_[d]->hca->ctx(), depth, nullptr, nullptr, 0));
+    CqPtr cq(verbs().create_cq(ports_[d]->hca->ctx(), depth, nullptr, nullptr, 0));
     if (!cq) {
       *why = "ibv_create_cq(" + std::to_string(depth) + ") on " + ports_[d]->hca->name() + ": " + errnoString(errno);
       return Status::SystemError;
@@ -122,7 +122,7 @@ Status CommBase::fail(Status st, const std::string& why) {
              why.c_str());
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_ERR;
-    for (auto& qp : qps_) ibv_modify_qp(qp.get(), &a, IBV_QP_STATE);
+    for (auto& qp : qps_) verbs().modify_qp(qp.get(), &a, IBV_QP_STATE);
     control_.notifyFailure(std::string("its ib ") + (isSend_ ? "send" : "receive") + " connection failed: " + why);
   }
   return failed_;
@@ -162,7 +162,8 @@ Status CommBase::checkHealth(const IbRequest* r) {
     if (p->healthy(&why) != Status::Ok) return fail(Status::SystemError, why);
   }
   int ev = sink_.event.load(std::memory_order_relaxed);
-  if (ev >= 0) return fail(Status::SystemError, std::string("QP fatal event: ") + ibv_event_type_str(ibv_event_type(ev)));
+  if (ev >= 0)
+    return fail(Status::SystemError, std::string("QP fatal event: ") + verbs().event_type_str(ibv_event_type(ev)));
   ICN_CHECK(checkStall());
   if (control_.checkAlive() == Status::Ok) return Status::Ok;
   auto now = coarseNow();
@@ -183,7 +184,7 @@ Status CommBase::poll() {
         const ibv_wc& wc = wcs[i];
         if (wc.status != IBV_WC_SUCCESS) {
           char buf[160];
-          snprintf(buf, sizeof buf, "completion error: %s (vendor error 0x%x, QP %u)", ibv_wc_status_str(wc.status),
+          snprintf(buf, sizeof buf, "completion error: %s (vendor error 0x%x, QP %u)", verbs().wc_status_str(wc.status),
                    wc.vendor_err, wc.qp_num);
           return fail(Status::RemoteError, buf + describeWr(wc.wr_id));
         }

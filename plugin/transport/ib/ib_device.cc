@@ -41,16 +41,16 @@ int verbsSpeedMbps(uint8_t activeWidth, uint32_t activeSpeed) {
 Status Hca::open(ibv_device* dev, const HcaInfo& info, std::shared_ptr<Hca>* out, std::string* why) {
   std::shared_ptr<Hca> h(new Hca());
   h->info_ = info;
-  h->ctx_.reset(ibv_open_device(dev));
+  h->ctx_.reset(verbs().open_device(dev));
   if (!h->ctx_) {
     *why = "verbs init failed: ibv_open_device(" + info.name + "): " + errnoString(errno);
     return Status::SystemError;
   }
-  if (ibv_query_device(h->ctx_.get(), &h->attr_) != 0) {
+  if (verbs().query_device(h->ctx_.get(), &h->attr_) != 0) {
     *why = "verbs init failed: ibv_query_device(" + info.name + "): " + errnoString(errno);
     return Status::SystemError;
   }
-  h->pd_.reset(ibv_alloc_pd(h->ctx_.get()));
+  h->pd_.reset(verbs().alloc_pd(h->ctx_.get()));
   if (!h->pd_) {
     *why = "verbs init failed: ibv_alloc_pd(" + info.name + "): " + errnoString(errno);
     return Status::SystemError;
@@ -64,9 +64,9 @@ Status Hca::open(ibv_device* dev, const HcaInfo& info, std::shared_ptr<Hca>* out
   h->mrCache_ = std::make_unique<MrCache>(
       [pd, access, name](const MrRequest& r, void** mr, uint32_t* lkey, uint32_t* rkey, std::string* why) {
         ibv_mr* m = r.dmabufFd >= 0
-                        ? ibv_reg_dmabuf_mr(pd, r.dmabufOffset, r.length, r.addr, r.dmabufFd,
+                        ? verbsRegDmabufMr(pd, r.dmabufOffset, r.length, r.addr, r.dmabufFd,
                                             mrAccessFlags(access, r.memType))
-                        : ibv_reg_mr(pd, reinterpret_cast<void*>(r.addr), r.length, mrAccessFlags(access, r.memType));
+                        : verbsRegMr(pd, reinterpret_cast<void*>(r.addr), r.length, mrAccessFlags(access, r.memType));
         if (!m) {
           int e = errno;
           if (why) {
@@ -82,7 +82,7 @@ Status Hca::open(ibv_device* dev, const HcaInfo& info, std::shared_ptr<Hca>* out
         *rkey = m->rkey;
         return Status::Ok;
       },
-      [](void* mr) { ibv_dereg_mr(static_cast<ibv_mr*>(mr)); });
+      [](void* mr) { verbs().dereg_mr(static_cast<ibv_mr*>(mr)); });
 
   // The async fd is polled with a timeout together with an eventfd that the destructor signals.
   int fl = fcntl(h->ctx_->async_fd, F_GETFL);
@@ -118,15 +118,15 @@ void Hca::asyncLoop() {
     if (r < 0 && errno != EINTR) return;
     if (fds[1].revents) return;
     ibv_async_event ev;
-    while (ibv_get_async_event(ctx_.get(), &ev) == 0) {
+    while (verbs().get_async_event(ctx_.get(), &ev) == 0) {
       onEvent(ev);
-      ibv_ack_async_event(&ev);
+      verbs().ack_async_event(&ev);
     }
   }
 }
 
 void Hca::onEvent(const ibv_async_event& ev) {
-  const char* what = ibv_event_type_str(ev.event_type);
+  const char* what = verbs().event_type_str(ev.event_type);
   switch (ev.event_type) {
     case IBV_EVENT_DEVICE_FATAL: {
       fatal_ = true;
@@ -170,10 +170,10 @@ std::string Hca::faultWhy() const {
 
 void Hca::probeDmabuf(GdrProbe* p) const {
   errno = 0;
-  ibv_mr* mr = ibv_reg_dmabuf_mr(pd_.get(), 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* mr = verbsRegDmabufMr(pd_.get(), 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE);
   int e = errno;
   if (mr) {  // cannot happen with fd -1, but never leak
-    ibv_dereg_mr(mr);
+    verbs().dereg_mr(mr);
     p->verbsDmabuf = true;
     return;
   }

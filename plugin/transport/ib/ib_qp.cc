@@ -49,10 +49,10 @@ Status createRcQp(const Port& port, ibv_cq* cq, int maxSend, int maxRecv, QpFaul
   ia.cap.max_recv_sge = 1;
   ia.sq_sig_all = 0;
   ia.cap.max_inline_data = uint32_t(maxInline);
-  QpPtr qp(ibv_create_qp(port.hca->pd(), &ia));
+  QpPtr qp(verbs().create_qp(port.hca->pd(), &ia));
   if (!qp && maxInline > 0) {
     ia.cap.max_inline_data = 0;
-    qp.reset(ibv_create_qp(port.hca->pd(), &ia));
+    qp.reset(verbs().create_qp(port.hca->pd(), &ia));
   }
   if (gotInline) *gotInline = qp ? int(ia.cap.max_inline_data) : 0;
   if (!qp) {
@@ -64,7 +64,7 @@ Status createRcQp(const Port& port, ibv_cq* cq, int maxSend, int maxRecv, QpFaul
   a.pkey_index = 0;
   a.port_num = uint8_t(port.port);
   a.qp_access_flags = unsigned(qpAccessFlags(use));
-  if (ibv_modify_qp(qp.get(), &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+  if (verbs().modify_qp(qp.get(), &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
     *why = "QP RESET->INIT on " + port.hca->name() + ": " + errnoString(errno);
     return Status::SystemError;
   }
@@ -99,7 +99,7 @@ Status connectQp(ibv_qp* qp, const Port& local, const DevAddr& remote, uint32_t 
     a.ah_attr.is_global = 0;
     a.ah_attr.dlid = remote.lid;
   }
-  if (ibv_modify_qp(qp, &a,
+  if (verbs().modify_qp(qp, &a,
                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
     *why = "QP INIT->RTR on " + local.hca->name() + " (remote QP " + std::to_string(remoteQpn) +
@@ -113,7 +113,7 @@ Status connectQp(ibv_qp* qp, const Port& local, const DevAddr& remote, uint32_t 
   s.rnr_retry = 7;
   s.sq_psn = 0;
   s.max_rd_atomic = 1;
-  if (ibv_modify_qp(qp, &s,
+  if (verbs().modify_qp(qp, &s,
                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                         IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
     *why = "QP RTR->RTS on " + local.hca->name() + ": " + errnoString(errno);

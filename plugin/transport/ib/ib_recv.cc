@@ -29,7 +29,7 @@ Status IbRecvComm::init(const ConnBlob& peer, const QpTuning& t, std::string* wh
     return Status::SystemError;
   }
   const Port& p0 = port(0);
-  stageMr_.reset(ibv_reg_mr(p0.hca->pd(), stage_.get(), sizeof(CtsSlot) * kFifoSlots, IBV_ACCESS_LOCAL_WRITE));
+  stageMr_.reset(verbsRegMr(p0.hca->pd(), stage_.get(), sizeof(CtsSlot) * kFifoSlots, IBV_ACCESS_LOCAL_WRITE));
   if (!stageMr_) {
     *why = "ibv_reg_mr(CTS staging) on " + p0.hca->name() + ": " + errnoString(errno);
     return Status::SystemError;
@@ -40,7 +40,7 @@ Status IbRecvComm::init(const ConnBlob& peer, const QpTuning& t, std::string* wh
     ICN_CHECK(createRcQp(p0, cqs_[0].get(), kMaxRequests + 4, 1, &sink_, &flushQp_, why, 0, nullptr, QpUse::Flush));
     ICN_CHECK(connectQp(flushQp_.get(), p0, localAddr(p0), flushQp_->qp_num, t, why));
     flushBuf_ = allocAligned<uint8_t>(64);
-    flushMr_.reset(ibv_reg_mr(p0.hca->pd(), flushBuf_.get(), 64, IBV_ACCESS_LOCAL_WRITE));
+    flushMr_.reset(verbsRegMr(p0.hca->pd(), flushBuf_.get(), 64, IBV_ACCESS_LOCAL_WRITE));
     if (!flushMr_) {
       *why = "ibv_reg_mr(flush buffer): " + errnoString(errno);
       return Status::SystemError;

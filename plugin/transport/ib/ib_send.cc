@@ -22,7 +22,7 @@ Status IbSendComm::init(int nqps, std::string* why) {
     return Status::SystemError;
   }
   for (const Port* p : ports_) {
-    MrPtr mr(ibv_reg_mr(p->hca->pd(), fifo_.get(), sizeof(CtsSlot) * kFifoSlots,
+    MrPtr mr(verbsRegMr(p->hca->pd(), fifo_.get(), sizeof(CtsSlot) * kFifoSlots,
                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
     if (!mr) {
       *why = "ibv_reg_mr(CTS FIFO) on " + p->hca->name() + ": " + errnoString(errno);

@@ -20,6 +20,7 @@ static std::string hcaFilterSpec() {
 static int mtuBytes(ibv_mtu m) { return 128 << int(m); }
 
 Status openPorts(const std::string& sysRoot, std::vector<Port>* ports, std::string* whyNot) {
+  if (!loadVerbs(whyNot)) return Status::SystemError;
   std::vector<HcaInfo> hcas;
   ICN_CHECK(scanSysfs(sysRoot, &hcas, whyNot));
   const HcaFilter filter = HcaFilter::parse(hcaFilterSpec());
@@ -27,13 +28,13 @@ Status openPorts(const std::string& sysRoot, std::vector<Port>* ports, std::stri
   if (chosen.empty()) return Status::SystemError;
 
   int ndev = 0;
-  DevListPtr list(ibv_get_device_list(&ndev));
+  DevListPtr list(verbs().get_device_list(&ndev));
   if (!list) {
     *whyNot = "verbs init failed: ibv_get_device_list: " + errnoString(errno);
     return Status::SystemError;
   }
   std::map<std::string, ibv_device*> byName;
-  for (int i = 0; i < ndev; ++i) byName[ibv_get_device_name(list.get()[i])] = list.get()[i];
+  for (int i = 0; i < ndev; ++i) byName[verbs().get_device_name(list.get()[i])] = list.get()[i];
 
   GdrProbe base;
   probeCuda(&base);
@@ -65,7 +66,7 @@ Status openPorts(const std::string& sysRoot, std::vector<Port>* ports, std::stri
     const PortInfo* pinfo = nullptr;
     for (const auto& p : info.ports) if (p.port == c.port) pinfo = &p;
     ibv_port_attr pa{};
-    if (ibv_query_port(hca->ctx(), uint8_t(c.port), &pa) != 0) {
+    if (verbsQueryPort(hca->ctx(), uint8_t(c.port), &pa) != 0) {
       lastWhy = "verbs init failed: ibv_query_port(" + info.name + ":" + std::to_string(c.port) + "): " + errnoString(errno);
       ICN_WARN(subsys::Net | subsys::Init, "%s", lastWhy.c_str());
       continue;
@@ -84,7 +85,7 @@ Status openPorts(const std::string& sysRoot, std::vector<Port>* ports, std::stri
     pi.ethernet = port.ethernet;
     std::string gidWhy;
     port.gidIndex = selectGid(pi, userGid, &gidWhy);
-    if (port.gidIndex < 0 || ibv_query_gid(hca->ctx(), uint8_t(c.port), port.gidIndex, &port.gid) != 0) {
+    if (port.gidIndex < 0 || verbs().query_gid(hca->ctx(), uint8_t(c.port), port.gidIndex, &port.gid) != 0) {
       lastWhy = info.name + ":" + std::to_string(c.port) + ": " + (port.gidIndex < 0 ? gidWhy : "ibv_query_gid failed");
       ICN_WARN(subsys::Net | subsys::Init, "skipping %s", lastWhy.c_str());
       continue;

@@ -6,14 +6,16 @@
 #include <memory>
 #include <string>
 
+#include "transport/ib/ib_verbs_lib.h"
+
 namespace icn::ib {
 
-struct ContextDeleter { void operator()(ibv_context* c) const { if (c) ibv_close_device(c); } };
-struct PdDeleter { void operator()(ibv_pd* p) const { if (p) ibv_dealloc_pd(p); } };
-struct CqDeleter { void operator()(ibv_cq* c) const { if (c) ibv_destroy_cq(c); } };
-struct QpDeleter { void operator()(ibv_qp* q) const { if (q) ibv_destroy_qp(q); } };
-struct MrDeleter { void operator()(ibv_mr* m) const { if (m) ibv_dereg_mr(m); } };
-struct DevListDeleter { void operator()(ibv_device** l) const { if (l) ibv_free_device_list(l); } };
+struct ContextDeleter { void operator()(ibv_context* c) const { if (c) verbs().close_device(c); } };
+struct PdDeleter { void operator()(ibv_pd* p) const { if (p) verbs().dealloc_pd(p); } };
+struct CqDeleter { void operator()(ibv_cq* c) const { if (c) verbs().destroy_cq(c); } };
+struct QpDeleter { void operator()(ibv_qp* q) const { if (q) verbs().destroy_qp(q); } };
+struct MrDeleter { void operator()(ibv_mr* m) const { if (m) verbs().dereg_mr(m); } };
+struct DevListDeleter { void operator()(ibv_device** l) const { if (l) verbs().free_device_list(l); } };
 struct FreeDeleter { void operator()(void* p) const { free(p); } };
 
 using ContextPtr = std::unique_ptr<ibv_context, ContextDeleter>;

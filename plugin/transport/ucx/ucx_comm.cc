@@ -62,8 +62,8 @@ void CommBase::cancelAll(Pool& pool) {
   pool.forEach([&](UcxRequest& r) {
     for (auto& s : r.sub) {
       if (s.ucxReq) {
-        ucp_request_cancel(worker_->get(), s.ucxReq);
-        ucp_request_free(s.ucxReq);
+        ucx().request_cancel(worker_->get(), s.ucxReq);
+        ucx().request_free(s.ucxReq);
         s.ucxReq = nullptr;
       }
     }
@@ -133,7 +133,7 @@ Status CommBase::testRequest(UcxRequest* r, bool* done, int* sizes) {
     }
     if (sizes) sizes[i] = static_cast<int>(s.length);
     bytes += s.length;
-    if (s.ucxReq) ucp_request_free(s.ucxReq);
+    if (s.ucxReq) ucx().request_free(s.ucxReq);
     s.reset();
   }
   counters_->add(bytes);
@@ -168,7 +168,7 @@ Status UcxSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reque
   p.cb.send = onSendDone;
   p.user_data = &s;
   p.memory_type = memType(mhandle);
-  ucs_status_ptr_t st = ucp_tag_send_nbx(ep_->get(), data, size, wireTag(tag), &p);
+  ucs_status_ptr_t st = ucx().tag_send_nbx(ep_->get(), data, size, wireTag(tag), &p);
   if (UCS_PTR_IS_ERR(st)) {
     ICN_WARN(subsys::Net, "isend of %zu bytes to %s: %s", size, peer().c_str(), statusString(UCS_PTR_STATUS(st)));
     pool_.release(r);
@@ -214,7 +214,7 @@ Status UcxRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
     p.cb.recv = onRecvDone;
     p.user_data = &s;
     p.memory_type = memType(mhandles ? mhandles[i] : nullptr);
-    ucs_status_ptr_t st = ucp_tag_recv_nbx(worker_->get(), data[i], sizes[i], wireTag(tags[i]), kNcclTagMask, &p);
+    ucs_status_ptr_t st = ucx().tag_recv_nbx(worker_->get(), data[i], sizes[i], wireTag(tags[i]), kNcclTagMask, &p);
     if (UCS_PTR_IS_ERR(st)) {
       s.done = true;
       s.status = UCS_PTR_STATUS(st);

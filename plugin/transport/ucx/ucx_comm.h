@@ -2,7 +2,7 @@
 // worker, so no comm bits are needed), request pools, progress from test(). Every byte travels through
 // UCX: no peer-supplied address is ever read or written here.
 #pragma once
-#include <ucp/api/ucp.h>
+#include "transport/ucx/ucx_lib.h"
 
 #include <chrono>
 #include <memory>

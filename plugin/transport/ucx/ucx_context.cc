@@ -13,7 +13,7 @@
 
 namespace icn::ucx {
 
-const char* statusString(ucs_status_t s) { return ucs_status_string(s); }
+const char* statusString(ucs_status_t s) { return ucx().status_string(s); }
 
 namespace {
 constexpr const char* kIbQueueLen = "256";
@@ -22,9 +22,9 @@ constexpr const char* kIbQueueLen = "256";
 void fillGap(ucp_config_t* cfg, const char* ucxVar, const char* ucpName, params::Id id) {
   const std::string& v = params::getString(id);
   if (v.empty() || std::getenv(ucxVar)) return;
-  ucs_status_t st = ucp_config_modify(cfg, ucpName, v.c_str());
+  ucs_status_t st = ucx().config_modify(cfg, ucpName, v.c_str());
   if (st != UCS_OK)
-    ICN_WARN(subsys::Net, "cannot apply %s=%s to UCX: %s", ucxVar, v.c_str(), ucs_status_string(st));
+    ICN_WARN(subsys::Net, "cannot apply %s=%s to UCX: %s", ucxVar, v.c_str(), ucx().status_string(st));
   else
     ICN_INFO(subsys::Net | subsys::Init, "UCX %s=%s (from ICN settings)", ucxVar, v.c_str());
 }
@@ -45,14 +45,14 @@ bool ucxCanUseIb() {
   // UCX's own list of transport components (loading its modules): "ib" is there only with the IB module.
   uct_component_h* comps = nullptr;
   unsigned n = 0;
-  if (uct_query_components(&comps, &n) != UCS_OK) return false;
+  if (ucx().query_components(&comps, &n) != UCS_OK) return false;
   bool ib = false;
   for (unsigned i = 0; i < n && !ib; ++i) {
     uct_component_attr_t attr{};
     attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
-    ib = uct_component_query(comps[i], &attr) == UCS_OK && std::string_view(attr.name) == "ib";
+    ib = ucx().component_query(comps[i], &attr) == UCS_OK && std::string_view(attr.name) == "ib";
   }
-  uct_release_component_list(comps);
+  ucx().release_component_list(comps);
   return ib;
 }
 
@@ -63,8 +63,8 @@ void sizeIbQueuesForOneEndpoint(ucp_config_t* cfg) {
     if (kv.starts_with("UCX_") && (kv.find("RX_QUEUE_LEN=") != kv.npos || kv.find("FC_WND_SIZE=") != kv.npos)) return;
   }
   for (const char* key : {"IB_RX_QUEUE_LEN", "RC_FC_WND_SIZE"}) {
-    ucs_status_t st = ucp_config_modify(cfg, key, kIbQueueLen);
-    if (st != UCS_OK) ICN_WARN(subsys::Net, "cannot apply UCX_%s=%s: %s", key, kIbQueueLen, ucs_status_string(st));
+    ucs_status_t st = ucx().config_modify(cfg, key, kIbQueueLen);
+    if (st != UCS_OK) ICN_WARN(subsys::Net, "cannot apply UCX_%s=%s: %s", key, kIbQueueLen, ucx().status_string(st));
   }
   ICN_INFO(subsys::Net | subsys::Init, "UCX IB_RX_QUEUE_LEN=RC_FC_WND_SIZE=%s (one endpoint per worker)", kIbQueueLen);
 }
@@ -73,13 +73,13 @@ void sizeIbQueuesForOneEndpoint(ucp_config_t* cfg) {
 Status Context::create(std::unique_ptr<Context>* out, std::string* why) {
   std::unique_ptr<Context> c(new Context());
   unsigned major, minor, release;
-  ucp_get_version(&major, &minor, &release);
+  ucx().get_version(&major, &minor, &release);
   c->version_ = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
 
   ucp_config_t* cfg = nullptr;
-  ucs_status_t st = ucp_config_read(nullptr, nullptr, &cfg);
+  ucs_status_t st = ucx().config_read(nullptr, nullptr, &cfg);
   if (st != UCS_OK) {
-    *why = std::string("ucp_config_read: ") + ucs_status_string(st);
+    *why = std::string("ucp_config_read: ") + ucx().status_string(st);
     return Status::SystemError;
   }
   fillGap(cfg, "UCX_TLS", "TLS", params::Id::UcxTls);
@@ -91,22 +91,22 @@ Status Context::create(std::unique_ptr<Context>* out, std::string* why) {
   p.features = UCP_FEATURE_TAG;
   p.mt_workers_shared = 1;  // comms (one worker each) are created from several proxy threads
   p.name = "icn";
-  st = ucp_init(&p, cfg, &c->ctx_);
-  ucp_config_release(cfg);
+  st = initContext(&p, cfg, &c->ctx_);
+  ucx().config_release(cfg);
   if (st != UCS_OK) {
-    *why = std::string("ucp_init: ") + ucs_status_string(st);
+    *why = std::string("ucp_init: ") + ucx().status_string(st);
     return Status::SystemError;
   }
   ucp_context_attr_t attr{};
   attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
-  if (ucp_context_query(c->ctx_, &attr) == UCS_OK)
+  if (ucx().context_query(c->ctx_, &attr) == UCS_OK)
     c->cuda_ = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
   *out = std::move(c);
   return Status::Ok;
 }
 
 Context::~Context() {
-  if (ctx_) ucp_cleanup(ctx_);
+  if (ctx_) ucx().cleanup(ctx_);
 }
 
 }  // namespace icn::ucx

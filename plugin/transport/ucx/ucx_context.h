@@ -1,7 +1,7 @@
 // Process-wide UCP context for the UCX transport (RAII). The user's UCX_* variables are honoured:
 // ucp_config_read reads them; ICN only fills gaps the user left (ICN_UCX_TLS, ICN_UCX_RNDV_THRESH).
 #pragma once
-#include <ucp/api/ucp.h>
+#include "transport/ucx/ucx_lib.h"
 
 #include <memory>
 #include <string>

@@ -9,7 +9,7 @@ namespace {
 constexpr int kAbortTimeoutMs = 100;
 
 void release(ucs_status_ptr_t& r) {
-  if (r && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
+  if (r && !UCS_PTR_IS_ERR(r)) ucx().request_free(r);
   r = nullptr;
 }
 
@@ -21,7 +21,7 @@ ucs_status_t settle(ucs_status_ptr_t& r) {
     r = nullptr;
     return st;
   }
-  ucs_status_t st = ucp_request_check_status(r);
+  ucs_status_t st = ucx().request_check_status(r);
   if (st != UCS_INPROGRESS) release(r);
   return st;
 }
@@ -49,7 +49,7 @@ Status Endpoint::create(Worker& worker, std::span<const uint8_t> remoteAddress, 
   p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
   p.err_handler.cb = &Endpoint::onError;
   p.err_handler.arg = e.get();
-  ucs_status_t st = ucp_ep_create(worker.get(), &p, &e->ep_);
+  ucs_status_t st = ucx().ep_create(worker.get(), &p, &e->ep_);
   if (st != UCS_OK) {
     ICN_WARN(subsys::Net, "ucp_ep_create to %s: %s", peer.c_str(), statusString(st));
     return Status::RemoteError;
@@ -60,8 +60,8 @@ Status Endpoint::create(Worker& worker, std::span<const uint8_t> remoteAddress, 
 
 void Endpoint::startWireup() {
   ucp_request_param_t p{};
-  probe_ = ucp_tag_send_nbx(ep_, nullptr, 0, kWireupTag, &p);
-  flush_ = ucp_ep_flush_nbx(ep_, &p);
+  probe_ = ucx().tag_send_nbx(ep_, nullptr, 0, kWireupTag, &p);
+  flush_ = ucx().ep_flush_nbx(ep_, &p);
 }
 
 Status Endpoint::pollWireup(bool* done) {
@@ -83,7 +83,7 @@ ucs_status_ptr_t Endpoint::startFlush() {
   release(flush_);
   if (!ep_ || failed_) return nullptr;  // nothing can reach a failed peer
   ucp_request_param_t p{};
-  return ucp_ep_flush_nbx(ep_, &p);
+  return ucx().ep_flush_nbx(ep_, &p);
 }
 
 ucs_status_ptr_t Endpoint::forceClose() {
@@ -91,7 +91,7 @@ ucs_status_ptr_t Endpoint::forceClose() {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-  ucs_status_ptr_t r = ucp_ep_close_nbx(ep_, &p);
+  ucs_status_ptr_t r = ucx().ep_close_nbx(ep_, &p);
   ep_ = nullptr;
   return r;
 }
@@ -103,7 +103,7 @@ Endpoint::~Endpoint() {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_EP_CLOSE_FLAG_FORCE;  // a connection that never completed has nothing to deliver
-  ucs_status_t st = waitRequest(worker_, ucp_ep_close_nbx(ep_, &p), kAbortTimeoutMs);
+  ucs_status_t st = waitRequest(worker_, ucx().ep_close_nbx(ep_, &p), kAbortTimeoutMs);
   if (st != UCS_OK && st != UCS_ERR_CANCELED && st != UCS_ERR_ENDPOINT_TIMEOUT)
     ICN_TRACE(subsys::Net, "closing UCX endpoint to %s: %s", peer_.c_str(), statusString(st));
 }
@@ -111,7 +111,7 @@ Endpoint::~Endpoint() {
 ucs_status_ptr_t postWireupProbe(Worker& worker) {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  return ucp_tag_recv_nbx(worker.get(), nullptr, 0, kWireupTag, ~ucp_tag_t{0}, &p);
+  return ucx().tag_recv_nbx(worker.get(), nullptr, 0, kWireupTag, ~ucp_tag_t{0}, &p);
 }
 
 }  // namespace icn::ucx

@@ -5,7 +5,7 @@
 // alive. Lazy wire-up after a peer died trips an assertion in UCX 1.13's TCP transport
 // (openucx/ucx#8175), and it also keeps connection latency out of the first transfer.
 #pragma once
-#include <ucp/api/ucp.h>
+#include "transport/ucx/ucx_lib.h"
 
 #include <memory>
 #include <span>

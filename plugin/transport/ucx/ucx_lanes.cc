@@ -16,7 +16,7 @@ std::string describeLanes(ucp_ep_h ep) {
   size_t len = 0;
   FILE* f = open_memstream(&buf, &len);
   if (!f) return {};
-  ucp_ep_print_info(ep, f);
+  ucx().ep_print_info(ep, f);
   fclose(f);
   std::set<std::string> lanes;
   std::istringstream in(std::string(buf, len));

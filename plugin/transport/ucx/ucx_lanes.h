@@ -1,6 +1,6 @@
 // Which UCX transports (lanes) an endpoint uses, for the INFO log: "which transport and why".
 #pragma once
-#include <ucp/api/ucp.h>
+#include "transport/ucx/ucx_lib.h"
 
 #include <string>
 

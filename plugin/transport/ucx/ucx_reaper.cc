@@ -14,14 +14,14 @@ bool settle(Worker& w, ucs_status_ptr_t& r, bool pastDeadline) {
     r = nullptr;
     return true;
   }
-  if (ucp_request_check_status(r) == UCS_INPROGRESS) {
+  if (ucx().request_check_status(r) == UCS_INPROGRESS) {
     if (!pastDeadline) return false;
-    ucp_request_cancel(w.get(), r);
+    ucx().request_cancel(w.get(), r);
     w.progress();
     ICN_TRACE(subsys::Net, "closing a UCX endpoint: not finished within %lld ms, cancelled",
               static_cast<long long>(Reaper::kCloseDeadline.count()));
   }
-  ucp_request_free(r);
+  ucx().request_free(r);
   r = nullptr;
   return true;
 }

@@ -5,7 +5,7 @@
 // Pending closes advance whenever the transport is called (closes, connects, accepts, tests) and at
 // finalize, which waits for them (bounded): all on the caller's thread, as UCX workers prefer.
 #pragma once
-#include <ucp/api/ucp.h>
+#include "transport/ucx/ucx_lib.h"
 
 #include <atomic>
 #include <chrono>

@@ -57,8 +57,8 @@ struct Pending {
   bool wired = false;
   ~Pending() {
     if (probeRecv && !UCS_PTR_IS_ERR(probeRecv)) {
-      if (ucp_request_check_status(probeRecv) == UCS_INPROGRESS) ucp_request_cancel(worker->get(), probeRecv);
-      ucp_request_free(probeRecv);
+      if (ucx().request_check_status(probeRecv) == UCS_INPROGRESS) ucx().request_cancel(worker->get(), probeRecv);
+      ucx().request_free(probeRecv);
     }
   }
   Blob peerBlob;
@@ -75,7 +75,7 @@ struct Pending {
     bool mine = false;
     ICN_CHECK(ep->pollWireup(&mine));
     if (UCS_PTR_IS_ERR(probeRecv)) return Status::RemoteError;
-    bool theirs = !probeRecv || ucp_request_check_status(probeRecv) != UCS_INPROGRESS;
+    bool theirs = !probeRecv || ucx().request_check_status(probeRecv) != UCS_INPROGRESS;
     *done = mine && theirs;
     return Status::Ok;
   }
@@ -253,6 +253,7 @@ DeviceProps probeDevice(const Context& ctx) {
 }  // namespace
 
 Status createTransport(std::unique_ptr<Transport>* out, std::string* whyNot) {
+  if (!loadUcx(whyNot)) return Status::SystemError;
   std::unique_ptr<Context> ctx;
   ICN_CHECK(Context::create(&ctx, whyNot));
   DeviceProps props = probeDevice(*ctx);

@@ -10,4 +10,8 @@ namespace icn::ucx {
 
 Status createTransport(std::unique_ptr<Transport>* out, std::string* whyNot);
 
+// Whether UCX's libraries load with every function the transport calls (*why says why not); *version is
+// UCX's release ("1.13.1"). Creates no UCX context.
+bool libraryAvailable(std::string* why, std::string* version);
+
 }  // namespace icn::ucx

@@ -1,7 +1,7 @@
 // One UCP worker per comm: each comm is driven by one NCCL proxy thread at a time, so workers need no
 // locks and progress of one comm never waits behind another.
 #pragma once
-#include <ucp/api/ucp.h>
+#include "transport/ucx/ucx_lib.h"
 
 #include <memory>
 #include <vector>
@@ -20,7 +20,7 @@ class Worker {
   // Serialised worker address for the peer (sent in the handshake blob).
   Status address(std::vector<uint8_t>* out) const;
   void progress() {
-    while (ucp_worker_progress(w_)) {
+    while (ucx().worker_progress(w_)) {
     }
   }
 
