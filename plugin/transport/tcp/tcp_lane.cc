@@ -131,8 +131,9 @@ void SendHelper::run() {
   }
 }
 
-Status ChunkReader::pump(int fd, ChunkSink& sink, bool* eof, std::string* why) {
+Status ChunkReader::pump(int fd, ChunkSink& sink, bool* eof, bool* held, std::string* why) {
   *eof = false;
+  *held = false;
   bool drained = false;  // a read came back short: the socket is (most likely) empty, stop before an EAGAIN
   // Reads into [buf, buf + n): Ok with *got > 0, or Ok with *got == 0 when nothing is there (or at EOF: *closed).
   auto read = [&](uint8_t* buf, size_t n, size_t* got, bool* closed) {
@@ -162,6 +163,22 @@ Status ChunkReader::pump(int fd, ChunkSink& sink, bool* eof, std::string* why) {
   for (;;) {
     size_t got = 0;
     bool closed = false;
+    if (holding_) {  // ask again for the held message's receive
+      ChunkHeader h;
+      memcpy(&h, header_, sizeof h);
+      ICN_CHECK(sink.land(h, lane0_, &landing_, why));
+      if (landing_.held) {
+        *held = true;
+        return Status::Ok;
+      }
+      holding_ = false;
+      if (landing_.length == 0) {
+        sink.landed(landing_, true);
+        continue;
+      }
+      inPayload_ = true;
+      got_ = 0;
+    }
     if (!inPayload_) {
       if (pos_ == len_) {
         ICN_CHECK(read(stage_.get(), cap_, &got, &closed));
@@ -185,7 +202,13 @@ Status ChunkReader::pump(int fd, ChunkSink& sink, bool* eof, std::string* why) {
       headerGot_ = 0;
       ChunkHeader h;
       memcpy(&h, header_, sizeof h);
+      landing_.held = false;
       ICN_CHECK(sink.land(h, lane0_, &landing_, why));
+      if (landing_.held) {
+        holding_ = true;
+        *held = true;
+        return Status::Ok;
+      }
       if (landing_.length == 0) {
         sink.landed(landing_, true);
         continue;
@@ -230,21 +253,27 @@ RecvHelper::RecvHelper(Fd fd, ChunkSink& sink, FailureState& failure, std::atomi
 RecvHelper::~RecvHelper() {
   stopping_.store(true);
   ::shutdown(fd_.get(), SHUT_RDWR);  // wakes the helper's poll(); it then sees EOF or the flag
+  sink_.wake();                      // and a helper holding an eager message
   thread_.join();
 }
 
 void RecvHelper::run() {
   nameThread("r", index_);
   for (;;) {
-    bool eof = false;
+    bool eof = false, held = false;
     std::string why;
-    Status st = reader_.pump(fd_.get(), sink_, &eof, &why);
+    const uint64_t seen = sink_.changes();  // before asking: a post after this wakes the wait below
+    Status st = reader_.pump(fd_.get(), sink_, &eof, &held, &why);
     if (st != Status::Ok || eof || stopping_.load()) {
       reader_.abandon(sink_);
       if (st != Status::Ok && !stopping_.load())
         failure_.fail(st, "lane " + std::to_string(index_) + ": " + why);
       if (eof) closedLanes_.fetch_add(1);
       return;
+    }
+    if (held) {
+      sink_.awaitChange(seen, kPollMs);
+      continue;
     }
     pollfd p{fd_.get(), POLLIN, 0};
     ::poll(&p, 1, kPollMs);

@@ -76,6 +76,9 @@ struct Landing {
   int slot = 0;
   int index = 0;
   uint32_t length = 0;
+  // An eager message on a helper lane whose receive is not posted yet: the lane holds it (header read, payload
+  // left in the socket) and asks again, with held still set, after the sink's next post.
+  bool held = false;
 };
 
 // Implemented by the receive comm: validates a header against what was posted (and claims the bytes), then
@@ -85,6 +88,11 @@ class ChunkSink {
   virtual ~ChunkSink() = default;
   virtual Status land(const ChunkHeader& h, bool lane0, Landing* out, std::string* why) = 0;
   virtual void landed(const Landing& l, bool arrived) = 0;
+  // A lane holding an eager message sleeps here until the receive side changes (a receive posted, an earlier
+  // eager message placed) or wake() is called, at most ms milliseconds.
+  virtual void awaitChange(uint64_t seen, int ms) = 0;
+  virtual uint64_t changes() const = 0;
+  virtual void wake() = 0;
 };
 
 // Reads header, payload, header, ... into the posted buffers. Headers are read through a staging buffer, so a
@@ -93,8 +101,9 @@ class ChunkSink {
 class ChunkReader {
  public:
   ChunkReader(size_t stageBytes, bool lane0) : stage_(new uint8_t[stageBytes]), cap_(stageBytes), lane0_(lane0) {}
-  // Reads what the socket has without blocking. *eof when the peer closed between two pieces.
-  Status pump(int fd, ChunkSink& sink, bool* eof, std::string* why);
+  // Reads what the socket has without blocking. *eof when the peer closed between two pieces; *held when it
+  // stopped at an eager message whose receive is not posted yet (call again after the sink changes).
+  Status pump(int fd, ChunkSink& sink, bool* eof, bool* held, std::string* why);
   // Releases a piece cut short (the lane failed or closes).
   void abandon(ChunkSink& sink);
 
@@ -105,6 +114,7 @@ class ChunkReader {
   alignas(8) uint8_t header_[sizeof(ChunkHeader)];
   size_t headerGot_ = 0;
   bool inPayload_ = false;
+  bool holding_ = false;  // header_ is a held eager message
   Landing landing_;
   size_t got_ = 0;
 };
