@@ -91,10 +91,10 @@ int rankMain(int rank, netapi::Pipe& peer, const perf::Options& o) {
     printf("# exchange: both directions at once, %d connection(s) per direction, %d in flight on each%s\n", o.conns,
            o.window, o.sliceUs ? (", GPU turns of " + std::to_string(o.sliceUs) + " us").c_str() : "");
   printf("%12s %12s %12s %12s %12s%s\n", "bytes", "bw_GB/s", "lat_p50_us", "lat_p99_us", "lat_min_us",
-         o.exchange ? "       msg_us" : "");
+         o.exchange ? "       msg_us       cpu_us" : "");
   for (auto& pt : pts) {
     printf("%12zu %12.6f %12.2f %12.2f %12.2f", pt.bytes, pt.gbps, pt.p50us, pt.p99us, pt.minus);
-    if (o.exchange) printf(" %12.2f", pt.msgUs);
+    if (o.exchange) printf(" %12.2f %12.2f", pt.msgUs, pt.cpuUs);
     printf("\n");
   }
   if (!o.json.empty()) {
@@ -105,8 +105,9 @@ int rankMain(int rank, netapi::Pipe& peer, const perf::Options& o) {
     for (size_t i = 0; i < pts.size(); i++)
       fprintf(f,
               "%s{\"bytes\":%zu,\"bw_gbps\":%.6f,\"lat_p50_us\":%.3f,\"lat_p99_us\":%.3f,\"lat_min_us\":%.3f,"
-              "\"msg_us\":%.3f}",
-              i ? "," : "", pts[i].bytes, pts[i].gbps, pts[i].p50us, pts[i].p99us, pts[i].minus, pts[i].msgUs);
+              "\"msg_us\":%.3f,\"cpu_us\":%.3f}",
+              i ? "," : "", pts[i].bytes, pts[i].gbps, pts[i].p50us, pts[i].p99us, pts[i].minus, pts[i].msgUs,
+              pts[i].cpuUs);
     fprintf(f, "]}\n");
     fclose(f);
   }

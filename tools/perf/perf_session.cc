@@ -5,11 +5,20 @@
 #include <cstring>
 
 #include <sched.h>
+#include <sys/resource.h>
 
 namespace icn::perf {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kWait = std::chrono::milliseconds(60000);
+
+// CPU seconds this process has used (every thread: the plugin's helpers too), user and system.
+double cpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
+}
 
 bool Session::connect(std::string* err) {
   const size_t n = static_cast<size_t>(o_.exchange ? o_.conns : 1);
@@ -135,6 +144,7 @@ bool Session::exchange(size_t bytes, Point* pt, std::string* err) {
   std::vector<Ring> tx(n), rx(n);
   for (size_t c = 0; c < n; c++) tx[c].reqs.assign(window, nullptr), rx[c].reqs.assign(window, nullptr);
   if (!peer_.barrier()) return *err = "barrier failed", false;
+  const double cpu0 = cpuSeconds();
   auto start = Clock::now();
   auto deadline = start + kWait;
   size_t left = 2 * n * count;
@@ -180,12 +190,13 @@ bool Session::exchange(size_t bytes, Point* pt, std::string* err) {
     if (!moved) sched_yield();  // as NCCL's proxy after a pass without progress
     if ((++passes & 1023) == 0 && Clock::now() > deadline) return *err = "exchange timed out", false;
   }
-  double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  double theirs = 0;
-  if (!peer_.send(&secs, sizeof secs) || !peer_.recv(&theirs, sizeof theirs)) return *err = "exchange failed", false;
-  secs = std::max(secs, theirs);
+  double mine[2] = {std::chrono::duration<double>(Clock::now() - start).count(), cpuSeconds() - cpu0};
+  double theirs[2] = {};
+  if (!peer_.send(mine, sizeof mine) || !peer_.recv(theirs, sizeof theirs)) return *err = "exchange failed", false;
+  const double secs = std::max(mine[0], theirs[0]);
   pt->gbps = static_cast<double>(bytes) * static_cast<double>(count * n) / secs / 1e9;
   pt->msgUs = secs * 1e6 / static_cast<double>(count * n);
+  pt->cpuUs = (mine[1] + theirs[1]) * 1e6 / static_cast<double>(count * n);
   return true;
 }
 

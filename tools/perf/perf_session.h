@@ -28,6 +28,7 @@ struct Point {
   size_t bytes;
   double gbps = 0;   // unidirectional bandwidth, GB/s (1e9); in exchange mode, per direction
   double msgUs = 0;  // exchange mode: mean time per message and direction (all connections together), µs
+  double cpuUs = 0;  // exchange mode: CPU time of both processes per message and direction, µs
   double p50us = 0, p99us = 0, minus = 0;
 };
 

@@ -122,6 +122,7 @@ class TcpSendComm final : public SendComm, public CommCore {
   uint32_t eagerSent_ = 0;                        // eager number of the next one
   std::array<int, kMaxLanes + 1> heldOn_{};       // unresolved eager messages per helper lane
   int heldTotal_ = 0;
+  int eagerLane_ = 1;                             // the helper lane of the unresolved ones
   std::vector<std::unique_ptr<SendHelper>> helpers_;  // after everything they touch: joined first
 };
 

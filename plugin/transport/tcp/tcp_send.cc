@@ -192,8 +192,14 @@ bool TcpSendComm::sendEager(TcpSendRequest* r) {
   if (large || heldTotal_ > 0)
     for (uint32_t d = 0; d < ndebts_; d++)
       if (debts_[d].tag != r->tag) return false;
+  // The receiver places eager messages in eager-number order: unresolved ones share one helper lane, where
+  // they arrive in that order, so that no lane waits for another lane's message header.
   int lane = 0;
-  if (large && (lane = cleanHelper()) < 0) lane = 1 + static_cast<int>(nextHelper_++ % helpers_.size());
+  if (large) {
+    if (heldTotal_ > 0) lane = eagerLane_;
+    else if ((lane = cleanHelper()) < 0) lane = 1 + static_cast<int>(nextHelper_++ % helpers_.size());
+    eagerLane_ = lane;
+  }
   credits_--;
   debts_[ndebts_++] = Debt{r->tag, lane};
   ChunkHeader h;
