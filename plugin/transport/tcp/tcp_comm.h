@@ -5,7 +5,6 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -123,7 +122,7 @@ class TcpSendComm final : public SendComm, public CommCore {
   std::array<int, kMaxLanes + 1> heldOn_{};       // unresolved eager messages per helper lane
   int heldTotal_ = 0;
   int eagerLane_ = 1;                             // the helper lane of the unresolved ones
-  std::vector<std::unique_ptr<SendHelper>> helpers_;  // after everything they touch: joined first
+  std::vector<std::unique_ptr<SendHelper>> helpers_;  // stopped first by the destructor, then reaped
 };
 
 struct TcpRecvRequest final : Request {
@@ -161,9 +160,6 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   Status testRequest(TcpRecvRequest* r, bool* done, int* sizes);
   Status land(const ChunkHeader& h, bool lane0, Landing* out, std::string* why) override;
   void landed(const Landing& l, bool arrived) override;
-  void awaitChange(uint64_t seen, int ms) override;
-  uint64_t changes() const override { return changes_.load(std::memory_order_acquire); }
-  void wake() override;
 
  private:
   // An eager message seen but not yet handed to its receive, in eager-number order.
@@ -189,7 +185,7 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   Landing claimEager(TcpRecvRequest* r, int i, uint32_t size);
   // Places every eager message whose turn has come and whose receive is posted. Under eagerMu_.
   void assignEager();
-  void noteChange();
+  void noteChange();  // pokes the helpers: a lane holding a message may go on
 
   FixedPool<TcpRecvRequest, kMaxRequests> pool_;
   uint32_t nextSeq_ = 0;
@@ -201,9 +197,6 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   // Eager messages: the proxy thread reads lane 0 and posts receives, helper lanes read the larger ones; their
   // shared state (below, nextSeq_, slotOfSeq_ and the requests' eagerTaken) is guarded by eagerMu_.
   mutable std::mutex eagerMu_;
-  std::condition_variable eagerCv_;
-  std::atomic<uint64_t> changes_{0};  // posts and placements, for lanes holding a message
-  std::atomic<int> holders_{0};       // lanes waiting in awaitChange
   uint32_t eagerBytes_;
   std::vector<uint8_t> stage_;
   std::array<Eager, kEagerCredits> pending_{};

@@ -1,7 +1,8 @@
 // Lanes of a TCP connection: the data sockets. Lane 0 is driven by NCCL's proxy thread inside isend/irecv/test;
 // every other lane has a helper thread that sleeps in poll() or on a condition variable while it has nothing to
-// do. Each helper owns its socket; the comm owns the helpers (stopped and joined at close, which shuts the
-// sockets down so that no helper waits on an idle peer).
+// do. Each helper owns its socket. The comm owns its helpers until close, which stops them (see Helper) and
+// hands them to the reaper: their threads end on their own, and are joined later (at a later close or at
+// finalize), so that a close does not wait for threads to be scheduled on a loaded machine.
 #pragma once
 #include <array>
 #include <atomic>
@@ -45,28 +46,62 @@ struct SendJob {
 // Writes what the socket takes without blocking. *done when the whole piece went out.
 Status writeSome(int fd, SendJob& job, bool* done, std::string* why);
 
+// What every helper shares: how it stops. A helper touches its comm or NCCL's memory only between enter()
+// and leave() (a few non-blocking system calls, never a wait); stop() waits only while the helper is between
+// them, so once it returns the helper never touches either again, and the comm may go while the thread ends.
+class Helper {
+ public:
+  virtual ~Helper() = default;  // the derived class joins its thread
+  Helper(const Helper&) = delete;
+  Helper& operator=(const Helper&) = delete;
+  void stop();
+  bool exited() const { return exited_.load(std::memory_order_acquire); }
+
+ protected:
+  Helper(Fd fd, int index) : fd_(std::move(fd)), index_(index) {}
+  bool enter();  // false once stopping: the thread must end without touching the comm
+  void leave() { busy_.store(false, std::memory_order_seq_cst); }
+  virtual void wakeForStop() = 0;  // wakes the thread from its idle wait
+  Fd fd_;
+  int index_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> busy_{false};
+  std::atomic<bool> exited_{false};
+};
+
+// Helpers of closed comms, until their threads have ended; one per process.
+class Reaper {
+ public:
+  ~Reaper() { drain(); }
+  // Takes stopped helpers; destroys those adopted earlier whose threads have ended (closing their sockets).
+  void adopt(std::vector<std::unique_ptr<Helper>> stopped);
+  // Destroys every adopted helper (each thread ends soon after its stop()).
+  void drain();
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Helper>> helpers_;
+};
+Reaper& reaper();
+
 // A send lane with its own thread. The queue holds one piece per message in flight at most, so it never fills
 // (NCCL has at most kMaxRequests x kMaxRecvs sends in flight per comm).
-class SendHelper {
+class SendHelper final : public Helper {
  public:
   static constexpr size_t kCapacity = kMaxRequests * kMaxRecvs;
   SendHelper(Fd fd, FailureState& failure, int index);
-  ~SendHelper();
-  SendHelper(const SendHelper&) = delete;
-  SendHelper& operator=(const SendHelper&) = delete;
+  ~SendHelper() override;
   void push(const ChunkHeader& h, const uint8_t* data, std::atomic<int>* pending);
 
  private:
   void run();
-  Fd fd_;
+  void wakeForStop() override;
   FailureState& failure_;
-  int index_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::array<SendJob, kCapacity> ring_;
   size_t head_ = 0, tail_ = 0;  // under mu_
   bool stop_ = false;           // under mu_
-  std::atomic<bool> stopping_{false};
   std::thread thread_;  // last: starts after everything above exists
 };
 
@@ -88,11 +123,6 @@ class ChunkSink {
   virtual ~ChunkSink() = default;
   virtual Status land(const ChunkHeader& h, bool lane0, Landing* out, std::string* why) = 0;
   virtual void landed(const Landing& l, bool arrived) = 0;
-  // A lane holding an eager message sleeps here until the receive side changes (a receive posted, an earlier
-  // eager message placed) or wake() is called, at most ms milliseconds.
-  virtual void awaitChange(uint64_t seen, int ms) = 0;
-  virtual uint64_t changes() const = 0;
-  virtual void wake() = 0;
 };
 
 // Reads header, payload, header, ... into the posted buffers. Headers are read through a staging buffer, so a
@@ -119,23 +149,25 @@ class ChunkReader {
   size_t got_ = 0;
 };
 
-// A receive lane with its own thread.
-class RecvHelper {
+// A receive lane with its own thread. While it holds an eager message (Landing::held) it sleeps until poked.
+class RecvHelper final : public Helper {
  public:
   RecvHelper(Fd fd, ChunkSink& sink, FailureState& failure, std::atomic<int>& closedLanes, int index);
-  ~RecvHelper();
-  RecvHelper(const RecvHelper&) = delete;
-  RecvHelper& operator=(const RecvHelper&) = delete;
+  ~RecvHelper() override;
+  // The receive side changed (a receive posted, an eager message placed): a held message may go on.
+  void poke();
 
  private:
   void run();
-  Fd fd_;
+  void wakeForStop() override;
   ChunkSink& sink_;
   FailureState& failure_;
   std::atomic<int>& closedLanes_;
-  int index_;
-  std::atomic<bool> stopping_{false};
   ChunkReader reader_{4096, false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<uint64_t> pokes_{0};
+  std::atomic<bool> holding_{false};
   std::thread thread_;
 };
 

@@ -23,7 +23,11 @@ TcpRecvComm::TcpRecvComm(Sockets s, std::string peer, NetCommInfo info)
 }
 
 TcpRecvComm::~TcpRecvComm() {
-  helpers_.clear();  // joined: nothing writes into NCCL's buffers once close returns
+  // Stopped: nothing writes into NCCL's buffers or this comm once close returns; the threads end on their own.
+  for (auto& h : helpers_) h->stop();  // all of them before any moves: a running one may poke the others
+  std::vector<std::unique_ptr<Helper>> stopped;
+  for (auto& h : helpers_) stopped.push_back(std::move(h));
+  reaper().adopt(std::move(stopped));
 }
 
 Status TcpRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags, void**, Request** request) {
@@ -187,21 +191,7 @@ Landing TcpRecvComm::claimEager(TcpRecvRequest* r, int i, uint32_t size) {
 }
 
 void TcpRecvComm::noteChange() {
-  changes_.fetch_add(1, std::memory_order_release);
-  if (holders_.load() > 0) eagerCv_.notify_all();
-}
-
-void TcpRecvComm::awaitChange(uint64_t seen, int ms) {
-  std::unique_lock lk(eagerMu_);
-  holders_.fetch_add(1);
-  eagerCv_.wait_for(lk, std::chrono::milliseconds(ms), [&] { return changes_.load() != seen; });
-  holders_.fetch_sub(1);
-}
-
-void TcpRecvComm::wake() {
-  std::lock_guard lk(eagerMu_);
-  changes_.fetch_add(1);
-  eagerCv_.notify_all();
+  for (auto& h : helpers_) h->poke();
 }
 
 Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, std::string* why) {

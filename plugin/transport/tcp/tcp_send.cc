@@ -73,7 +73,11 @@ TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
 }
 
 TcpSendComm::~TcpSendComm() {
-  helpers_.clear();  // joined before the requests they point into go away
+  // Stopped before the requests they point into go away; the threads end on their own.
+  for (auto& h : helpers_) h->stop();  // all of them before any moves: a running one may poke the others
+  std::vector<std::unique_ptr<Helper>> stopped;
+  for (auto& h : helpers_) stopped.push_back(std::move(h));
+  reaper().adopt(std::move(stopped));
   // Unread clear-to-send bytes would make close() reset the connection, and a reset can destroy data the peer
   // has not read yet: read them first.
   uint8_t sink[4096];
