@@ -379,6 +379,24 @@ TEST_F(RecvSide, EagerMessagesAcrossLanesArePlacedInNumberOrder) {
   comm.reset();  // before `other` goes
 }
 
+TEST_F(RecvSide, EagerMessageFindsItsReceiveAfterLaterOnesCompletedOutOfOrder) {
+  CtsHeader first, cts;
+  Request* r0 = post(7, &first);  // the eager message's receive: it stays open while later ones come and go
+  auto data = pattern(kPosted);
+  for (uint32_t k = 0; k < 2 * kMaxRequests; k++) {
+    Request* r = post(7, &cts);
+    sendChunk(wires.lane(0), chunk(cts, 0, 7, 10, 0, 10), data);
+    ASSERT_EQ(finish(r), Status::Ok);
+  }
+  auto e = pattern(20);
+  for (auto& x : e) x ^= 0x5a;
+  sendChunk(wires.lane(1), eager(0, 7, 20, 0), e);  // horizon 0: receive 0 is the first free one
+  int size = -1;
+  ASSERT_EQ(finish(r0, &size), Status::Ok);
+  EXPECT_EQ(size, 20);
+  EXPECT_EQ(memcmp(buf.data(), e.data(), 20), 0);
+}
+
 TEST_F(RecvSide, HeldEagerMessageLargerThanItsReceiveFailsAndWritesNothing) {
   sendChunk(wires.lane(1), eager(0, 7, kPosted + 1, 0), pattern(kPosted + 1));
   usleep(20000);

@@ -195,7 +195,7 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   ChunkReader reader0_{kLane0Stage, true};
   bool lane0Closed_ = false;
   // Eager messages: the proxy thread reads lane 0 and posts receives, helper lanes read the larger ones; their
-  // shared state (below, nextSeq_, slotOfSeq_ and the requests' eagerTaken) is guarded by eagerMu_.
+  // shared state (below, nextSeq_ and the requests' eagerTaken) is guarded by eagerMu_.
   mutable std::mutex eagerMu_;
   uint32_t eagerBytes_;
   std::vector<uint8_t> stage_;
@@ -205,7 +205,6 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   uint64_t seenAbove_ = 0;   // bit k: number eagerBase_ + k was seen
   uint64_t freeStages_ = kEagerCredits == 64 ? ~uint64_t{0} : (uint64_t{1} << kEagerCredits) - 1;
   uint16_t creditsOwed_ = 0;                    // eager messages consumed since the last CTS
-  std::array<uint8_t, kMaxRequests> slotOfSeq_{};  // request slot of each live sequence number (mod kMaxRequests)
   std::atomic<int> closedLanes_{0};
   std::vector<std::unique_ptr<RecvHelper>> helpers_;
 };

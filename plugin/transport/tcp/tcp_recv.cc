@@ -68,7 +68,6 @@ Status TcpRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
     memcpy(out + sizeof h + i * sizeof e, &e, sizeof e);
   }
   for (int i = 0; i < n; i++) r->eagerTaken[i] = false;
-  slotOfSeq_[seq % kMaxRequests] = static_cast<uint8_t>(pool_.indexOf(r));
   r->live.store(uint64_t{seq} + 1);  // published: lanes may land pieces from here on
   assignEager();                     // eager messages that came before this receive
   h.credits = std::exchange(creditsOwed_, 0);
@@ -152,21 +151,30 @@ Status TcpRecvComm::land(const ChunkHeader& h, bool lane0, Landing* out, std::st
 }
 
 bool TcpRecvComm::eagerTarget(int tag, uint32_t horizon, TcpRecvRequest** out, int* index) {
-  // Only the latest kMaxRequests receives can be live, whatever horizon the peer names.
-  uint32_t first = horizon;
-  if (nextSeq_ - first > kMaxRequests) first = nextSeq_ - kMaxRequests;
-  for (uint32_t seq = first; seq != nextSeq_; seq++) {
-    TcpRecvRequest& r = pool_.at(slotOfSeq_[seq % kMaxRequests]);
-    if (r.live.load() != uint64_t{seq} + 1) continue;
+  // The live receive with the lowest sequence number >= horizon that has a free entry with this tag. Receives
+  // may complete out of order, so the live ones can span any range of sequence numbers: look at each of them.
+  TcpRecvRequest* best = nullptr;
+  int bestIndex = 0;
+  uint32_t bestDistance = 0;
+  for (size_t slot = 0; slot < kMaxRequests; slot++) {
+    TcpRecvRequest& r = pool_.at(slot);
+    const uint64_t live = r.live.load();
+    if (live == 0) continue;
+    const uint32_t distance = static_cast<uint32_t>(live - 1) - horizon;
+    if (static_cast<int32_t>(distance) < 0 || (best && distance >= bestDistance)) continue;
     for (int i = 0; i < r.n; i++) {
       if (r.tags[i] == tag && !r.eagerTaken[i] && r.entries[i].total.load() < 0) {
-        *out = &r;
-        *index = i;
-        return true;
+        best = &r;
+        bestIndex = i;
+        bestDistance = distance;
+        break;
       }
     }
   }
-  return false;
+  if (!best) return false;
+  *out = best;
+  *index = bestIndex;
+  return true;
 }
 
 bool TcpRecvComm::eagerTurn(uint32_t j) const {
