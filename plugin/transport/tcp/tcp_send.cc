@@ -186,7 +186,9 @@ bool TcpSendComm::sendEager(TcpSendRequest* r) {
   const bool large = !small && !helpers_.empty() && r->size <= tuning_.laneEagerBytes;
   if (!(small || large) || queued_ > 0 || ctsTail_ == 0) return false;
   if (match() != Status::Ok) return false;                 // debts first, with the records already read
-  if (credits_ <= kEagerCredits / 2 && (readCts() != Status::Ok || match() != Status::Ok)) return false;
+  // A large message goes eager only when the receiver is behind: a record already here sends it the normal
+  // way, split across the helper lanes.
+  if ((large || credits_ <= kEagerCredits / 2) && (readCts() != Status::Ok || match() != Status::Ok)) return false;
   // Only a message that can belong to no record we have read may go ahead of its record: then the receiver
   // and we place it by the same rule.
   if (credits_ == 0 || ndebts_ == kEagerCredits || ctsHead_ != ctsTail_) return false;
