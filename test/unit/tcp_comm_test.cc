@@ -71,12 +71,13 @@ void sendChunk(int fd, ChunkHeader h, const std::vector<uint8_t>& payload) {
   if (h.length) writeAll(fd, payload.data() + h.offset, h.length);
 }
 
-ChunkHeader eager(uint32_t horizon, int tag, uint32_t size) {
+ChunkHeader eager(uint32_t horizon, int tag, uint32_t size, uint32_t number = 0) {
   ChunkHeader h;
   h.flags = kChunkEager;
   h.seq = horizon;
   h.tag = tag;
   h.total = h.length = size;
+  h.eager = number;
   return h;
 }
 
@@ -264,8 +265,8 @@ TEST_F(RecvSide, CloseWithReceivesPendingDoesNotWaitForThePeer) {
 TEST_F(RecvSide, EagerMessagesBeforeTheirReceivesAreStagedInOrder) {
   auto a = pattern(300), b = pattern(500);
   for (auto& x : b) x ^= 0x5a;
-  sendChunk(wires.lane(0), eager(0, 7, 300), a);
-  sendChunk(wires.lane(0), eager(0, 7, 500), b);
+  sendChunk(wires.lane(0), eager(0, 7, 300, 0), a);
+  sendChunk(wires.lane(0), eager(0, 7, 500, 1), b);
   usleep(20000);
   CtsHeader cts;
   Request* r = post(7, &cts);  // the first eager message of tag 7 belongs to the first receive of tag 7
@@ -308,9 +309,18 @@ TEST_F(RecvSide, EagerMessageSkipsReceivesBeforeItsHorizon) {
 TEST_F(RecvSide, MoreEagerMessagesThanCreditsFail) {
   CtsHeader cts;
   Request* r = post(9, &cts);  // a receive none of them belongs to
-  for (uint32_t i = 0; i <= kEagerCredits; i++) sendChunk(wires.lane(0), eager(1, 7, 8), pattern(8));
+  for (uint32_t i = 0; i <= kEagerCredits; i++) sendChunk(wires.lane(0), eager(1, 7, 8, i), pattern(8));
   EXPECT_EQ(finish(r), Status::RemoteError);
-  expectWarn("more eager messages than the 16 credits");
+  expectWarn("more eager messages than the 32 credits");
+}
+
+TEST_F(RecvSide, RepeatedEagerNumberFails) {
+  CtsHeader cts;
+  Request* r = post(9, &cts);  // a receive neither belongs to: both wait
+  sendChunk(wires.lane(0), eager(1, 7, 8, 0), pattern(8));
+  sendChunk(wires.lane(0), eager(1, 7, 8, 0), pattern(8));
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("eager message number 0 repeated");
 }
 
 TEST_F(RecvSide, EagerMessageBeyondTheLimitFails) {
@@ -321,13 +331,94 @@ TEST_F(RecvSide, EagerMessageBeyondTheLimitFails) {
   expectWarn("eager message of 2049 bytes (limit 2048)");
 }
 
-TEST_F(RecvSide, EagerMessageOnAHelperLaneFails) {
+TEST_F(RecvSide, EagerMessageOnAHelperLaneWaitsInItsSocketUntilItsReceiveIsPosted) {
+  auto data = pattern(kPosted);
+  sendChunk(wires.lane(1), eager(0, 7, 900, 0), data);  // larger than the lane-0 limit would allow: not staged
+  usleep(30000);
+  EXPECT_EQ(buf[0], 0xEE) << "landed before its receive was posted";
   CtsHeader cts;
   Request* r = post(7, &cts);
-  sendChunk(wires.lane(1), eager(0, 7, 8), pattern(8));
-  EXPECT_EQ(finish(r), Status::RemoteError);
-  expectWarn("eager message on a helper lane");
+  int size = -1;
+  ASSERT_EQ(finish(r, &size), Status::Ok);
+  EXPECT_EQ(size, 900);
+  EXPECT_EQ(memcmp(buf.data(), data.data(), 900), 0);
+  EXPECT_TRUE(guardIntact());
+  Request* r2 = post(7, &cts);
+  EXPECT_EQ(cts.credits, 1) << "its credit comes back with the next record";
+  sendChunk(wires.lane(1), chunk(cts, 0, 7, 10, 0, 10), data);  // the lane reads on after it
+  ASSERT_EQ(finish(r2, &size), Status::Ok);
+  EXPECT_EQ(size, 10);
+}
+
+TEST_F(RecvSide, EagerMessagesAcrossLanesArePlacedInNumberOrder) {
+  // Number 1 (lane 0) arrives before number 0 (a helper lane): number 0 still takes the first receive.
+  auto a = pattern(kPosted), b = pattern(300);
+  for (auto& x : b) x ^= 0x5a;
+  sendChunk(wires.lane(0), eager(0, 7, 300, 1), b);
+  usleep(20000);
+  std::vector<uint8_t> other(kPosted + kGuard, 0xEE);
+  CtsHeader cts;
+  Request* r1 = post(7, &cts);
+  void* d = other.data();
+  size_t sz = kPosted;
+  int tag = 7;
+  Request* r2 = nullptr;
+  ASSERT_EQ(comm->irecv(1, &d, &sz, &tag, nullptr, &r2), Status::Ok);
+  usleep(20000);
+  bool done = false;
+  ASSERT_EQ(r2->test(&done, nullptr), Status::Ok);
+  EXPECT_FALSE(done) << "number 1 was placed before number 0 was seen";
+  sendChunk(wires.lane(1), eager(0, 7, 900, 0), a);
+  int size = -1;
+  ASSERT_EQ(finish(r1, &size), Status::Ok);
+  EXPECT_EQ(size, 900);
+  EXPECT_EQ(memcmp(buf.data(), a.data(), 900), 0);
+  ASSERT_EQ(finish(r2, &size), Status::Ok);
+  EXPECT_EQ(size, 300);
+  EXPECT_EQ(memcmp(other.data(), b.data(), 300), 0);
+  comm.reset();  // before `other` goes
+}
+
+TEST_F(RecvSide, EagerMessageFindsItsReceiveAfterLaterOnesCompletedOutOfOrder) {
+  CtsHeader first, cts;
+  Request* r0 = post(7, &first);  // the eager message's receive: it stays open while later ones come and go
+  auto data = pattern(kPosted);
+  for (uint32_t k = 0; k < 2 * kMaxRequests; k++) {
+    Request* r = post(7, &cts);
+    sendChunk(wires.lane(0), chunk(cts, 0, 7, 10, 0, 10), data);
+    ASSERT_EQ(finish(r), Status::Ok);
+  }
+  auto e = pattern(20);
+  for (auto& x : e) x ^= 0x5a;
+  sendChunk(wires.lane(1), eager(0, 7, 20, 0), e);  // horizon 0: receive 0 is the first free one
+  int size = -1;
+  ASSERT_EQ(finish(r0, &size), Status::Ok);
+  EXPECT_EQ(size, 20);
+  EXPECT_EQ(memcmp(buf.data(), e.data(), 20), 0);
+}
+
+TEST_F(RecvSide, HeldEagerMessageLargerThanItsReceiveFailsAndWritesNothing) {
+  sendChunk(wires.lane(1), eager(0, 7, kPosted + 1, 0), pattern(kPosted + 1));
+  usleep(20000);
+  void* d = buf.data();
+  size_t sz = kPosted;
+  int tag = 7;
+  Request* r = nullptr;
+  Status st = comm->irecv(1, &d, &sz, &tag, nullptr, &r);  // the receive that the held message names
+  if (st == Status::Ok && r) st = finish(r);
+  EXPECT_EQ(st, Status::InvalidUsage);
+  expectWarn("for a receive buffer of 1000 bytes");
   EXPECT_EQ(buf[0], 0xEE);
+  EXPECT_TRUE(guardIntact());
+}
+
+TEST_F(RecvSide, CloseWithAHeldEagerMessageDoesNotWait) {
+  sendChunk(wires.lane(1), eager(0, 7, 900, 0), pattern(900));
+  usleep(20000);  // the helper holds it now
+  auto t0 = Clock::now();
+  comm.reset();
+  double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  EXPECT_LT(ms, 500.0) << "close waited for the held lane";
 }
 
 TEST_F(RecvSide, EagerMessageLargerThanItsReceiveFails) {
@@ -435,12 +526,13 @@ TEST_F(SendSide, SmallMessagesGoEagerOnlyAfterTheFirstRecordAndSettleLaterRecord
     ASSERT_TRUE(readAll(wires.lane(0), got.data(), 100));
     EXPECT_EQ(got, data);
   }
-  // Their records arrive later; a large send must take the record after them.
+  // Their records arrive later; a send too large to go eager must take the record after them.
+  const size_t bigBytes = std::max<size_t>(1 << 18, currentTuning().laneEagerBytes + 1);
   postCts(1, 1, {{1, 4096}});
   postCts(2, 2, {{1, 4096}});
   postCts(3, 3, {{1, 4096}});
-  postCts(4, 4, {{1, 1 << 20}});
-  std::vector<uint8_t> big(1 << 18, 3);
+  postCts(4, 4, {{1, static_cast<uint32_t>(bigBytes)}});
+  std::vector<uint8_t> big(bigBytes, 3);
   ASSERT_EQ(comm->isend(big.data(), big.size(), 1, nullptr, &r), Status::Ok);
   std::thread reader([&] {
     for (int lane = 1; lane <= 2; lane++) {
@@ -454,6 +546,62 @@ TEST_F(SendSide, SmallMessagesGoEagerOnlyAfterTheFirstRecordAndSettleLaterRecord
   });
   EXPECT_EQ(finish(r), Status::Ok);
   reader.join();
+}
+
+TEST_F(SendSide, LargeEagerMessageGoesWholeOnAHelperLaneThatOtherPiecesAvoid) {
+  ASSERT_GE(currentTuning().laneEagerBytes, size_t{1} << 16) << "helper-lane eager messages are off";
+  auto data = pattern(1 << 16);
+  Request* r = nullptr;
+  postCts(0, 0, {{1, 16}});  // the first record, used up by a small send
+  ASSERT_EQ(comm->isend(data.data(), 16, 1, nullptr, &r), Status::Ok);
+  ASSERT_EQ(finish(r), Status::Ok);
+  ChunkHeader h;
+  std::vector<uint8_t> got(1 << 16);
+  ASSERT_TRUE(readAll(wires.lane(0), &h, sizeof h));
+  ASSERT_TRUE(readAll(wires.lane(0), got.data(), 16));
+  // A large send with no record to take leaves at once, whole, on one helper lane.
+  ASSERT_EQ(comm->isend(data.data(), data.size(), 1, nullptr, &r), Status::Ok);
+  int held = -1;
+  std::thread reader([&] {
+    for (auto deadline = Clock::now() + std::chrono::seconds(10); held < 0 && Clock::now() < deadline;)
+      for (int lane = 1; lane <= 2 && held < 0; lane++) {
+        pollfd q{wires.lane(lane), POLLIN, 0};
+        if (::poll(&q, 1, 10) > 0) held = lane;
+      }
+    ASSERT_GT(held, 0);
+    ASSERT_TRUE(readAll(wires.lane(held), &h, sizeof h));
+    ASSERT_TRUE(readAll(wires.lane(held), got.data(), got.size()));
+  });
+  ASSERT_EQ(finish(r), Status::Ok) << "an eager send completes before its record";
+  reader.join();
+  EXPECT_EQ(h.flags, kChunkEager);
+  EXPECT_EQ(h.seq, 1u);
+  EXPECT_EQ(h.eager, 0u) << "the first eager message (the small send took record 0)";
+  EXPECT_EQ(h.total, data.size());
+  EXPECT_EQ(h.length, data.size());
+  EXPECT_EQ(got, data);
+  // While its record is unread, a send with another tag waits for its own record, and its pieces avoid the lane
+  // the receiver may be holding.
+  std::vector<uint8_t> big(1 << 18, 3);
+  ASSERT_EQ(comm->isend(big.data(), big.size(), 2, nullptr, &r), Status::Ok);
+  bool done = false;
+  ASSERT_EQ(r->test(&done, nullptr), Status::Ok);
+  EXPECT_FALSE(done) << "another tag went eager while a held lane waits";
+  postCts(1, 1, {{2, 1 << 18}});
+  const int other = held == 1 ? 2 : 1;
+  std::thread reader2([&] {
+    ChunkHeader p;
+    ASSERT_TRUE(readAll(wires.lane(other), &p, sizeof p));
+    EXPECT_EQ(p.flags, 0);
+    EXPECT_EQ(p.seq, 1u);
+    EXPECT_EQ(p.length, 1u << 18) << "the whole message on the one clean lane";
+    std::vector<uint8_t> sink(p.length);
+    ASSERT_TRUE(readAll(wires.lane(other), sink.data(), p.length));
+  });
+  EXPECT_EQ(finish(r), Status::Ok);
+  reader2.join();
+  pollfd q{wires.lane(held), POLLIN, 0};
+  EXPECT_EQ(::poll(&q, 1, 50), 0) << "a piece queued behind the held eager message";
 }
 
 TEST_F(SendSide, SendLargerThanThePostedReceiveFails) {

@@ -26,9 +26,15 @@ namespace {
 void usage() {
   fprintf(stderr,
           "usage: icn-perf [--plugin PATH (default: ICN_PLUGIN_PATH, else the library installed or built next to icn-perf)]\n"
-          "                 [--min BYTES] [--max BYTES] [--window N] [--lat-iters N]\n"
+          "                 [--min BYTES] [--max BYTES] [--window N] [--lat-iters N] [--bw-bytes BYTES]\n"
+          "                 [--exchange [--conns N] [--slice-us US]]\n"
           "                [--bw-only | --lat-only] [--json FILE] [--server [--port P] | --client HOST:PORT]\n"
-          "Sizes accept K/M/G suffixes. Without --server/--client both ranks run on this host.\n");
+          "Sizes accept K/M/G suffixes. Without --server/--client both ranks run on this host.\n"
+          "--exchange: NCCL's point-to-point pattern instead of one-way bandwidth: both ranks send and receive at\n"
+          "once over N connections per direction (default 1), --window requests in flight on each (try 8, as\n"
+          "NCCL's steps), tested oldest first; reports bandwidth per direction and time per message.\n"
+          "--slice-us: step buffers fill and drain only in the rank's turn of an emulated GPU that the two ranks\n"
+          "time-share in turns of US microseconds (as two processes on one GPU); needs one clock for both ranks.\n");
 }
 
 // The plugin next to this binary, never a path fixed at build time: --plugin or ICN_PLUGIN_PATH first,
@@ -81,16 +87,27 @@ int rankMain(int rank, netapi::Pipe& peer, const perf::Options& o) {
   s.close();
   if (rank != 0) return 0;
   printf("# icn-perf through %s, device %s (%d Mbps)\n", p.net->name, props.name, props.speed);
-  printf("%12s %12s %12s %12s %12s\n", "bytes", "bw_GB/s", "lat_p50_us", "lat_p99_us", "lat_min_us");
-  for (auto& pt : pts) printf("%12zu %12.6f %12.2f %12.2f %12.2f\n", pt.bytes, pt.gbps, pt.p50us, pt.p99us, pt.minus);
+  if (o.exchange)
+    printf("# exchange: both directions at once, %d connection(s) per direction, %d in flight on each%s\n", o.conns,
+           o.window, o.sliceUs ? (", GPU turns of " + std::to_string(o.sliceUs) + " us").c_str() : "");
+  printf("%12s %12s %12s %12s %12s%s\n", "bytes", "bw_GB/s", "lat_p50_us", "lat_p99_us", "lat_min_us",
+         o.exchange ? "       msg_us       cpu_us" : "");
+  for (auto& pt : pts) {
+    printf("%12zu %12.6f %12.2f %12.2f %12.2f", pt.bytes, pt.gbps, pt.p50us, pt.p99us, pt.minus);
+    if (o.exchange) printf(" %12.2f %12.2f", pt.msgUs, pt.cpuUs);
+    printf("\n");
+  }
   if (!o.json.empty()) {
     FILE* f = fopen(o.json.c_str(), "w");
     if (!f) return perror(o.json.c_str()), 1;
     fprintf(f, "{\"tool\":\"icn-perf\",\"plugin\":\"%s\",\"device\":\"%s\",\"speed_mbps\":%d,\"points\":[", p.net->name,
             props.name, props.speed);
     for (size_t i = 0; i < pts.size(); i++)
-      fprintf(f, "%s{\"bytes\":%zu,\"bw_gbps\":%.6f,\"lat_p50_us\":%.3f,\"lat_p99_us\":%.3f,\"lat_min_us\":%.3f}",
-              i ? "," : "", pts[i].bytes, pts[i].gbps, pts[i].p50us, pts[i].p99us, pts[i].minus);
+      fprintf(f,
+              "%s{\"bytes\":%zu,\"bw_gbps\":%.6f,\"lat_p50_us\":%.3f,\"lat_p99_us\":%.3f,\"lat_min_us\":%.3f,"
+              "\"msg_us\":%.3f,\"cpu_us\":%.3f}",
+              i ? "," : "", pts[i].bytes, pts[i].gbps, pts[i].p50us, pts[i].p99us, pts[i].minus, pts[i].msgUs,
+              pts[i].cpuUs);
     fprintf(f, "]}\n");
     fclose(f);
   }
@@ -157,6 +174,9 @@ int main(int argc, char** argv) {
     else if (a == "--bw-bytes") o.bwBytes = static_cast<double>(parseSize(next()));
     else if (a == "--bw-only") o.lat = false;
     else if (a == "--lat-only") o.bw = false;
+    else if (a == "--exchange") o.exchange = true;
+    else if (a == "--conns") o.conns = std::clamp(atoi(next()), 1, 16);
+    else if (a == "--slice-us") o.sliceUs = std::max(0, atoi(next()));
     else if (a == "--json") o.json = next();
     else if (a == "--server") server = true;
     else if (a == "--port") port = atoi(next());

@@ -15,12 +15,20 @@ struct Options {
   int latIters = 1000;    // ping-pongs per size (fewer for large sizes)
   double bwBytes = 512e6; // bytes moved per bandwidth point
   bool bw = true, lat = true;
+  // Exchange mode (--exchange): NCCL's point-to-point pattern. Both ranks send and receive at once over
+  // `conns` connections per direction, `window` requests in flight on each, every request tested oldest
+  // first and at most one post and one test per connection and direction in each pass (as NCCL's proxy).
+  bool exchange = false;
+  int conns = 1;
+  int64_t sliceUs = 0;  // exchange mode: emulate two processes time-sharing one GPU in turns of this length
   std::string json;
 };
 
 struct Point {
   size_t bytes;
-  double gbps = 0;   // unidirectional bandwidth, GB/s (1e9)
+  double gbps = 0;   // unidirectional bandwidth, GB/s (1e9); in exchange mode, per direction
+  double msgUs = 0;  // exchange mode: mean time per message and direction (all connections together), µs
+  double cpuUs = 0;  // exchange mode: CPU time of both processes per message and direction, µs
   double p50us = 0, p99us = 0, minus = 0;
 };
 
@@ -33,6 +41,7 @@ class Session {
 
  private:
   bool bandwidth(size_t bytes, double* gbps, std::string* err);
+  bool exchange(size_t bytes, Point* pt, std::string* err);
   bool latency(size_t bytes, Point* pt, std::string* err);
   bool send(void* buf, size_t n, void* mh, std::string* err);
   bool recv(void* buf, size_t n, void* mh, std::string* err);
@@ -42,6 +51,8 @@ class Session {
   netapi::Pipe& peer_;
   const Options& o_;
   void *listen_ = nullptr, *send_ = nullptr, *recv_ = nullptr;
+  // Exchange mode's further connections (the first pair is send_/recv_).
+  std::vector<void*> listens_, sends_, recvs_, smhs_, rmhs_;
   std::vector<uint8_t> sbuf_, rbuf_;
   void *smh_ = nullptr, *rmh_ = nullptr;
 };

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@ constexpr size_t kLane0Stage = 64 * 1024 + sizeof(ChunkHeader);
 struct Tuning {
   size_t inlineBytes = 0;  // messages up to this size go on lane 0
   size_t chunkBytes = 0;   // smallest piece of a split message
+  size_t laneEagerBytes = 0;  // messages up to this size may go eager on a helper lane
 };
 Tuning currentTuning();
 
@@ -90,6 +92,8 @@ class TcpSendComm final : public SendComm, public CommCore {
   Status flushLane0();
   // Sends r now, before its clear-to-send record (tcp_wire.h): true when it did.
   bool sendEager(TcpSendRequest* r);
+  // A helper lane with no unresolved eager message on it, round robin; -1 when there is none.
+  int cleanHelper();
 
   FixedPool<TcpSendRequest, kMaxRequests * kMaxRecvs> pool_;
   std::array<TcpSendRequest*, kMaxRequests * kMaxRecvs> queue_{};  // unmatched, in isend order
@@ -108,9 +112,17 @@ class TcpSendComm final : public SendComm, public CommCore {
   unsigned nextHelper_ = 0;
   uint32_t eagerBytes_;
   uint32_t credits_;                             // eager messages we may still send
-  std::array<int, kEagerCredits> debts_{};        // tags of eager messages whose CTS entry is not read yet
+  struct Debt {
+    int tag;
+    int lane;  // 0, or the helper lane that holds it
+  };
+  std::array<Debt, kEagerCredits> debts_{};       // eager messages whose CTS entry is not read yet, oldest first
   uint32_t ndebts_ = 0;
-  std::vector<std::unique_ptr<SendHelper>> helpers_;  // after everything they touch: joined first
+  uint32_t eagerSent_ = 0;                        // eager number of the next one
+  std::array<int, kMaxLanes + 1> heldOn_{};       // unresolved eager messages per helper lane
+  int heldTotal_ = 0;
+  int eagerLane_ = 1;                             // the helper lane of the unresolved ones
+  std::vector<std::unique_ptr<SendHelper>> helpers_;  // stopped first by the destructor, then reaped
 };
 
 struct TcpRecvRequest final : Request {
@@ -150,13 +162,30 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   void landed(const Landing& l, bool arrived) override;
 
  private:
+  // An eager message seen but not yet handed to its receive, in eager-number order.
+  struct Eager {
+    uint32_t number;
+    int tag;
+    uint32_t horizon;
+    uint32_t size;
+    int stage;      // its stage slot (lane 0), or -1: it waits in its helper lane's socket
+    bool complete;  // staged: every byte is in the stage
+    bool assigned;  // held on a helper lane: its receive is chosen (in `landing`), the lane takes it next
+    Landing landing;
+  };
   Status progress();
   void release(TcpRecvRequest* r);
-  Status landEager(const ChunkHeader& h, Landing* out, std::string* why);
+  Status landEager(const ChunkHeader& h, bool lane0, Landing* out, std::string* why);
   // The receive entry an eager message with this tag and horizon belongs to, if it is posted.
   bool eagerTarget(int tag, uint32_t horizon, TcpRecvRequest** r, int* index);
-  // Hands staged eager messages, oldest first, to the receives they belong to.
-  void assignStaged();
+  // Whether the eager message at pending_[j] may be placed now: every lower number seen, no earlier one with its
+  // tag still unplaced.
+  bool eagerTurn(uint32_t j) const;
+  // Claims entry i of r for an eager message of `size` bytes (the caller checked it fits); Landing into it.
+  Landing claimEager(TcpRecvRequest* r, int i, uint32_t size);
+  // Places every eager message whose turn has come and whose receive is posted. Under eagerMu_.
+  void assignEager();
+  void noteChange();  // pokes the helpers: a lane holding a message may go on
 
   FixedPool<TcpRecvRequest, kMaxRequests> pool_;
   uint32_t nextSeq_ = 0;
@@ -165,21 +194,17 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   size_t ctsOutLen_ = 0, ctsOutOff_ = 0;
   ChunkReader reader0_{kLane0Stage, true};
   bool lane0Closed_ = false;
-  // Eager messages whose receive is not posted yet, in arrival order, each in one slot of stage_.
-  struct Staged {
-    int tag;
-    uint32_t horizon;
-    uint32_t size;
-    int slot;
-    bool complete;
-  };
+  // Eager messages: the proxy thread reads lane 0 and posts receives, helper lanes read the larger ones; their
+  // shared state (below, nextSeq_ and the requests' eagerTaken) is guarded by eagerMu_.
+  mutable std::mutex eagerMu_;
   uint32_t eagerBytes_;
   std::vector<uint8_t> stage_;
-  std::array<Staged, kEagerCredits> staged_{};
-  uint32_t nstaged_ = 0;
-  uint32_t freeStages_ = (1u << kEagerCredits) - 1;
+  std::array<Eager, kEagerCredits> pending_{};
+  uint32_t npending_ = 0;
+  uint32_t eagerBase_ = 0;   // lowest eager number not seen yet
+  uint64_t seenAbove_ = 0;   // bit k: number eagerBase_ + k was seen
+  uint64_t freeStages_ = kEagerCredits == 64 ? ~uint64_t{0} : (uint64_t{1} << kEagerCredits) - 1;
   uint16_t creditsOwed_ = 0;                    // eager messages consumed since the last CTS
-  std::array<uint8_t, kMaxRequests> slotOfSeq_{};  // request slot of each live sequence number (mod kMaxRequests)
   std::atomic<int> closedLanes_{0};
   std::vector<std::unique_ptr<RecvHelper>> helpers_;
 };

@@ -8,6 +8,8 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstring>
 
 #include "core/log.h"
@@ -71,18 +73,67 @@ Status writeSome(int fd, SendJob& job, bool* done, std::string* why) {
   return Status::Ok;
 }
 
+bool Helper::enter() {
+  busy_.store(true, std::memory_order_seq_cst);
+  if (!stopping_.load(std::memory_order_seq_cst)) return true;
+  busy_.store(false, std::memory_order_seq_cst);
+  return false;
+}
+
+void Helper::stop() {
+  // With enter(): either the helper sees the flag, or we see it busy and wait for the few system calls it makes
+  // before leave(); both are sequentially consistent, so no step can slip between.
+  stopping_.store(true, std::memory_order_seq_cst);
+  while (busy_.load(std::memory_order_seq_cst)) std::this_thread::yield();
+  ::shutdown(fd_.get(), SHUT_RDWR);  // wakes a poll(); the peer sees the lane end now, not at the join
+  wakeForStop();
+}
+
+void Reaper::adopt(std::vector<std::unique_ptr<Helper>> stopped) {
+  std::vector<std::unique_ptr<Helper>> ended;
+  {
+    std::lock_guard lk(mu_);
+    for (size_t i = 0; i < helpers_.size();) {
+      if (helpers_[i]->exited()) {
+        ended.push_back(std::move(helpers_[i]));
+        helpers_[i] = std::move(helpers_.back());
+        helpers_.pop_back();
+      } else {
+        i++;
+      }
+    }
+    for (auto& h : stopped) helpers_.push_back(std::move(h));
+  }
+  // `ended` goes here, outside the lock: joins that return at once, and their sockets close.
+}
+
+void Reaper::drain() {
+  std::vector<std::unique_ptr<Helper>> all;
+  {
+    std::lock_guard lk(mu_);
+    all.swap(helpers_);
+  }
+}
+
+Reaper& reaper() {
+  static Reaper r;
+  return r;
+}
+
 SendHelper::SendHelper(Fd fd, FailureState& failure, int index)
-    : fd_(std::move(fd)), failure_(failure), index_(index), thread_([this] { run(); }) {}
+    : Helper(std::move(fd), index), failure_(failure), thread_([this] { run(); }) {}
 
 SendHelper::~SendHelper() {
+  stop();  // a no-op wait when the comm stopped it already
+  thread_.join();
+}
+
+void SendHelper::wakeForStop() {
   {
     std::lock_guard lk(mu_);
     stop_ = true;
   }
-  stopping_.store(true);
   cv_.notify_one();
-  ::shutdown(fd_.get(), SHUT_RDWR);  // wakes a helper waiting for room in the socket
-  thread_.join();
 }
 
 void SendHelper::push(const ChunkHeader& h, const uint8_t* data, std::atomic<int>* pending) {
@@ -107,32 +158,37 @@ void SendHelper::run() {
     {
       std::unique_lock lk(mu_);
       cv_.wait(lk, [&] { return stop_ || head_ != tail_; });
-      if (stop_) return;
+      if (stop_) break;
       job = &ring_[head_ % kCapacity];  // stays put: push() only writes past tail_
     }
+    bool done = false;
     for (;;) {
-      bool done = false;
+      if (!enter()) break;  // reads NCCL's buffer and updates the comm's request: only until stop()
       std::string why;
       if (writeSome(fd_.get(), *job, &done, &why) != Status::Ok) {
-        if (!stopping_.load()) failure_.fail(Status::RemoteError, "lane " + std::to_string(index_) + ": " + why);
-        return;
+        failure_.fail(Status::RemoteError, "lane " + std::to_string(index_) + ": " + why);
+        leave();
+        break;
       }
-      if (done) break;
+      if (done) {
+        job->pending->fetch_sub(1, std::memory_order_release);
+        leave();
+        break;
+      }
+      leave();
       pollfd p{fd_.get(), POLLOUT, 0};
       ::poll(&p, 1, kPollMs);
-      if (stopping_.load()) return;
     }
-    std::atomic<int>* pending = job->pending;
-    {
-      std::lock_guard lk(mu_);
-      head_++;
-    }
-    pending->fetch_sub(1, std::memory_order_release);
+    if (!done) break;
+    std::lock_guard lk(mu_);
+    head_++;
   }
+  exited_.store(true, std::memory_order_release);
 }
 
-Status ChunkReader::pump(int fd, ChunkSink& sink, bool* eof, std::string* why) {
+Status ChunkReader::pump(int fd, ChunkSink& sink, bool* eof, bool* held, std::string* why) {
   *eof = false;
+  *held = false;
   bool drained = false;  // a read came back short: the socket is (most likely) empty, stop before an EAGAIN
   // Reads into [buf, buf + n): Ok with *got > 0, or Ok with *got == 0 when nothing is there (or at EOF: *closed).
   auto read = [&](uint8_t* buf, size_t n, size_t* got, bool* closed) {
@@ -162,6 +218,22 @@ Status ChunkReader::pump(int fd, ChunkSink& sink, bool* eof, std::string* why) {
   for (;;) {
     size_t got = 0;
     bool closed = false;
+    if (holding_) {  // ask again for the held message's receive
+      ChunkHeader h;
+      memcpy(&h, header_, sizeof h);
+      ICN_CHECK(sink.land(h, lane0_, &landing_, why));
+      if (landing_.held) {
+        *held = true;
+        return Status::Ok;
+      }
+      holding_ = false;
+      if (landing_.length == 0) {
+        sink.landed(landing_, true);
+        continue;
+      }
+      inPayload_ = true;
+      got_ = 0;
+    }
     if (!inPayload_) {
       if (pos_ == len_) {
         ICN_CHECK(read(stage_.get(), cap_, &got, &closed));
@@ -185,7 +257,13 @@ Status ChunkReader::pump(int fd, ChunkSink& sink, bool* eof, std::string* why) {
       headerGot_ = 0;
       ChunkHeader h;
       memcpy(&h, header_, sizeof h);
+      landing_.held = false;
       ICN_CHECK(sink.land(h, lane0_, &landing_, why));
+      if (landing_.held) {
+        holding_ = true;
+        *held = true;
+        return Status::Ok;
+      }
       if (landing_.length == 0) {
         sink.landed(landing_, true);
         continue;
@@ -220,35 +298,58 @@ void ChunkReader::abandon(ChunkSink& sink) {
 }
 
 RecvHelper::RecvHelper(Fd fd, ChunkSink& sink, FailureState& failure, std::atomic<int>& closedLanes, int index)
-    : fd_(std::move(fd)),
+    : Helper(std::move(fd), index),
       sink_(sink),
       failure_(failure),
       closedLanes_(closedLanes),
-      index_(index),
       thread_([this] { run(); }) {}
 
 RecvHelper::~RecvHelper() {
-  stopping_.store(true);
-  ::shutdown(fd_.get(), SHUT_RDWR);  // wakes the helper's poll(); it then sees EOF or the flag
+  stop();
   thread_.join();
+}
+
+void RecvHelper::wakeForStop() {
+  std::lock_guard lk(mu_);
+  cv_.notify_all();
+}
+
+void RecvHelper::poke() {
+  // With run(): either we see it holding and notify under the lock, or it sees the count move before it sleeps.
+  pokes_.fetch_add(1, std::memory_order_seq_cst);
+  if (!holding_.load(std::memory_order_seq_cst)) return;
+  std::lock_guard lk(mu_);
+  cv_.notify_all();
 }
 
 void RecvHelper::run() {
   nameThread("r", index_);
   for (;;) {
-    bool eof = false;
+    if (!enter()) break;  // writes into NCCL's buffers and the comm's state: only until stop()
+    bool eof = false, held = false;
     std::string why;
-    Status st = reader_.pump(fd_.get(), sink_, &eof, &why);
-    if (st != Status::Ok || eof || stopping_.load()) {
+    const uint64_t seen = pokes_.load(std::memory_order_seq_cst);  // a poke after this ends the wait below
+    Status st = reader_.pump(fd_.get(), sink_, &eof, &held, &why);
+    if (st != Status::Ok || eof) {
       reader_.abandon(sink_);
-      if (st != Status::Ok && !stopping_.load())
-        failure_.fail(st, "lane " + std::to_string(index_) + ": " + why);
+      if (st != Status::Ok) failure_.fail(st, "lane " + std::to_string(index_) + ": " + why);
       if (eof) closedLanes_.fetch_add(1);
-      return;
+      leave();
+      break;
+    }
+    leave();
+    if (held) {
+      holding_.store(true, std::memory_order_seq_cst);
+      std::unique_lock lk(mu_);
+      cv_.wait_for(lk, std::chrono::milliseconds(kPollMs),
+                   [&] { return pokes_.load(std::memory_order_seq_cst) != seen || stopping_.load(); });
+      holding_.store(false, std::memory_order_seq_cst);
+      continue;
     }
     pollfd p{fd_.get(), POLLIN, 0};
     ::poll(&p, 1, kPollMs);
   }
+  exited_.store(true, std::memory_order_release);
 }
 
 }  // namespace icn::tcp

@@ -1,7 +1,8 @@
 // Lanes of a TCP connection: the data sockets. Lane 0 is driven by NCCL's proxy thread inside isend/irecv/test;
 // every other lane has a helper thread that sleeps in poll() or on a condition variable while it has nothing to
-// do. Each helper owns its socket; the comm owns the helpers (stopped and joined at close, which shuts the
-// sockets down so that no helper waits on an idle peer).
+// do. Each helper owns its socket. The comm owns its helpers until close, which stops them (see Helper) and
+// hands them to the reaper: their threads end on their own, and are joined later (at a later close or at
+// finalize), so that a close does not wait for threads to be scheduled on a loaded machine.
 #pragma once
 #include <array>
 #include <atomic>
@@ -45,28 +46,62 @@ struct SendJob {
 // Writes what the socket takes without blocking. *done when the whole piece went out.
 Status writeSome(int fd, SendJob& job, bool* done, std::string* why);
 
+// What every helper shares: how it stops. A helper touches its comm or NCCL's memory only between enter()
+// and leave() (a few non-blocking system calls, never a wait); stop() waits only while the helper is between
+// them, so once it returns the helper never touches either again, and the comm may go while the thread ends.
+class Helper {
+ public:
+  virtual ~Helper() = default;  // the derived class joins its thread
+  Helper(const Helper&) = delete;
+  Helper& operator=(const Helper&) = delete;
+  void stop();
+  bool exited() const { return exited_.load(std::memory_order_acquire); }
+
+ protected:
+  Helper(Fd fd, int index) : fd_(std::move(fd)), index_(index) {}
+  bool enter();  // false once stopping: the thread must end without touching the comm
+  void leave() { busy_.store(false, std::memory_order_seq_cst); }
+  virtual void wakeForStop() = 0;  // wakes the thread from its idle wait
+  Fd fd_;
+  int index_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> busy_{false};
+  std::atomic<bool> exited_{false};
+};
+
+// Helpers of closed comms, until their threads have ended; one per process.
+class Reaper {
+ public:
+  ~Reaper() { drain(); }
+  // Takes stopped helpers; destroys those adopted earlier whose threads have ended (closing their sockets).
+  void adopt(std::vector<std::unique_ptr<Helper>> stopped);
+  // Destroys every adopted helper (each thread ends soon after its stop()).
+  void drain();
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Helper>> helpers_;
+};
+Reaper& reaper();
+
 // A send lane with its own thread. The queue holds one piece per message in flight at most, so it never fills
 // (NCCL has at most kMaxRequests x kMaxRecvs sends in flight per comm).
-class SendHelper {
+class SendHelper final : public Helper {
  public:
   static constexpr size_t kCapacity = kMaxRequests * kMaxRecvs;
   SendHelper(Fd fd, FailureState& failure, int index);
-  ~SendHelper();
-  SendHelper(const SendHelper&) = delete;
-  SendHelper& operator=(const SendHelper&) = delete;
+  ~SendHelper() override;
   void push(const ChunkHeader& h, const uint8_t* data, std::atomic<int>* pending);
 
  private:
   void run();
-  Fd fd_;
+  void wakeForStop() override;
   FailureState& failure_;
-  int index_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::array<SendJob, kCapacity> ring_;
   size_t head_ = 0, tail_ = 0;  // under mu_
   bool stop_ = false;           // under mu_
-  std::atomic<bool> stopping_{false};
   std::thread thread_;  // last: starts after everything above exists
 };
 
@@ -76,6 +111,9 @@ struct Landing {
   int slot = 0;
   int index = 0;
   uint32_t length = 0;
+  // An eager message on a helper lane whose receive is not posted yet: the lane holds it (header read, payload
+  // left in the socket) and asks again, with held still set, after the sink's next post.
+  bool held = false;
 };
 
 // Implemented by the receive comm: validates a header against what was posted (and claims the bytes), then
@@ -93,8 +131,9 @@ class ChunkSink {
 class ChunkReader {
  public:
   ChunkReader(size_t stageBytes, bool lane0) : stage_(new uint8_t[stageBytes]), cap_(stageBytes), lane0_(lane0) {}
-  // Reads what the socket has without blocking. *eof when the peer closed between two pieces.
-  Status pump(int fd, ChunkSink& sink, bool* eof, std::string* why);
+  // Reads what the socket has without blocking. *eof when the peer closed between two pieces; *held when it
+  // stopped at an eager message whose receive is not posted yet (call again after the sink changes).
+  Status pump(int fd, ChunkSink& sink, bool* eof, bool* held, std::string* why);
   // Releases a piece cut short (the lane failed or closes).
   void abandon(ChunkSink& sink);
 
@@ -105,27 +144,30 @@ class ChunkReader {
   alignas(8) uint8_t header_[sizeof(ChunkHeader)];
   size_t headerGot_ = 0;
   bool inPayload_ = false;
+  bool holding_ = false;  // header_ is a held eager message
   Landing landing_;
   size_t got_ = 0;
 };
 
-// A receive lane with its own thread.
-class RecvHelper {
+// A receive lane with its own thread. While it holds an eager message (Landing::held) it sleeps until poked.
+class RecvHelper final : public Helper {
  public:
   RecvHelper(Fd fd, ChunkSink& sink, FailureState& failure, std::atomic<int>& closedLanes, int index);
-  ~RecvHelper();
-  RecvHelper(const RecvHelper&) = delete;
-  RecvHelper& operator=(const RecvHelper&) = delete;
+  ~RecvHelper() override;
+  // The receive side changed (a receive posted, an eager message placed): a held message may go on.
+  void poke();
 
  private:
   void run();
-  Fd fd_;
+  void wakeForStop() override;
   ChunkSink& sink_;
   FailureState& failure_;
   std::atomic<int>& closedLanes_;
-  int index_;
-  std::atomic<bool> stopping_{false};
   ChunkReader reader_{4096, false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<uint64_t> pokes_{0};
+  std::atomic<bool> holding_{false};
   std::thread thread_;
 };
 

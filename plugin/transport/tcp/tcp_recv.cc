@@ -23,7 +23,11 @@ TcpRecvComm::TcpRecvComm(Sockets s, std::string peer, NetCommInfo info)
 }
 
 TcpRecvComm::~TcpRecvComm() {
-  helpers_.clear();  // joined: nothing writes into NCCL's buffers once close returns
+  // Stopped: nothing writes into NCCL's buffers or this comm once close returns; the threads end on their own.
+  for (auto& h : helpers_) h->stop();  // all of them before any moves: a running one may poke the others
+  std::vector<std::unique_ptr<Helper>> stopped;
+  for (auto& h : helpers_) stopped.push_back(std::move(h));
+  reaper().adopt(std::move(stopped));
 }
 
 Status TcpRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags, void**, Request** request) {
@@ -39,6 +43,7 @@ Status TcpRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
     ICN_WARN(subsys::Net, "irecv from %s: more than %d requests in flight", failure_.peer().c_str(), kMaxRequests);
     return Status::InvalidUsage;
   }
+  std::unique_lock lk(eagerMu_);
   const uint32_t seq = nextSeq_++;
   r->owner = this;
   r->n = n;
@@ -63,11 +68,11 @@ Status TcpRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
     memcpy(out + sizeof h + i * sizeof e, &e, sizeof e);
   }
   for (int i = 0; i < n; i++) r->eagerTaken[i] = false;
-  slotOfSeq_[seq % kMaxRequests] = static_cast<uint8_t>(pool_.indexOf(r));
   r->live.store(uint64_t{seq} + 1);  // published: lanes may land pieces from here on
-  assignStaged();                    // eager messages that came before this receive
-  if (Status st = failure_.status(); st != Status::Ok) return st;
+  assignEager();                     // eager messages that came before this receive
   h.credits = std::exchange(creditsOwed_, 0);
+  lk.unlock();
+  if (Status st = failure_.status(); st != Status::Ok) return st;
   memcpy(out, &h, sizeof h);
   ctsOutLen_ += sizeof h + n * sizeof(CtsEntry);
   *request = r;
@@ -90,9 +95,9 @@ Status TcpRecvComm::progress() {
   }
   if (ctsOutOff_ == ctsOutLen_) ctsOutOff_ = ctsOutLen_ = 0;
   if (!lane0Closed_) {
-    bool eof = false;
+    bool eof = false, held = false;  // lane 0 stages eager messages: it never holds one
     std::string why;
-    if (Status st = reader0_.pump(lane0_.get(), *this, &eof, &why); st != Status::Ok) {
+    if (Status st = reader0_.pump(lane0_.get(), *this, &eof, &held, &why); st != Status::Ok) {
       reader0_.abandon(*this);
       lane0Closed_ = true;
       failure_.fail(st, "lane 0: " + why);
@@ -107,14 +112,9 @@ Status TcpRecvComm::progress() {
 }
 
 Status TcpRecvComm::land(const ChunkHeader& h, bool lane0, Landing* out, std::string* why) {
-  if (!validChunk(h, eagerBytes_, why)) return Status::RemoteError;
-  if (h.flags & kChunkEager) {
-    if (!lane0) {
-      *why = "eager message on a helper lane";
-      return Status::RemoteError;
-    }
-    return landEager(h, out, why);
-  }
+  // Eager messages on helper lanes are not staged: any size a message may have.
+  if (!validChunk(h, lane0 ? eagerBytes_ : kMaxMessage, why)) return Status::RemoteError;
+  if (h.flags & kChunkEager) return landEager(h, lane0, out, why);
   TcpRecvRequest& r = pool_.at(h.slot);
   // Announce ourselves before checking that the receive is live: release() clears live first and then waits
   // for users to drop to zero, so the fields read below cannot change under us.
@@ -151,94 +151,172 @@ Status TcpRecvComm::land(const ChunkHeader& h, bool lane0, Landing* out, std::st
 }
 
 bool TcpRecvComm::eagerTarget(int tag, uint32_t horizon, TcpRecvRequest** out, int* index) {
-  // Only the latest kMaxRequests receives can be live, whatever horizon the peer names.
-  uint32_t first = horizon;
-  if (nextSeq_ - first > kMaxRequests) first = nextSeq_ - kMaxRequests;
-  for (uint32_t seq = first; seq != nextSeq_; seq++) {
-    TcpRecvRequest& r = pool_.at(slotOfSeq_[seq % kMaxRequests]);
-    if (r.live.load() != uint64_t{seq} + 1) continue;
+  // The live receive with the lowest sequence number >= horizon that has a free entry with this tag. Receives
+  // may complete out of order, so the live ones can span any range of sequence numbers: look at each of them.
+  TcpRecvRequest* best = nullptr;
+  int bestIndex = 0;
+  uint32_t bestDistance = 0;
+  for (size_t slot = 0; slot < kMaxRequests; slot++) {
+    TcpRecvRequest& r = pool_.at(slot);
+    const uint64_t live = r.live.load();
+    if (live == 0) continue;
+    const uint32_t distance = static_cast<uint32_t>(live - 1) - horizon;
+    if (static_cast<int32_t>(distance) < 0 || (best && distance >= bestDistance)) continue;
     for (int i = 0; i < r.n; i++) {
       if (r.tags[i] == tag && !r.eagerTaken[i] && r.entries[i].total.load() < 0) {
-        *out = &r;
-        *index = i;
-        return true;
+        best = &r;
+        bestIndex = i;
+        bestDistance = distance;
+        break;
       }
     }
   }
-  return false;
+  if (!best) return false;
+  *out = best;
+  *index = bestIndex;
+  return true;
 }
 
-Status TcpRecvComm::landEager(const ChunkHeader& h, Landing* out, std::string* why) {
+bool TcpRecvComm::eagerTurn(uint32_t j) const {
+  const Eager& e = pending_[j];
+  if (static_cast<int32_t>(eagerBase_ - e.number) <= 0) return false;  // a lower number is not seen yet
+  for (uint32_t k = 0; k < j; k++)
+    if (pending_[k].tag == e.tag && !pending_[k].assigned) return false;
+  return true;
+}
+
+Landing TcpRecvComm::claimEager(TcpRecvRequest* r, int i, uint32_t size) {
+  r->eagerTaken[i] = true;
+  r->users.fetch_add(1);
+  r->entries[i].total.store(size);
+  r->entries[i].claimed.store(size);
+  Landing l;
+  l.dest = r->bufs[i];
+  l.slot = static_cast<int>(pool_.indexOf(r));
+  l.index = i;
+  l.length = size;
+  return l;
+}
+
+void TcpRecvComm::noteChange() {
+  for (auto& h : helpers_) h->poke();
+}
+
+Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, std::string* why) {
+  std::lock_guard lk(eagerMu_);
+  if (out->held) {  // a helper lane asking again for the message it holds
+    for (uint32_t j = 0; j < npending_; j++) {
+      Eager& e = pending_[j];
+      if (e.stage >= 0 || e.number != h.eager) continue;
+      if (!e.assigned) return Status::Ok;  // still held
+      *out = e.landing;
+      std::move(pending_.begin() + j + 1, pending_.begin() + npending_, pending_.begin() + j);
+      npending_--;
+      creditsOwed_++;
+      return Status::Ok;
+    }
+    *why = "held eager message " + std::to_string(h.eager) + " was lost";
+    return Status::InternalError;
+  }
   if (static_cast<int32_t>(nextSeq_ - h.seq) < 0) {
     *why = "eager message names clear-to-send record " + std::to_string(h.seq) + ", which was never sent";
     return Status::RemoteError;
   }
+  const uint32_t d = h.eager - eagerBase_;
+  if (static_cast<int32_t>(d) < 0 || (d < kEagerCredits && (seenAbove_ >> d & 1))) {
+    *why = "eager message number " + std::to_string(h.eager) + " repeated";
+    return Status::RemoteError;
+  }
+  if (d >= kEagerCredits || npending_ == kEagerCredits) {
+    *why = "more eager messages than the " + std::to_string(kEagerCredits) + " credits it was given (number " +
+           std::to_string(h.eager) + ", " + std::to_string(eagerBase_) + " expected next)";
+    return Status::RemoteError;
+  }
+  seenAbove_ |= uint64_t{1} << d;
+  while (seenAbove_ & 1) {
+    seenAbove_ >>= 1;
+    eagerBase_++;
+  }
+  // Kept in number order: numbers arrive out of order across lanes.
+  uint32_t at = npending_;
+  while (at > 0 && static_cast<int32_t>(pending_[at - 1].number - h.eager) > 0) at--;
+  std::move_backward(pending_.begin() + at, pending_.begin() + npending_, pending_.begin() + npending_ + 1);
+  npending_++;
+  Eager& e = pending_[at];
+  e = Eager{h.eager, h.tag, h.seq, h.total, -1, false, false, Landing{}};
   TcpRecvRequest* r = nullptr;
   int i = 0;
-  if (nstaged_ == 0 && eagerTarget(h.tag, h.seq, &r, &i)) {  // staged ones of the same tag go first
+  if (eagerTurn(at) && eagerTarget(h.tag, h.seq, &r, &i)) {  // its receive is posted: straight into it
     if (h.total > r->posted[i]) {
       *why = "eager message of " + std::to_string(h.total) + " bytes (tag " + std::to_string(h.tag) +
              ") for a receive buffer of " + std::to_string(r->posted[i]) + " bytes";
       return Status::InvalidUsage;
     }
-    r->eagerTaken[i] = true;
-    r->users.fetch_add(1);
-    r->entries[i].total.store(h.total);
-    r->entries[i].claimed.store(h.total);
+    *out = claimEager(r, i, h.total);
+    std::move(pending_.begin() + at + 1, pending_.begin() + npending_, pending_.begin() + at);
+    npending_--;
     creditsOwed_++;
-    out->dest = r->bufs[i];
-    out->slot = static_cast<int>(pool_.indexOf(r));
-    out->index = i;
+  } else if (lane0) {
+    if (freeStages_ == 0) {
+      *why = "more eager messages than the " + std::to_string(kEagerCredits) + " credits it was given";
+      return Status::RemoteError;
+    }
+    e.stage = std::countr_zero(freeStages_);
+    freeStages_ &= ~(uint64_t{1} << e.stage);
+    e.complete = h.total == 0;
+    out->dest = stage_.data() + size_t(e.stage) * eagerBytes_;
+    out->slot = -1 - e.stage;
+    out->index = 0;
     out->length = h.total;
-    return Status::Ok;
+  } else {
+    out->held = true;  // left in the socket until its receive is posted
   }
-  if (nstaged_ == kEagerCredits || freeStages_ == 0) {
-    *why = "more eager messages than the " + std::to_string(kEagerCredits) + " credits it was given";
-    return Status::RemoteError;
-  }
-  const int slot = std::countr_zero(freeStages_);
-  freeStages_ &= ~(1u << slot);
-  staged_[nstaged_++] = Staged{h.tag, h.seq, h.total, slot, h.total == 0};
-  out->dest = stage_.data() + size_t(slot) * eagerBytes_;
-  out->slot = -1 - slot;
-  out->index = 0;
-  out->length = h.total;
-  return Status::Ok;
+  assignEager();  // later messages may have waited for this number
+  return failure_.status() == Status::Ok ? Status::Ok : failure_.status();
 }
 
-void TcpRecvComm::assignStaged() {
-  for (uint32_t j = 0; j < nstaged_;) {
-    Staged& st = staged_[j];
-    if (!st.complete) break;  // only the newest can be incomplete; nothing after it to hand out
+void TcpRecvComm::assignEager() {
+  bool changed = false;
+  for (uint32_t j = 0; j < npending_;) {
+    Eager& e = pending_[j];
     TcpRecvRequest* r = nullptr;
     int i = 0;
-    if (!eagerTarget(st.tag, st.horizon, &r, &i)) {
+    if (e.assigned || (e.stage >= 0 && !e.complete) || !eagerTurn(j) || !eagerTarget(e.tag, e.horizon, &r, &i)) {
       j++;
       continue;
     }
-    if (st.size > r->posted[i]) {
-      failure_.fail(Status::InvalidUsage, "eager message of " + std::to_string(st.size) + " bytes (tag " +
-                                              std::to_string(st.tag) + ") for a receive buffer of " +
+    if (e.size > r->posted[i]) {
+      failure_.fail(Status::InvalidUsage, "eager message of " + std::to_string(e.size) + " bytes (tag " +
+                                              std::to_string(e.tag) + ") for a receive buffer of " +
                                               std::to_string(r->posted[i]) + " bytes");
-      return;
+      break;
+    }
+    changed = true;
+    if (e.stage < 0) {  // the holding lane takes it from here
+      e.landing = claimEager(r, i, e.size);
+      e.assigned = true;
+      j++;
+      continue;
     }
     r->eagerTaken[i] = true;
-    if (st.size) memcpy(r->bufs[i], stage_.data() + size_t(st.slot) * eagerBytes_, st.size);
-    r->entries[i].claimed.store(st.size);
-    r->entries[i].received.store(st.size);
-    r->entries[i].total.store(st.size, std::memory_order_release);
+    if (e.size) memcpy(r->bufs[i], stage_.data() + size_t(e.stage) * eagerBytes_, e.size);
+    r->entries[i].claimed.store(e.size);
+    r->entries[i].received.store(e.size);
+    r->entries[i].total.store(e.size, std::memory_order_release);
     creditsOwed_++;
-    freeStages_ |= 1u << st.slot;
-    std::move(staged_.begin() + j + 1, staged_.begin() + nstaged_, staged_.begin() + j);
-    nstaged_--;
+    freeStages_ |= uint64_t{1} << e.stage;
+    std::move(pending_.begin() + j + 1, pending_.begin() + npending_, pending_.begin() + j);
+    npending_--;
   }
+  if (changed) noteChange();
 }
 
 void TcpRecvComm::landed(const Landing& l, bool arrived) {
   if (l.slot < 0) {  // an eager message into the stage: it may now go to its receive
-    for (uint32_t j = 0; j < nstaged_; j++)
-      if (staged_[j].slot == -1 - l.slot) staged_[j].complete = arrived;
-    if (arrived) assignStaged();
+    std::lock_guard lk(eagerMu_);
+    for (uint32_t j = 0; j < npending_; j++)
+      if (pending_[j].stage == -1 - l.slot) pending_[j].complete = arrived;
+    if (arrived) assignEager();
     return;
   }
   TcpRecvRequest& r = pool_.at(static_cast<size_t>(l.slot));

@@ -17,6 +17,8 @@ Tuning currentTuning() {
   Tuning t;
   t.inlineBytes = static_cast<size_t>(std::max<int64_t>(0, params::getInt(params::Id::TcpInlineBytes)));
   t.chunkBytes = static_cast<size_t>(std::max<int64_t>(4096, params::getInt(params::Id::TcpChunkBytes)));
+  t.laneEagerBytes = static_cast<size_t>(
+      std::clamp<int64_t>(params::getInt(params::Id::TcpLaneEagerBytes), 0, int64_t{kMaxMessage}));
   return t;
 }
 
@@ -71,7 +73,11 @@ TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
 }
 
 TcpSendComm::~TcpSendComm() {
-  helpers_.clear();  // joined before the requests they point into go away
+  // Stopped before the requests they point into go away; the threads end on their own.
+  for (auto& h : helpers_) h->stop();  // all of them before any moves: a running one may poke the others
+  std::vector<std::unique_ptr<Helper>> stopped;
+  for (auto& h : helpers_) stopped.push_back(std::move(h));
+  reaper().adopt(std::move(stopped));
   // Unread clear-to-send bytes would make close() reset the connection, and a reset can destroy data the peer
   // has not read yet: read them first.
   uint8_t sink[4096];
@@ -175,28 +181,62 @@ Status TcpSendComm::readCts() {
 }
 
 bool TcpSendComm::sendEager(TcpSendRequest* r) {
-  // Never overtake a queued send, and never write on lane 0 before the receiver has (tcp_transport.cc).
-  if (r->size > eagerBytes_ || queued_ > 0 || ctsTail_ == 0) return false;
+  // Never overtake a queued send, and never write on a lane before the receiver has (tcp_transport.cc).
+  const bool small = r->size <= eagerBytes_;
+  const bool large = !small && !helpers_.empty() && r->size <= tuning_.laneEagerBytes;
+  if (!(small || large) || queued_ > 0 || ctsTail_ == 0) return false;
   if (match() != Status::Ok) return false;                 // debts first, with the records already read
-  if (credits_ <= kEagerCredits / 2 && (readCts() != Status::Ok || match() != Status::Ok)) return false;
+  // A large message goes eager only when the receiver is behind: a record already here sends it the normal
+  // way, split across the helper lanes.
+  if ((large || credits_ <= kEagerCredits / 2) && (readCts() != Status::Ok || match() != Status::Ok)) return false;
   // Only a message that can belong to no record we have read may go ahead of its record: then the receiver
   // and we place it by the same rule.
   if (credits_ == 0 || ndebts_ == kEagerCredits || ctsHead_ != ctsTail_) return false;
+  // The receiver may hold a helper lane on a large one until its receive is posted: while one is unresolved,
+  // every eager message has its tag, so nothing held waits for a receive that the application posts only
+  // after another tag's message completes.
+  if (large || heldTotal_ > 0)
+    for (uint32_t d = 0; d < ndebts_; d++)
+      if (debts_[d].tag != r->tag) return false;
+  // The receiver places eager messages in eager-number order: unresolved ones share one helper lane, where
+  // they arrive in that order, so that no lane waits for another lane's message header.
+  int lane = 0;
+  if (large) {
+    if (heldTotal_ > 0) lane = eagerLane_;
+    else if ((lane = cleanHelper()) < 0) lane = 1 + static_cast<int>(nextHelper_++ % helpers_.size());
+    eagerLane_ = lane;
+  }
   credits_--;
-  debts_[ndebts_++] = r->tag;
+  debts_[ndebts_++] = Debt{r->tag, lane};
   ChunkHeader h;
   h.flags = kChunkEager;
   h.seq = ctsTail_;
   h.tag = r->tag;
   h.total = h.length = r->size;
+  h.eager = eagerSent_++;
   r->matched = true;
   r->pending.store(1, std::memory_order_relaxed);
+  if (lane > 0) {
+    heldOn_[lane]++;
+    heldTotal_++;
+    helpers_[lane - 1]->push(h, r->data, &r->pending);
+    return true;
+  }
   SendJob& j = lane0Jobs_[lane0Tail_++ % lane0Jobs_.size()];
   j.header = h;
   j.data = r->data;
   j.pending = &r->pending;
   j.sent = 0;
   return true;
+}
+
+int TcpSendComm::cleanHelper() {
+  const size_t nh = helpers_.size();
+  for (size_t k = 0; k < nh; k++) {
+    const int lane = 1 + static_cast<int>(nextHelper_++ % nh);
+    if (heldOn_[lane] == 0) return lane;
+  }
+  return -1;
 }
 
 Status TcpSendComm::match() {
@@ -210,12 +250,16 @@ Status TcpSendComm::match() {
     };
     // Eager messages already sent take the first free entries with their tags, oldest first.
     for (uint32_t d = 0; d < ndebts_ && !full();) {
-      int idx = freeEntry(debts_[d]);
+      int idx = freeEntry(debts_[d].tag);
       if (idx < 0) {
         d++;
         continue;
       }
       c.used |= 1u << idx;
+      if (const int lane = debts_[d].lane; lane > 0) {  // its receive is posted: the lane is free again
+        heldOn_[lane]--;
+        heldTotal_--;
+      }
       std::move(debts_.begin() + d + 1, debts_.begin() + ndebts_, debts_.begin() + d);
       ndebts_--;
     }
@@ -250,8 +294,18 @@ Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
   h.tag = r->tag;
   h.total = r->size;
   r->matched = true;
+  // Pieces never queue behind an unresolved eager message on a helper lane (tcp_wire.h): they take the clean
+  // lanes, or lane 0 when none is.
   const size_t nh = helpers_.size();
-  if (nh == 0 || r->size <= tuning_.inlineBytes) {
+  std::array<int, kMaxLanes> clean{};
+  size_t nclean = 0;
+  if (r->size > tuning_.inlineBytes) {
+    for (size_t k = 0; k < nh; k++) {
+      const int lane = 1 + static_cast<int>((nextHelper_ + k) % nh);
+      if (heldOn_[lane] == 0) clean[nclean++] = lane;
+    }
+  }
+  if (nclean == 0) {
     r->pending.store(1, std::memory_order_relaxed);
     h.length = r->size;
     SendJob& j = lane0Jobs_[lane0Tail_++ % lane0Jobs_.size()];
@@ -261,13 +315,14 @@ Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
     j.sent = 0;
     return Status::Ok;
   }
-  const size_t pieces = std::clamp<size_t>(r->size / tuning_.chunkBytes, 1, nh);
+  const size_t pieces = std::clamp<size_t>(r->size / tuning_.chunkBytes, 1, nclean);
+  nextHelper_ += static_cast<unsigned>(pieces);
   const size_t per = (r->size + pieces - 1) / pieces;
   r->pending.store(static_cast<int>(pieces), std::memory_order_relaxed);
   for (size_t p = 0; p < pieces; p++) {
     h.offset = static_cast<uint32_t>(p * per);
     h.length = static_cast<uint32_t>(std::min<size_t>(per, r->size - p * per));
-    helpers_[nextHelper_++ % nh]->push(h, r->data + h.offset, &r->pending);
+    helpers_[clean[p] - 1]->push(h, r->data + h.offset, &r->pending);
   }
   return Status::Ok;
 }

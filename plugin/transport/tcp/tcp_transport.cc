@@ -214,6 +214,8 @@ class TcpTransport final : public Transport {
     return Status::Ok;
   }
   Status connect(int dev, const CommConfig& config, HandleBytes handle, std::unique_ptr<SendComm>* out) override;
+  // Closed comms' helper threads end on their own after close; finalize joins them (and closes their sockets).
+  void quiesce() override { reaper().drain(); }
 
  private:
   static Status progressControl(PendingConnect& pc, HandleBytes handle);

@@ -59,8 +59,8 @@ bool validCts(const CtsHeader& h, uint32_t expectSeq, std::string* why) {
   return true;
 }
 
-bool validChunk(const ChunkHeader& h, uint32_t eagerBytes, std::string* why) {
-  if (h.magic != kChunkMagic || (h.flags & ~kChunkEager) != 0 || h.zero2 != 0) {
+bool validChunk(const ChunkHeader& h, uint32_t eagerLimit, std::string* why) {
+  if (h.magic != kChunkMagic || (h.flags & ~kChunkEager) != 0 || (!(h.flags & kChunkEager) && h.eager != 0)) {
     *why = "garbage where a message header was expected";
     return false;
   }
@@ -73,8 +73,8 @@ bool validChunk(const ChunkHeader& h, uint32_t eagerBytes, std::string* why) {
            std::to_string(h.total) + "-byte message";
     return false;
   }
-  if ((h.flags & kChunkEager) && (h.total > eagerBytes || h.length != h.total || h.slot || h.index)) {
-    *why = "eager message of " + std::to_string(h.total) + " bytes (limit " + std::to_string(eagerBytes) +
+  if ((h.flags & kChunkEager) && (h.total > eagerLimit || h.length != h.total || h.slot || h.index)) {
+    *why = "eager message of " + std::to_string(h.total) + " bytes (limit " + std::to_string(eagerLimit) +
            ") or not in one piece";
     return false;
   }

@@ -5,12 +5,18 @@
 //   receiver irecv: CTS {seq, slot, n, credits returned, (tag, posted size) x n} on lane 0, towards the sender
 //   sender isend:   takes the CTS entry with its tag, then sends chunks {seq, slot, index, tag, total, offset,
 //                   length} + payload on any lane; the receiver checks every field against what it posted
-//   eager:          a small message may go before its CTS (on lane 0, spending one credit) when the sender has
-//                   consumed every CTS it has read and has nothing queued; it carries the number of CTS records
-//                   the sender had read (its horizon H) and belongs to the first receive entry with its tag, in
-//                   records >= H, not taken by an earlier eager message. Both sides apply that rule (the sender
-//                   when the records arrive), so they agree without a round trip; the receiver stages it in one
-//                   of `credits` fixed slots when that entry is not posted yet.
+//   eager:          a message may go before its CTS (spending one credit) when the sender has consumed every
+//                   CTS it has read and has nothing queued; it carries the number of CTS records the sender had
+//                   read (its horizon H) and its eager number (the sender's count of eager messages before it),
+//                   and belongs to the first receive entry with its tag, in records >= H, not taken by an earlier
+//                   eager message. Both sides apply that rule (the sender when the records arrive), so they agree
+//                   without a round trip; the receiver applies it in eager-number order per tag, once it has seen
+//                   every lower number. Small ones (<= the agreed eager limit) go on lane 0 and the receiver stages
+//                   them in one of `credits` fixed slots when their receive is not posted yet; larger ones go
+//                   whole on one helper lane, where the receiver leaves them in the socket (the kernel's buffer)
+//                   until their receive is posted. While any eager message is unresolved on a helper lane (the
+//                   sender has not read the record it belongs to), every eager message has its tag and nothing
+//                   else is queued behind it on that lane, so a held lane only holds what belongs after it.
 //
 // Every record is little-endian and fixed-size, so a reader never allocates on a peer's word.
 #pragma once
@@ -33,8 +39,9 @@ constexpr uint32_t kCtsMagic = 0x43544349;    // "ICTC"
 // Messages are at most 2 GiB - 1 (NCCL's test() reports sizes as int), so 32-bit sizes suffice.
 constexpr uint32_t kMaxMessage = 0x7fffffffu;
 constexpr uint16_t kChunkEager = 1;
-constexpr uint32_t kEagerCredits = 16;       // eager messages a sender may have unconsumed
-constexpr uint32_t kMaxEagerBytes = 65536;
+constexpr uint32_t kEagerCredits = 32;       // eager messages a sender may have unconsumed
+static_assert(kEagerCredits <= 64, "the receiver tracks eager numbers in a 64-bit window");
+constexpr uint32_t kMaxEagerBytes = 65536;   // largest eager message on lane 0 (staged by the receiver)
 
 struct ChunkHeader {
   uint32_t magic = kChunkMagic;
@@ -46,7 +53,7 @@ struct ChunkHeader {
   uint32_t total = 0;   // the whole message
   uint32_t offset = 0;  // of this piece
   uint32_t length = 0;  // payload bytes following this header
-  uint32_t zero2 = 0;
+  uint32_t eager = 0;   // kChunkEager: the eager number; 0 otherwise
 };
 static_assert(sizeof(ChunkHeader) == 32);
 
@@ -69,7 +76,7 @@ constexpr size_t kMaxCtsBytes = sizeof(CtsHeader) + kMaxRecvs * sizeof(CtsEntry)
 // and the lane's index (0 .. lanes).
 constexpr uint8_t kBlobControl = 1;
 constexpr uint8_t kBlobLane = 2;
-constexpr uint8_t kBlobVersion = 1;
+constexpr uint8_t kBlobVersion = 2;
 constexpr size_t kTokenSize = 16;
 
 struct Blob {
@@ -86,7 +93,7 @@ Status decodeBlob(std::span<const uint8_t> raw, Blob* out, std::string* why);
 // Checks a CTS header: magic, sequence, slot and count. *why on failure.
 bool validCts(const CtsHeader& h, uint32_t expectSeq, std::string* why);
 // Checks a chunk header in isolation (magic, flags, reserved fields, offset + length within total and kMaxMessage;
-// an eager message in one piece of at most eagerBytes).
-bool validChunk(const ChunkHeader& h, uint32_t eagerBytes, std::string* why);
+// an eager message in one piece of at most eagerLimit: the agreed limit on lane 0, kMaxMessage on helper lanes).
+bool validChunk(const ChunkHeader& h, uint32_t eagerLimit, std::string* why);
 
 }  // namespace icn::tcp
