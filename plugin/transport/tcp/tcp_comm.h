@@ -110,6 +110,8 @@ class TcpSendComm final : public SendComm, public CommCore {
   uint32_t credits_;                             // eager messages we may still send
   std::array<int, kEagerCredits> debts_{};        // tags of eager messages whose CTS entry is not read yet
   uint32_t ndebts_ = 0;
+  // Messages by path, logged at close: eager (before their clear-to-send), whole on lane 0, split over helpers.
+  uint64_t sentEager_ = 0, sentLane0_ = 0, sentSplit_ = 0;
   std::vector<std::unique_ptr<SendHelper>> helpers_;  // after everything they touch: joined first
 };
 

@@ -71,7 +71,14 @@ TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
 }
 
 TcpSendComm::~TcpSendComm() {
+  const size_t helperLanes = helpers_.size();
   helpers_.clear();  // joined before the requests they point into go away
+  if (params::getInt(params::Id::LogDetail) >= 1)
+    ICN_INFO(subsys::Net, "TCP send connection to %s closed: %llu messages, %llu eager (<= %u bytes, before the "
+             "clear-to-send), %llu whole on lane 0, %llu split over %zu helper lanes", failure_.peer().c_str(),
+             static_cast<unsigned long long>(sentEager_ + sentLane0_ + sentSplit_),
+             static_cast<unsigned long long>(sentEager_), eagerBytes_, static_cast<unsigned long long>(sentLane0_),
+             static_cast<unsigned long long>(sentSplit_), helperLanes);
   // Unread clear-to-send bytes would make close() reset the connection, and a reset can destroy data the peer
   // has not read yet: read them first.
   uint8_t sink[4096];
@@ -183,6 +190,7 @@ bool TcpSendComm::sendEager(TcpSendRequest* r) {
   // and we place it by the same rule.
   if (credits_ == 0 || ndebts_ == kEagerCredits || ctsHead_ != ctsTail_) return false;
   credits_--;
+  sentEager_++;
   debts_[ndebts_++] = r->tag;
   ChunkHeader h;
   h.flags = kChunkEager;
@@ -252,6 +260,7 @@ Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
   r->matched = true;
   const size_t nh = helpers_.size();
   if (nh == 0 || r->size <= tuning_.inlineBytes) {
+    sentLane0_++;
     r->pending.store(1, std::memory_order_relaxed);
     h.length = r->size;
     SendJob& j = lane0Jobs_[lane0Tail_++ % lane0Jobs_.size()];
@@ -261,6 +270,7 @@ Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
     j.sent = 0;
     return Status::Ok;
   }
+  sentSplit_++;
   const size_t pieces = std::clamp<size_t>(r->size / tuning_.chunkBytes, 1, nh);
   const size_t per = (r->size + pieces - 1) / pieces;
   r->pending.store(static_cast<int>(pieces), std::memory_order_relaxed);
