@@ -1,3 +1,3 @@
-# Must make run-vm.sh fail: one passing and one failing check (registered with WILL_FAIL).
+# Must make run-vm.sh fail with "1 passed, 1 failed": one passing and one failing check (ctest matches that verdict).
 check harness-true 10 true
 check harness-false 10 false
