@@ -7,10 +7,10 @@ namespace icn::testpair {
 
 SendPaths sendPaths(const std::string& log) {
   static const std::regex tcp(
-      R"(TCP send connection to .* closed: (\d+) messages, (\d+) eager \(<= (\d+) bytes, before the clear-to-send\), )"
+      R"(TCP connection to .* closed: (\d+) messages sent, (\d+) eager \(<= (\d+) bytes, before the clear-to-send\), )"
       R"((\d+) whole on lane 0, (\d+) split over)");
   static const std::regex ucx(
-      R"(UCX send connection to .* closed: (\d+) messages, (\d+) below UCX's rendezvous threshold \((\d+) bytes\), )"
+      R"(UCX connection to .* closed: (\d+) messages sent, (\d+) below UCX's rendezvous threshold \((\d+) bytes\), )"
       R"((\d+) from it)");
   static const std::regex lane0(R"(TCP device .* messages <= (\d+) bytes on lane 0)");
   static const std::regex lanes(R"(UCX send connection to .* ready, lanes (.*)$)");

@@ -1,6 +1,6 @@
 // Which transport and which path each send connection used, read from a rank's log (NCCL_DEBUG=INFO): the
-// "... send connection ... closed: N messages, ..." line each send comm writes when it closes, summed over the
-// rank's send connections, and the thresholds the transport logged at set-up.
+// "TCP|UCX connection to ... closed: N messages sent, ..." line each send comm writes when it closes, summed
+// over the rank's send connections, and the thresholds the transport logged at set-up.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -18,8 +18,8 @@ export NCCL_DEBUG=INFO
 case "$mode" in
   one-host) "$perf" "${args[@]}" > "$out" 2>&1 ;;
   cross-host)
-    "$bed" run --name icnmain -- "$perf --server --port 18515 ${args[*]}" ::: "$perf --client 10.88.0.1:18515 ${args[*]}" \
-      > "$out" 2>&1 ;;
+    "$bed" run --name icnmain -- "$perf --server --port 18515 ${args[*]}" \
+      ::: "$perf --client 10.88.0.1:18515 ${args[*]}" > "$out" 2>&1 ;;
   *) echo "usage: main_command.sh one-host|cross-host ICN_PERF [BED] [ARGS...]" >&2; exit 2 ;;
 esac
 rc=$?

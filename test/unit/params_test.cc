@@ -82,7 +82,8 @@ TEST(Params, ReadmeSettingsTableNamesExactlyTheCodesSettings) {
     EXPECT_TRUE(documented.insert(line.substr(3, end - 3)).second) << "README lists twice: " << line;
   }
   for (const Info& p : table()) code.insert(p.name);
-  for (const auto& n : documented) EXPECT_TRUE(code.count(n)) << "README documents " << n << ", the code has no such setting";
+  for (const auto& n : documented)
+    EXPECT_TRUE(code.count(n)) << "README documents " << n << ", the code has no such setting";
   for (const auto& n : code) EXPECT_TRUE(documented.count(n)) << n << " has no row in README.md's settings table";
   EXPECT_GE(documented.size(), 30u) << "the README's settings table was not found";
 }

@@ -74,7 +74,7 @@ TcpSendComm::~TcpSendComm() {
   const size_t helperLanes = helpers_.size();
   helpers_.clear();  // joined before the requests they point into go away
   if (params::getInt(params::Id::LogDetail) >= 1)
-    ICN_INFO(subsys::Net, "TCP send connection to %s closed: %llu messages, %llu eager (<= %u bytes, before the "
+    ICN_INFO(subsys::Net, "TCP connection to %s closed: %llu messages sent, %llu eager (<= %u bytes, before the "
              "clear-to-send), %llu whole on lane 0, %llu split over %zu helper lanes", failure_.peer().c_str(),
              static_cast<unsigned long long>(sentEager_ + sentLane0_ + sentSplit_),
              static_cast<unsigned long long>(sentEager_), eagerBytes_, static_cast<unsigned long long>(sentLane0_),

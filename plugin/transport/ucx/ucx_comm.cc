@@ -147,7 +147,7 @@ Status CommBase::testRequest(UcxRequest* r, bool* done, int* sizes) {
 UcxSendComm::~UcxSendComm() {
   cancelAll(pool_);
   if (params::getInt(params::Id::LogDetail) >= 1)
-    ICN_INFO(subsys::Net, "UCX send connection to %s closed: %llu messages, %llu below UCX's rendezvous threshold "
+    ICN_INFO(subsys::Net, "UCX connection to %s closed: %llu messages sent, %llu below UCX's rendezvous threshold "
              "(%zu bytes), %llu from it", peer().c_str(), static_cast<unsigned long long>(belowRndv_ + fromRndv_),
              static_cast<unsigned long long>(belowRndv_), rndvFrom_, static_cast<unsigned long long>(fromRndv_));
 }

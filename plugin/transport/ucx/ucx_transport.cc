@@ -230,9 +230,9 @@ Status UcxTransport::connect(int dev, const CommConfig& config, HandleBytes hand
     ICN_INFO(subsys::Net, "UCX send connection to %s (rank %d) ready, lanes %s", name.c_str(), hs.peer().rank,
              lanes.c_str());
     if (rndv == SIZE_MAX)
-      ICN_INFO(subsys::Net, "UCX send connection to %s: no rendezvous for host messages (UCX_RNDV_THRESH)", name.c_str());
+      ICN_INFO(subsys::Net, "UCX sends to %s: no rendezvous for host messages (UCX_RNDV_THRESH)", name.c_str());
     else
-      ICN_INFO(subsys::Net, "UCX send connection to %s: host messages from %zu bytes go by rendezvous (UCX_RNDV_THRESH)",
+      ICN_INFO(subsys::Net, "UCX sends to %s: host messages from %zu bytes go by rendezvous (UCX_RNDV_THRESH)",
                name.c_str(), rndv);
   }
   *out = std::move(comm);
