@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
+#include <stdarg.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -11,6 +14,7 @@
 #include "abi/net_v10.h"
 #include "abi/net_v12.h"
 #include "abi/net_v9.h"
+#include "pair_runner.h"
 #include "two_ranks.h"
 
 namespace icn::conformance {
@@ -134,6 +138,183 @@ TEST(Abi, NetV12AgreesWithV11AndReportsRails) {
         EXPECT_EQ(v12->finalize(nullptr), ncclSuccess);  // NCCL finalizes after a failed init too
       },
       [](Rank&) {});
+}
+
+// What a v12 init's context carries is visible on the wire: a connection made through a context for communicator
+// 0x1234 reaches a listener of 0x1234 and moves data; one from a context for another communicator is refused by
+// the listener, with a WARN naming both, and the good connection is unaffected.
+TEST(Abi, NetV12ContextCarriesItsCommunicator) {
+  auto v12of = [](Rank& r) { return static_cast<const ncclNet_v12_t*>(dlsym(r.plugin.dl, "ncclNetPlugin_v12")); };
+  auto out = testpair::runPair(
+      [&](Rank& r) {
+        const ncclNet_v12_t* v12 = v12of(r);
+        ASSERT_NE(v12, nullptr);
+        void* ctx = nullptr;
+        ncclNetCommConfig_v12_t cfg{-1};
+        ASSERT_EQ(v12->init(&ctx, 0x1234, &cfg, nullptr, nullptr), ncclSuccess);
+        char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+        void* l = nullptr;
+        ASSERT_EQ(v12->listen(ctx, 0, handle, &l), ncclSuccess);
+        ASSERT_TRUE(r.peer.send(handle, sizeof handle));
+        // The refused connection never comes out of accept(); the good one (sent after it) does.
+        void* rc = nullptr;
+        ncclNetDeviceHandle_v12_t* dh = nullptr;
+        auto deadline = netapi::Clock::now() + kWait;
+        while (!rc) {
+          ASSERT_EQ(v12->accept(l, &rc, &dh), ncclSuccess);
+          ASSERT_LT(netapi::Clock::now(), deadline);
+        }
+        uint64_t got = 0;
+        void* d = &got;
+        size_t sz = sizeof got;
+        int tag = 3;
+        void* req = nullptr;
+        ASSERT_EQ(v12->irecv(rc, 1, &d, &sz, &tag, nullptr, nullptr, &req), ncclSuccess);
+        int done = 0;
+        while (!done) {
+          ASSERT_EQ(v12->test(req, &done, nullptr), ncclSuccess);
+          ASSERT_LT(netapi::Clock::now(), deadline);
+        }
+        EXPECT_EQ(got, 0x1234abcdull);
+        ASSERT_TRUE(r.peer.barrier());
+        EXPECT_EQ(v12->closeRecv(rc), ncclSuccess);
+        EXPECT_EQ(v12->closeListen(l), ncclSuccess);
+        EXPECT_EQ(v12->finalize(ctx), ncclSuccess);
+      },
+      [&](Rank& r) {
+        const ncclNet_v12_t* v12 = v12of(r);
+        ASSERT_NE(v12, nullptr);
+        void *good = nullptr, *other = nullptr;
+        ncclNetCommConfig_v12_t cfg{-1};
+        ASSERT_EQ(v12->init(&good, 0x1234, &cfg, nullptr, nullptr), ncclSuccess);
+        ASSERT_EQ(v12->init(&other, 0x5678, &cfg, nullptr, nullptr), ncclSuccess);
+        char handle[NCCL_NET_HANDLE_MAXSIZE];
+        ASSERT_TRUE(r.peer.recv(handle, sizeof handle));
+        auto connect = [&](void* ctx, void** s) {
+          char copy[NCCL_NET_HANDLE_MAXSIZE];
+          memcpy(copy, handle, sizeof copy);
+          ncclNetDeviceHandle_v12_t* dh = nullptr;
+          auto deadline = netapi::Clock::now() + kWait;
+          ncclResult_t res = ncclSuccess;
+          while (!*s && (res = v12->connect(ctx, 0, copy, s, &dh)) == ncclSuccess && netapi::Clock::now() < deadline) {
+          }
+          return res;
+        };
+        void* refused = nullptr;
+        EXPECT_NE(connect(other, &refused), ncclSuccess) << "a connection for another communicator was accepted";
+        EXPECT_EQ(refused, nullptr);
+        void* s = nullptr;
+        ASSERT_EQ(connect(good, &s), ncclSuccess);
+        ASSERT_NE(s, nullptr);
+        uint64_t v = 0x1234abcdull;
+        void* req = nullptr;
+        while (!req) ASSERT_EQ(v12->isend(s, &v, sizeof v, 3, nullptr, nullptr, &req), ncclSuccess);
+        int done = 0;
+        auto deadline = netapi::Clock::now() + kWait;
+        while (!done) {
+          ASSERT_EQ(v12->test(req, &done, nullptr), ncclSuccess);
+          ASSERT_LT(netapi::Clock::now(), deadline);
+        }
+        ASSERT_TRUE(r.peer.barrier());
+        EXPECT_EQ(v12->closeSend(s), ncclSuccess);
+        EXPECT_EQ(v12->finalize(other), ncclSuccess);
+        EXPECT_EQ(v12->finalize(good), ncclSuccess);
+      });
+  EXPECT_TRUE(out[0].cleanExit());
+  EXPECT_TRUE(out[1].cleanExit());
+  EXPECT_TRUE(out[0].warnHas({"communicator 0x5678", "0x1234", "refused"}))
+      << "the listener did not name the foreign communicator";
+}
+
+namespace {
+std::string g_ibLog;
+void captureLog(ncclDebugLogLevel, unsigned long, const char*, int, const char* fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  g_ibLog += msg;
+  g_ibLog += '\n';
+}
+
+int countFds() { return testpair::openFds(); }
+}  // namespace
+
+// makeVDevice of the verbs transport through the C ABI (net v12), in a process of its own with
+// ICN_TRANSPORT=ib. With RDMA devices (the Soft-RoCE VM has two): two fuse into a third device whose properties
+// add up, and a device listed twice is refused. Without any: init fails with the transport's reason, makeVDevice
+// is refused as a call before a successful init, and no descriptor is left behind.
+TEST(Abi, IbMakeVDeviceThroughTheCAbi) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    setenv("ICN_TRANSPORT", "ib", 1);
+    unsetenv("ICN_IB_HCA");  // every device of the host
+    netapi::Plugin p;
+    std::string err;
+    if (!p.load(pluginPath(), &err)) {
+      fprintf(stderr, "cannot load %s: %s\n", pluginPath().c_str(), err.c_str());
+      _exit(3);
+    }
+    const auto* v12 = static_cast<const ncclNet_v12_t*>(dlsym(p.dl, "ncclNetPlugin_v12"));
+    if (!v12) _exit(3);
+    const int fdsBefore = countFds();
+    void* ctx = nullptr;
+    ncclNetCommConfig_v12_t cfg{-1};
+    ncclResult_t init = v12->init(&ctx, 0x77, &cfg, captureLog, nullptr);
+    ncclNetVDeviceProps_v12_t two{};
+    int vd = -1;
+    if (init != ncclSuccess) {
+      EXPECT_EQ(init, ncclSystemError) << "init without RDMA devices";
+      EXPECT_EQ(ctx, nullptr);
+      EXPECT_NE(g_ibLog.find("ICN_TRANSPORT=ib but the verbs transport is unusable"), std::string::npos) << g_ibLog;
+      two.ndevs = 2;
+      two.devs[0] = 0;
+      two.devs[1] = 1;
+      EXPECT_EQ(v12->makeVDevice(&vd, &two), ncclInvalidUsage);
+      EXPECT_EQ(vd, -1);
+      EXPECT_NE(g_ibLog.find("called before a successful init"), std::string::npos) << g_ibLog;
+      EXPECT_EQ(v12->finalize(nullptr), ncclSuccess);
+      EXPECT_EQ(countFds(), fdsBefore) << "descriptors left open by a failed init";
+      printf("ib makeVDevice: no RDMA device here; init %d, makeVDevice %d, %d fds before and after\n", init,
+             ncclInvalidUsage, fdsBefore);
+    } else {
+      int n = 0;
+      EXPECT_EQ(v12->devices(&n), ncclSuccess);
+      ASSERT_GE(n, 1);
+      two.ndevs = 2;
+      two.devs[0] = 0;
+      two.devs[1] = 0;
+      EXPECT_EQ(v12->makeVDevice(&vd, &two), ncclInvalidArgument) << "a device listed twice";
+      if (n >= 2) {
+        two.devs[1] = 1;
+        ASSERT_EQ(v12->makeVDevice(&vd, &two), ncclSuccess);
+        EXPECT_EQ(vd, n);
+        int n2 = 0;
+        EXPECT_EQ(v12->devices(&n2), ncclSuccess);
+        EXPECT_EQ(n2, n + 1);
+        ncclNetProperties_v12_t a{}, b{}, f{};
+        ASSERT_EQ(v12->getProperties(0, &a), ncclSuccess);
+        ASSERT_EQ(v12->getProperties(1, &b), ncclSuccess);
+        ASSERT_EQ(v12->getProperties(vd, &f), ncclSuccess);
+        EXPECT_EQ(std::string(f.name), std::string(a.name) + "+" + b.name);
+        EXPECT_EQ(f.speed, a.speed + b.speed);
+        EXPECT_EQ(f.vProps.ndevs, 2);
+        EXPECT_EQ(f.vProps.devs[0], 0);
+        EXPECT_EQ(f.vProps.devs[1], 1);
+        printf("ib makeVDevice: %s (%d Mbps) as device %d\n", f.name, f.speed, vd);
+      }
+      EXPECT_EQ(v12->finalize(ctx), ncclSuccess);
+    }
+    fflush(stdout);
+    _exit(::testing::Test::HasFailure() ? 1 : 0);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the ICN_TRANSPORT=ib process failed (status " << st << ")";
 }
 
 TEST(Abi, BadArgumentsAreRejected) {

@@ -29,8 +29,10 @@ testpair::RankSetup setupFromEnv(int rank) {
 
 }  // namespace
 
-void runTwoRanks(const std::function<void(Rank&)>& rank0, const std::function<void(Rank&)>& rank1, RunOptions opts) {
+std::array<testpair::RankOutcome, 2> runTwoRanks(const std::function<void(Rank&)>& rank0,
+                                                 const std::function<void(Rank&)>& rank1, RunOptions opts) {
   std::array<testpair::RankSetup, 2> setup{setupFromEnv(0), setupFromEnv(1)};
+  for (auto& s : setup) s.env.insert(s.env.end(), opts.env.begin(), opts.env.end());
   auto out = testpair::runPair(rank0, rank1, setup, opts.timeout);
   bool killedOk[2] = {opts.expectRank0Killed, opts.expectRank1Killed};
   for (int r = 0; r < 2; r++) {
@@ -43,6 +45,7 @@ void runTwoRanks(const std::function<void(Rank&)>& rank0, const std::function<vo
     EXPECT_TRUE(out[r].cleanExit()) << "rank " << r << " failed (exit " << (WIFEXITED(st) ? WEXITSTATUS(st) : -1)
                                     << ", signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0) << ")";
   }
+  return out;
 }
 
 }  // namespace icn::conformance

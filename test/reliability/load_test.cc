@@ -1,12 +1,16 @@
-// Load: 64 comms between two processes, each with 32 requests in flight (the plugin's per-comm maximum),
-// message sizes mixed from 0 B to 64 KiB (eager and rendezvous in UCX), for a bounded time
-// (ICN_REL_LOAD_SECONDS, default 10). Every byte is checked: a message landing in the wrong receive, out of
-// order, duplicated, truncated or altered fails the test.
+// Load: 64 comms between two processes, each with 32 requests in flight (the plugin's per-comm maximum), for a
+// bounded time (ICN_REL_LOAD_SECONDS, default 10). Sizes are drawn so every path of the transport under test carries
+// a good share: tiny and small messages below UCX's rendezvous threshold (8192 B over TCP), 8-16 KiB (UCX
+// rendezvous; the TCP transport's eager path), 16-64 KiB (TCP: whole on lane 0) and, on every 8th comm, 64-260 KiB
+// (TCP: split over the helper lanes). Every byte is checked: a message landing in the wrong receive, out of order,
+// duplicated, truncated or altered fails the test; the sender's log must show each path carrying messages.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <memory>
+#include <regex>
 
+#include "path_log.h"
 #include "ranks.h"
 
 namespace icn::rel {
@@ -16,7 +20,11 @@ constexpr int kComms = 64;
 constexpr int kWindow = 32;     // requests in flight per comm
 constexpr int kPerRound = 96;   // messages per comm between two "continue?" decisions
 constexpr size_t kMaxMsg = 65536;
+constexpr size_t kLargeMax = 260 * 1024;  // above two TCP pieces (ICN_TCP_CHUNK_BYTES, 128 KiB)
 constexpr int kTag = 11;
+
+bool largeComm(int comm) { return comm % 8 == 0; }
+size_t maxFor(int comm) { return largeComm(comm) ? kLargeMax : kMaxMsg; }
 
 uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -26,7 +34,14 @@ uint64_t mix(uint64_t x) {
 }
 size_t msgSize(int comm, uint64_t seq) {
   uint64_t h = mix(uint64_t(comm) * 1000003 + seq);
-  return seq % 4 == 0 ? h % 64 : h % (kMaxMsg + 1);  // a quarter tiny (including 0 B)
+  switch (seq % 8) {
+    case 0: case 1: return h % 64;                            // tiny, including 0 B
+    case 2: case 3: return 64 + h % (8192 - 64);              // below UCX's rendezvous threshold
+    case 4: return 8192 + h % (16384 - 8192 + 1);             // UCX rendezvous; TCP eager
+    case 5: case 6: return 16385 + h % (kMaxMsg - 16384);     // TCP: whole on lane 0
+    default:                                                  // TCP: split over the helper lanes
+      return largeComm(comm) ? kMaxMsg + 1 + h % (kLargeMax - kMaxMsg) : 16385 + h % (kMaxMsg - 16384);
+  }
 }
 uint64_t msgSeed(int comm, uint64_t seq) { return mix(uint64_t(comm) << 40 | seq); }
 
@@ -36,10 +51,19 @@ int loadSeconds() {
 }
 
 struct Slot {
-  std::unique_ptr<uint8_t[]> buf{new uint8_t[kMaxMsg]};
+  std::unique_ptr<uint8_t[]> buf;
   void* req = nullptr;
   uint64_t seq = 0;
 };
+
+std::vector<std::vector<Slot>> makeSlots() {
+  std::vector<std::vector<Slot>> slots(kComms);
+  for (int c = 0; c < kComms; c++) {
+    slots[c].resize(kWindow);
+    for (Slot& s : slots[c]) s.buf.reset(new uint8_t[maxFor(c)]);
+  }
+  return slots;
+}
 
 // Round-robin over all comms until each has moved kPerRound messages, keeping kWindow in flight.
 template <typename Post, typename Done>
@@ -94,8 +118,7 @@ TEST(Load, SixtyFourCommsThirtyTwoInFlightContentChecked) {
           ASSERT_EQ(comms[id], nullptr) << "two comms claim index " << id;
           comms[id] = rc;
         }
-        std::vector<std::vector<Slot>> slots(kComms);
-        for (auto& v : slots) v.resize(kWindow);
+        auto slots = makeSlots();
         uint64_t messages = 0, bytes = 0, bad = 0;
         for (uint64_t round = 0;; round++) {
           char go = 0;
@@ -105,7 +128,7 @@ TEST(Load, SixtyFourCommsThirtyTwoInFlightContentChecked) {
               r, comms, slots, round * kPerRound,
               [&](int c, Slot& s) {
                 void* d = s.buf.get();
-                size_t sz = kMaxMsg;
+                size_t sz = maxFor(c);
                 int tag = kTag;
                 memset(s.buf.get(), 0xA5, 64);  // stale bytes from the last use must not pass the check
                 ASSERT_EQ(r.plugin.net->irecv(comms[c], 1, &d, &sz, &tag, nullptr, nullptr, &s.req), ncclSuccess);
@@ -146,8 +169,8 @@ TEST(Load, SixtyFourCommsThirtyTwoInFlightContentChecked) {
           while (!req) ASSERT_EQ(r.plugin.net->isend(comms[c], &id, sizeof id, 1, nullptr, nullptr, &req), ncclSuccess);
           ASSERT_EQ(netapi::waitRequest(r.plugin, req, nullptr, kWait), ncclSuccess);
         }
-        std::vector<std::vector<Slot>> slots(kComms);
-        for (auto& v : slots) v.resize(kWindow);
+        auto slots = makeSlots();
+        uint64_t sent = kComms;  // the index messages
         auto stop = netapi::Clock::now() + std::chrono::seconds(loadSeconds());
         for (uint64_t round = 0;; round++) {
           char go = netapi::Clock::now() < stop || round == 0 ? 'g' : 's';
@@ -160,15 +183,47 @@ TEST(Load, SixtyFourCommsThirtyTwoInFlightContentChecked) {
                 netapi::fillPattern(s.buf.get(), n, msgSeed(c, s.seq));
                 ASSERT_EQ(r.plugin.net->isend(comms[c], s.buf.get(), n, kTag, nullptr, nullptr, &s.req), ncclSuccess);
               },
-              [](int, Slot&, int) {});
+              [&](int, Slot&, int) { sent++; });
           if (::testing::Test::HasFatalFailure()) return;
         }
         ASSERT_TRUE(r.peer.barrier());
         for (void* s : comms) EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
+        fprintf(stderr, "LOAD: sender completed %llu messages\n", static_cast<unsigned long long>(sent));
       },
-      {}, std::chrono::seconds(loadSeconds() + 240));
+      {RankSetup{{{"NCCL_DEBUG", "INFO"}}, {}}, RankSetup{{{"NCCL_DEBUG", "INFO"}}, {}}},
+      std::chrono::seconds(loadSeconds() + 240));
   EXPECT_TRUE(out[0].cleanExit());
   EXPECT_TRUE(out[1].cleanExit());
+  // Each path of the transport under test carried its share, per the sender's send connections.
+  std::smatch m;
+  static const std::regex sentRe(R"(LOAD: sender completed (\d+) messages)");
+  ASSERT_TRUE(std::regex_search(out[1].log, m, sentRe)) << "the sender did not report its count";
+  const uint64_t sent = std::stoull(m[1]);
+  testpair::SendPaths p = testpair::sendPaths(out[1].log);
+  printf("LOAD paths: %s\n", testpair::describe(p).c_str());
+  EXPECT_EQ(p.connections, kComms);
+  EXPECT_EQ(p.messages, sent);
+  const char* want = getenv("ICN_TRANSPORT");
+  if (want && (std::string(want) == "tcp" || std::string(want) == "ucx")) {
+    EXPECT_EQ(p.transport, want) << "ICN_TRANSPORT=" << want << " but the sender's log says otherwise";
+  }
+  if (p.transport == "tcp") {
+    EXPECT_GT(p.eager, 0u) << "no message took the eager path";
+    EXPECT_GT(p.lane0, p.messages / 4) << "lane 0 carried too few messages";
+    EXPECT_GT(p.split + p.early, p.messages / 200) << "too few messages went over the helper lanes";
+  } else if (p.transport == "ucx") {
+    EXPECT_GT(p.belowRndv, p.messages / 4) << "too few messages below UCX's rendezvous threshold";
+    EXPECT_GT(p.fromRndv, p.messages / 4) << "too few messages by rendezvous";
+    const char* tls = getenv("UCX_TLS");
+    if (tls && std::string(tls) == "tcp") {
+      EXPECT_NE(p.lanes.find("tcp/"), std::string::npos) << "UCX_TLS=tcp, lanes " << p.lanes;
+    }
+    if (tls && std::string(tls).find("posix") != std::string::npos) {
+      EXPECT_NE(p.lanes.find("posix/"), std::string::npos) << "UCX_TLS=" << tls << ", lanes " << p.lanes;
+    }
+  } else {
+    ADD_FAILURE() << "the sender's log names no transport's path counts";
+  }
 }
 
 }  // namespace

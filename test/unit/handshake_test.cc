@@ -6,6 +6,7 @@
 #include "core/auth.h"
 #include "core/handshake.h"
 #include "core/params.h"
+#include "../reliability/log_capture.h"
 
 using namespace icn;
 
@@ -14,6 +15,7 @@ struct Result {
   Status connector = Status::Ok, acceptor = Status::Ok;
   bool done = false;
   Hello seenByConnector, seenByAcceptor;
+  std::vector<std::string> warnings;
 };
 
 Result run(const char* keyConnector, const char* keyAcceptor) {
@@ -32,7 +34,12 @@ Result run(const char* keyConnector, const char* keyAcceptor) {
   Result r;
   bool cConfirmed = false, aConfirmed = false;
   Handshake::Phase pc = Handshake::Phase::InProgress, pa = Handshake::Phase::InProgress;
-  for (int i = 0; i < 1000 && !(pc == Handshake::Phase::Done && pa == Handshake::Phase::Done); i++) {
+  icn::testing::installLogCapture();
+  icn::testing::takeWarnings();
+  // Until each side has finished or failed: a refusal on one side must end the other promptly too (it sees the
+  // close), so a side still in progress after the loop is a stall, not a refusal.
+  auto over = [&](Status st, Handshake::Phase p) { return st != Status::Ok || p == Handshake::Phase::Done; };
+  for (int i = 0; i < 1000 && !(over(r.connector, pc) && over(r.acceptor, pa)); i++) {
     setKey(keyAcceptor);
     if (r.acceptor == Status::Ok && pa != Handshake::Phase::Done) {
       r.acceptor = a.progress(&pa);
@@ -49,11 +56,11 @@ Result run(const char* keyConnector, const char* keyAcceptor) {
         cConfirmed = true;
       }
     }
-    if (r.connector != Status::Ok || r.acceptor != Status::Ok) break;
   }
   r.done = pc == Handshake::Phase::Done && pa == Handshake::Phase::Done;
   r.seenByConnector = c.peer();
   r.seenByAcceptor = a.peer();
+  r.warnings = icn::testing::takeWarnings();
   setKey(nullptr);
   return r;
 }
@@ -74,11 +81,24 @@ TEST(Handshake, SameKeyAuthenticates) {
 }
 
 TEST(Handshake, WrongOrMissingKeyIsRefused) {
+  using icn::testing::warned;
   Result wrong = run("job-secret-0123456789", "other-secret-0123456789");
   EXPECT_FALSE(wrong.done);
-  EXPECT_TRUE(wrong.connector != Status::Ok || wrong.acceptor != Status::Ok);
+  EXPECT_EQ(wrong.acceptor, Status::RemoteError);
+  EXPECT_EQ(wrong.connector, Status::RemoteError);
+  EXPECT_TRUE(warned(wrong.warnings, {"did not prove knowledge of the job key (ICN_AUTH_KEY)"}));
+  // A key on one side only: the acceptor, which checks the connector's proof first, refuses and names the key;
+  // the connector sees the close at once. Never a stall ended by the timeout.
   Result oneSided = run(nullptr, "job-secret-0123456789");
   EXPECT_FALSE(oneSided.done);
+  EXPECT_EQ(oneSided.acceptor, Status::RemoteError);
+  EXPECT_EQ(oneSided.connector, Status::RemoteError);
+  EXPECT_TRUE(warned(oneSided.warnings, {"did not prove knowledge of the job key (ICN_AUTH_KEY)"}));
   Result otherSide = run("job-secret-0123456789", nullptr);
   EXPECT_FALSE(otherSide.done);
+  EXPECT_EQ(otherSide.acceptor, Status::RemoteError);
+  EXPECT_EQ(otherSide.connector, Status::RemoteError);
+  EXPECT_TRUE(warned(otherSide.warnings, {"ICN_AUTH_KEY is set there but not here"}));
+  for (const Result* r : {&wrong, &oneSided, &otherSide})
+    EXPECT_FALSE(warned(r->warnings, {"not completed within"})) << "a refusal must not wait for the timeout";
 }

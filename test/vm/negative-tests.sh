@@ -1,3 +1,3 @@
-# Must make run-vm.sh fail: one passing and one failing check (registered with WILL_FAIL).
+# Must make run-vm.sh fail with "2 passed, 1 failed" (the guest's rxe set-up, then these two; ctest matches it).
 check harness-true 10 true
 check harness-false 10 false

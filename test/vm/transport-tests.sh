@@ -17,3 +17,5 @@ check ib-hca-filter 60 sh -c 'ICN_IB_HCA==rxe1 ib_pair --role a --dev 1 --dir /t
 # The plugin's conformance suite (one process forks both ranks; each rank gets its own rxe device through
 # ICN_CONF_RANK<n>_ENV), with the verbs transport.
 conformance conformance-ib "*" ICN_TRANSPORT=ib ICN_CONF_RANK0_ENV="ICN_IB_HCA==rxe0" ICN_CONF_RANK1_ENV="ICN_IB_HCA==rxe1"
+# Abi.IbMakeVDeviceThroughTheCAbi above must have taken its RDMA branch here: both rxe devices fused into one.
+check ib-makevdevice-fused 10 grep -q "ib makeVDevice: rxe0+rxe1 " /tmp/conformance-ib.log

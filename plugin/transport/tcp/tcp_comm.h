@@ -122,6 +122,9 @@ class TcpSendComm final : public SendComm, public CommCore {
   std::array<int, kMaxLanes + 1> heldOn_{};       // unresolved eager messages per helper lane
   int heldTotal_ = 0;
   int eagerLane_ = 1;                             // the helper lane of the unresolved ones
+  // Messages by path, logged at close: eager (small, before their clear-to-send, lane 0), early (large, before
+  // their clear-to-send, whole on a helper lane), whole on lane 0, over the helper lanes.
+  uint64_t sentEager_ = 0, sentEarly_ = 0, sentLane0_ = 0, sentSplit_ = 0;
   std::vector<std::unique_ptr<SendHelper>> helpers_;  // stopped first by the destructor, then reaped
 };
 

@@ -73,6 +73,14 @@ TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
 }
 
 TcpSendComm::~TcpSendComm() {
+  if (params::getInt(params::Id::LogDetail) >= 1)
+    ICN_INFO(subsys::Net, "TCP connection to %s closed: %llu messages sent, %llu eager (<= %u bytes, before the "
+             "clear-to-send), %llu early (<= %zu bytes, before the clear-to-send, whole on a helper lane), %llu whole "
+             "on lane 0, %llu split over %zu helper lanes", failure_.peer().c_str(),
+             static_cast<unsigned long long>(sentEager_ + sentEarly_ + sentLane0_ + sentSplit_),
+             static_cast<unsigned long long>(sentEager_), eagerBytes_, static_cast<unsigned long long>(sentEarly_),
+             tuning_.laneEagerBytes, static_cast<unsigned long long>(sentLane0_),
+             static_cast<unsigned long long>(sentSplit_), helpers_.size());
   // Stopped before the requests they point into go away; the threads end on their own.
   for (auto& h : helpers_) h->stop();  // all of them before any moves: a running one may poke the others
   std::vector<std::unique_ptr<Helper>> stopped;
@@ -207,6 +215,7 @@ bool TcpSendComm::sendEager(TcpSendRequest* r) {
     eagerLane_ = lane;
   }
   credits_--;
+  (large ? sentEarly_ : sentEager_)++;
   debts_[ndebts_++] = Debt{r->tag, lane};
   ChunkHeader h;
   h.flags = kChunkEager;
@@ -306,6 +315,7 @@ Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
     }
   }
   if (nclean == 0) {
+    sentLane0_++;
     r->pending.store(1, std::memory_order_relaxed);
     h.length = r->size;
     SendJob& j = lane0Jobs_[lane0Tail_++ % lane0Jobs_.size()];
@@ -315,6 +325,7 @@ Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
     j.sent = 0;
     return Status::Ok;
   }
+  sentSplit_++;
   const size_t pieces = std::clamp<size_t>(r->size / tuning_.chunkBytes, 1, nclean);
   nextHelper_ += static_cast<unsigned>(pieces);
   const size_t per = (r->size + pieces - 1) / pieces;

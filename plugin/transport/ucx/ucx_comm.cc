@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "core/params.h"
 #include "transport/ucx/ucx_context.h"
 
 namespace icn::ucx {
@@ -143,7 +144,13 @@ Status CommBase::testRequest(UcxRequest* r, bool* done, int* sizes) {
   return result;
 }
 
-UcxSendComm::~UcxSendComm() { cancelAll(pool_); }
+UcxSendComm::~UcxSendComm() {
+  cancelAll(pool_);
+  if (params::getInt(params::Id::LogDetail) >= 1)
+    ICN_INFO(subsys::Net, "UCX connection to %s closed: %llu messages sent, %llu below UCX's rendezvous threshold "
+             "(%zu bytes), %llu from it", peer().c_str(), static_cast<unsigned long long>(belowRndv_ + fromRndv_),
+             static_cast<unsigned long long>(belowRndv_), rndvFrom_, static_cast<unsigned long long>(fromRndv_));
+}
 
 Status UcxSendComm::isend(void* data, size_t size, int tag, void* mhandle, Request** request) {
   *request = nullptr;
@@ -175,6 +182,7 @@ Status UcxSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reque
     return Status::RemoteError;
   }
   s.length = size;
+  (size >= rndvFrom_ ? fromRndv_ : belowRndv_)++;
   if (st == nullptr)
     s.done = true;
   else

@@ -62,6 +62,7 @@ class CommBase {
   Status deregMr(void* mh);
   Status testRequest(UcxRequest* r, bool* done, int* sizes);
   const std::string& peer() const { return control_.peerName(); }
+  ucp_ep_h endpoint() const { return ep_->get(); }
 
  protected:
   virtual void releaseRequest(UcxRequest* r) = 0;
@@ -89,10 +90,15 @@ class UcxSendComm final : public SendComm, public CommBase {
   }
   Status deregMr(void* mh) override { return CommBase::deregMr(mh); }
   Status isend(void* data, size_t size, int tag, void* mhandle, Request** request) override;
+  // UCX's rendezvous threshold on this endpoint (rendezvousFrom): messages are counted on either side of it, and
+  // the counts logged at close.
+  void setRendezvousFrom(size_t bytes) { rndvFrom_ = bytes; }
 
  private:
   void releaseRequest(UcxRequest* r) override { pool_.release(r); }
   FixedPool<UcxRequest, kMaxRequests * kMaxRecvs> pool_;
+  size_t rndvFrom_ = SIZE_MAX;
+  uint64_t belowRndv_ = 0, fromRndv_ = 0;
 };
 
 class UcxRecvComm final : public RecvComm, public CommBase {

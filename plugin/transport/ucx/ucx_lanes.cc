@@ -11,16 +11,39 @@
 
 namespace icn::ucx {
 
-std::string describeLanes(ucp_ep_h ep) {
+namespace {
+std::string epInfo(ucp_ep_h ep) {
   char* buf = nullptr;
   size_t len = 0;
   FILE* f = open_memstream(&buf, &len);
   if (!f) return {};
   ucx().ep_print_info(ep, f);
   fclose(f);
-  std::set<std::string> lanes;
-  std::istringstream in(std::string(buf, len));
+  std::string out(buf, len);
   free(buf);
+  return out;
+}
+}  // namespace
+
+size_t rendezvousFrom(ucp_ep_h ep) {
+  std::istringstream in(epInfo(ep));
+  std::string line;
+  // "#                tag_send: 0..<egr/short>..8185..<egr/zcopy>..8192..<rndv>..(inf)"
+  while (std::getline(in, line)) {
+    size_t at = line.find(" tag_send: ");
+    if (at == std::string::npos) continue;
+    size_t r = line.find("..<rndv>", at);
+    if (r == std::string::npos) return SIZE_MAX;
+    size_t start = line.rfind("..", r - 1);
+    if (start == std::string::npos || start < at) return SIZE_MAX;
+    return strtoull(line.c_str() + start + 2, nullptr, 10);
+  }
+  return SIZE_MAX;
+}
+
+std::string describeLanes(ucp_ep_h ep) {
+  std::set<std::string> lanes;
+  std::istringstream in(epInfo(ep));
   std::string line;
   // Lane lines look like "#   lane[0]:  2:posix/memory.0 md1 ..."; keep "posix/memory".
   while (std::getline(in, line)) {

@@ -224,9 +224,17 @@ Status UcxTransport::connect(int dev, const CommConfig& config, HandleBytes hand
   std::string lanes = log ? describeLanes(pc->ep->get()) : std::string();
   auto comm = std::make_unique<UcxSendComm>(std::move(pc->worker), std::move(pc->ep), ControlChannel(hs.takeFd(), name),
                                             info, ptrSupport(), &reaper_);
-  if (log)
+  const size_t rndv = rendezvousFrom(comm->endpoint());
+  comm->setRendezvousFrom(rndv);
+  if (log) {
     ICN_INFO(subsys::Net, "UCX send connection to %s (rank %d) ready, lanes %s", name.c_str(), hs.peer().rank,
              lanes.c_str());
+    if (rndv == SIZE_MAX)
+      ICN_INFO(subsys::Net, "UCX sends to %s: no rendezvous for host messages (UCX_RNDV_THRESH)", name.c_str());
+    else
+      ICN_INFO(subsys::Net, "UCX sends to %s: host messages from %zu bytes go by rendezvous (UCX_RNDV_THRESH)",
+               name.c_str(), rndv);
+  }
   *out = std::move(comm);
   return Status::Ok;
 }
