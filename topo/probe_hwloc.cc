@@ -172,7 +172,7 @@ Status loadHwloc(const std::string& xmlPath, Machine& m, bool& thisSystem, std::
               std::to_string(up) + " in bridge_type (known: 0 host, 1 PCI)";
         return false;
       }
-      hostBridge = up == static_cast<decltype(up)>(HWLOC_OBJ_BRIDGE_HOST);
+      hostBridge = up == static_cast<std::remove_cv_t<decltype(up)>>(HWLOC_OBJ_BRIDGE_HOST);
     }
     if (hostBridge) {
       d.hostBridge = true;
