@@ -10,7 +10,7 @@
 #include "core/log.h"
 #include "core/params.h"
 
-namespace icn::adapter {
+namespace icn::adapters {
 namespace {
 
 struct NetState {
@@ -262,4 +262,4 @@ int16_t netRailId(int dev) {
   return static_cast<int16_t>(p->members[0]);
 }
 
-}  // namespace icn::adapter
+}  // namespace icn::adapters

@@ -2,7 +2,7 @@
 #include "abi/net_v10.h"
 #include "adapters/net_common.h"
 
-namespace icn::adapter {
+namespace icn::adapters {
 namespace {
 
 ncclResult_t init(ncclDebugLogger_t logger, ncclProfilerCallback_t) { return netInit(logger); }
@@ -37,9 +37,9 @@ ncclResult_t makeVDevice(int* d, ncclNetVDeviceProps_v10_t* props) {
 }
 
 }  // namespace
-}  // namespace icn::adapter
+}  // namespace icn::adapters
 
-using namespace icn::adapter;
+using namespace icn::adapters;
 extern "C" __attribute__((visibility("default"))) const ncclNet_v10_t ncclNetPlugin_v10 = {
     "ICN",     init,     netDevices,     getProperties, listen,       connect,        accept,
     netRegMr,  netRegMrDmaBuf, netDeregMr, isend,       irecv,        netIflush,      netTest,

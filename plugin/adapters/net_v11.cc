@@ -3,7 +3,7 @@
 #include "abi/net_v11.h"
 #include "adapters/net_common.h"
 
-namespace icn::adapter {
+namespace icn::adapters {
 namespace {
 
 ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config, ncclDebugLogger_t logger,
@@ -50,9 +50,9 @@ ncclResult_t setNetAttr(void*, ncclNetAttr_v11_t* attr) {
 }
 
 }  // namespace
-}  // namespace icn::adapter
+}  // namespace icn::adapters
 
-using namespace icn::adapter;
+using namespace icn::adapters;
 extern "C" __attribute__((visibility("default"))) const ncclNet_v11_t ncclNetPlugin_v11 = {
     "ICN",        init,          netDevices,       getProperties, listen,      connect,
     accept,       netRegMr,      netRegMrDmaBuf,   netDeregMr,    isend,       irecv,

@@ -2,7 +2,7 @@
 #include "abi/net_v9.h"
 #include "adapters/net_common.h"
 
-namespace icn::adapter {
+namespace icn::adapters {
 namespace {
 
 ncclResult_t init(ncclDebugLogger_t logger) { return netInit(logger); }
@@ -25,9 +25,9 @@ ncclResult_t makeVDevice(int* d, ncclNetVDeviceProps_v9_t* props) {
 }
 
 }  // namespace
-}  // namespace icn::adapter
+}  // namespace icn::adapters
 
-using namespace icn::adapter;
+using namespace icn::adapters;
 extern "C" __attribute__((visibility("default"))) const ncclNet_v9_t ncclNetPlugin_v9 = {
     "ICN",     init,     netDevices,     getProperties, listen,    connect,   accept,
     netRegMr,  netRegMrDmaBuf, netDeregMr, netIsend,    netIrecv,  netIflush, netTest,
