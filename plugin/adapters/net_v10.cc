@@ -1,4 +1,5 @@
 // ncclNet_v10_t: NCCL 2.26. Process-wide init; the traffic class arrives with each connect.
+#include "abi/export.h"
 #include "abi/net_v10.h"
 #include "adapters/net_common.h"
 
@@ -40,7 +41,7 @@ ncclResult_t makeVDevice(int* d, ncclNetVDeviceProps_v10_t* props) {
 }  // namespace icn::adapters
 
 using namespace icn::adapters;
-extern "C" __attribute__((visibility("default"))) const ncclNet_v10_t ncclNetPlugin_v10 = {
+ICN_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
     "ICN",     init,     netDevices,     getProperties, listen,       connect,        accept,
     netRegMr,  netRegMrDmaBuf, netDeregMr, isend,       irecv,        netIflush,      netTest,
     netCloseSend, netCloseRecv, netCloseListen, netGetDeviceMr, netIrecvConsumed, makeVDevice,

@@ -1,5 +1,6 @@
 // ncclNet_v11_t: NCCL 2.27+. init is per communicator and returns a context carrying commId and the
 // communicator's traffic class; everything else forwards to net_common.
+#include "abi/export.h"
 #include "abi/net_v11.h"
 #include "adapters/net_common.h"
 
@@ -53,7 +54,7 @@ ncclResult_t setNetAttr(void*, ncclNetAttr_v11_t* attr) {
 }  // namespace icn::adapters
 
 using namespace icn::adapters;
-extern "C" __attribute__((visibility("default"))) const ncclNet_v11_t ncclNetPlugin_v11 = {
+ICN_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
     "ICN",        init,          netDevices,       getProperties, listen,      connect,
     accept,       netRegMr,      netRegMrDmaBuf,   netDeregMr,    isend,       irecv,
     netIflush,    netTest,       netCloseSend,     netCloseRecv,  netCloseListen,

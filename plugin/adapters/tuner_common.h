@@ -48,7 +48,3 @@ inline ncclResult_t tunerCostTableCall(void* ctx, int collType, size_t nBytes, i
 }
 
 }  // namespace icn::adapters
-
-#ifndef ICN_EXPORT
-#define ICN_EXPORT extern "C" __attribute__((visibility("default")))
-#endif
