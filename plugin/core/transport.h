@@ -20,7 +20,7 @@ constexpr int kMaxRecvs = 8;              // grouped receives per irecv
 constexpr int kMaxRequests = 32;          // in flight per comm (x kMaxRecvs on the send side)
 constexpr int kMaxVDevMembers = 4;        // NCCL_NET_MAX_DEVS_PER_NIC
 
-// Memory kinds, numerically equal to NCCL_PTR_* so adapters pass them straight through.
+// Memory kinds, numerically equal to NCCL_PTR_* so adapters pass them straight through (asserted there).
 enum MemType : int { kMemHost = 1, kMemCuda = 2, kMemDmabuf = 4 };
 
 using HandleBytes = std::span<uint8_t, kHandleSize>;
