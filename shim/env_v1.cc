@@ -1,5 +1,6 @@
 // ncclEnvPlugin_v1 (NCCL 2.28.7-2.30.4): no logger; our INFO lines go wherever ICN logs without NCCL's.
 #include "abi/env_v1.h"
+#include "abi/export.h"
 #include "shim/env_common.h"
 
 namespace {
@@ -10,6 +11,4 @@ ncclResult_t init(uint8_t major, uint8_t minor, uint8_t patch, const char* suffi
 ncclResult_t finalize() { return ncclSuccess; }
 }  // namespace
 
-extern "C" {
-__attribute__((visibility("default"))) ncclEnv_v1_t ncclEnvPlugin_v1 = {"icn", init, finalize, icn::shim::envGet};
-}
+ICN_EXPORT const ncclEnv_v1_t ncclEnvPlugin_v1 = {"icn", init, finalize, icn::shim::envGet};

@@ -1,5 +1,6 @@
 // ncclEnvPlugin_v2 (NCCL 2.30.7+): as v1, and NCCL's logger carries our lines into NCCL's log (NCCL_DEBUG).
 #include "abi/env_v2.h"
+#include "abi/export.h"
 #include "core/log.h"
 #include "shim/env_common.h"
 
@@ -12,6 +13,4 @@ ncclResult_t init(uint8_t major, uint8_t minor, uint8_t patch, const char* suffi
 ncclResult_t finalize() { return ncclSuccess; }
 }  // namespace
 
-extern "C" {
-__attribute__((visibility("default"))) ncclEnv_v2_t ncclEnvPlugin_v2 = {"icn", init, finalize, icn::shim::envGet};
-}
+ICN_EXPORT const ncclEnv_v2_t ncclEnvPlugin_v2 = {"icn", init, finalize, icn::shim::envGet};

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 
+#include "abi/export.h"
 #include "shim/injector.h"
 
 namespace {
@@ -31,32 +32,28 @@ void prepare() { icn::shim::Injector::instance().applyToEnvironment(); }
 
 }  // namespace
 
-extern "C" {
-
-__attribute__((visibility("default"))) Result ncclCommInitRank(Comm* comm, int nranks, UniqueId id, int rank) {
+ICN_EXPORT Result ncclCommInitRank(Comm* comm, int nranks, UniqueId id, int rank) {
   prepare();
   static auto real = next<Result (*)(Comm*, int, UniqueId, int)>("ncclCommInitRank");
   return real ? real(comm, nranks, id, rank) : kInternalError;
 }
 
-__attribute__((visibility("default"))) Result ncclCommInitRankConfig(Comm* comm, int nranks, UniqueId id, int rank,
-                                                                     Config* config) {
+ICN_EXPORT Result ncclCommInitRankConfig(Comm* comm, int nranks, UniqueId id, int rank,
+                                         Config* config) {
   prepare();
   static auto real = next<Result (*)(Comm*, int, UniqueId, int, Config*)>("ncclCommInitRankConfig");
   return real ? real(comm, nranks, id, rank, config) : kInternalError;
 }
 
-__attribute__((visibility("default"))) Result ncclCommInitAll(Comm* comm, int ndev, const int* devlist) {
+ICN_EXPORT Result ncclCommInitAll(Comm* comm, int ndev, const int* devlist) {
   prepare();
   static auto real = next<Result (*)(Comm*, int, const int*)>("ncclCommInitAll");
   return real ? real(comm, ndev, devlist) : kInternalError;
 }
 
-__attribute__((visibility("default"))) Result ncclCommInitRankScalable(Comm* comm, int nranks, int myrank, int nId,
-                                                                       UniqueId* commIds, Config* config) {
+ICN_EXPORT Result ncclCommInitRankScalable(Comm* comm, int nranks, int myrank, int nId,
+                                           UniqueId* commIds, Config* config) {
   prepare();
   static auto real = next<Result (*)(Comm*, int, int, int, UniqueId*, Config*)>("ncclCommInitRankScalable");
   return real ? real(comm, nranks, myrank, nId, commIds, config) : kInternalError;
 }
-
-}  // extern "C"

@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "core/log.h"
-#include "topo/sysfs.h"
 
 extern char** environ;
 

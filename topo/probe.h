@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "core/sysfs.h"
 #include "topo/model.h"
 
 namespace icn::topo {
@@ -26,12 +27,14 @@ Status probe(const ProbeOptions& opt, Machine& out, std::string& err);
 
 // Pieces (exposed for tests and for the shim's cheaper path).
 Status loadHwloc(const std::string& xmlPath, Machine& m, bool& thisSystem, std::string& err);
-void enrichFromSysfs(const class SysRoot& sys, const std::string& statusPid, Machine& m);  // PCI + host
-void enrichNicsFromSysfs(const class SysRoot& sys, Machine& m);  // after classifyDevices
+void enrichFromSysfs(const SysRoot& sys, const std::string& statusPid, Machine& m);  // PCI + host
+void enrichNicsFromSysfs(const SysRoot& sys, Machine& m);  // after classifyDevices
 bool enrichFromNvml(Machine& m, std::string& why);   // false when NVML is absent/unusable (why says so)
 bool enrichFromVerbs(Machine& m, std::string& why);  // active MTU per RDMA port
 Status applyFacts(const std::string& path, Machine& m, std::string& err);
 void classifyDevices(Machine& m);  // GPUs and NICs from the PCI list + OS device names
 std::map<std::string, std::string> captureEnv();
+// "16.0 GT/s PCIe" / "8 GT/s" / "Unknown" -> GT/s (0 when unknown).
+double parseLinkSpeed(const std::string& s);
 
 }  // namespace icn::topo

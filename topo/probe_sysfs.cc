@@ -3,7 +3,6 @@
 #include <cstdlib>
 
 #include "topo/probe.h"
-#include "topo/sysfs.h"
 
 namespace icn::topo {
 namespace {
@@ -47,6 +46,13 @@ CpuSet listOr(const std::optional<std::string>& s) {
 }
 
 }  // namespace
+
+double parseLinkSpeed(const std::string& s) {
+  char* end = nullptr;
+  double v = strtod(s.c_str(), &end);
+  if (end == s.c_str() || v <= 0) return 0;
+  return v;
+}
 
 void enrichFromSysfs(const SysRoot& sys, const std::string& statusPid, Machine& m) {
   for (PciDevice& d : m.pci) {

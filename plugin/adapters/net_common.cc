@@ -10,7 +10,7 @@
 #include "core/log.h"
 #include "core/params.h"
 
-namespace icn::adapter {
+namespace icn::adapters {
 namespace {
 
 struct NetState {
@@ -50,6 +50,23 @@ SendComm* asSend(void* p) { return static_cast<SendComm*>(asComm(p)); }
 RecvComm* asRecv(void* p) { return static_cast<RecvComm*>(asComm(p)); }
 
 }  // namespace
+
+// The core's numbers are NCCL's, so the adapters pass them through without a table: result codes (toNccl),
+// memory kinds (regMr's type, ptrSupport), the handle span, request and grouping limits, log levels and subsystems.
+static_assert(static_cast<int>(Status::Ok) == ncclSuccess);
+static_assert(static_cast<int>(Status::SystemError) == ncclSystemError);
+static_assert(static_cast<int>(Status::InternalError) == ncclInternalError);
+static_assert(static_cast<int>(Status::InvalidArgument) == ncclInvalidArgument);
+static_assert(static_cast<int>(Status::InvalidUsage) == ncclInvalidUsage);
+static_assert(static_cast<int>(Status::RemoteError) == ncclRemoteError);
+static_assert(kMemHost == NCCL_PTR_HOST && kMemCuda == NCCL_PTR_CUDA && kMemDmabuf == NCCL_PTR_DMABUF);
+static_assert(kHandleSize == NCCL_NET_HANDLE_MAXSIZE);
+static_assert(kMaxRequests == NCCL_NET_MAX_REQUESTS);
+static_assert(kMaxVDevMembers == NCCL_NET_MAX_DEVS_PER_NIC);
+static_assert(static_cast<int>(LogLevel::Warn) == NCCL_LOG_WARN && static_cast<int>(LogLevel::Info) == NCCL_LOG_INFO &&
+              static_cast<int>(LogLevel::Trace) == NCCL_LOG_TRACE);
+static_assert(subsys::Init == NCCL_INIT && subsys::Net == NCCL_NET && subsys::Graph == NCCL_GRAPH &&
+              subsys::Tuning == NCCL_TUNING && subsys::Env == NCCL_ENV && subsys::Profile == NCCL_PROFILE);
 
 ncclResult_t toNccl(Status s) { return static_cast<ncclResult_t>(static_cast<int>(s)); }
 
@@ -262,4 +279,4 @@ int16_t netRailId(int dev) {
   return static_cast<int16_t>(p->members[0]);
 }
 
-}  // namespace icn::adapter
+}  // namespace icn::adapters

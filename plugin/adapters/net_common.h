@@ -8,7 +8,7 @@
 #include "core/status.h"
 #include "core/transport.h"
 
-namespace icn::adapter {
+namespace icn::adapters {
 
 ncclResult_t toNccl(Status s);
 
@@ -79,4 +79,4 @@ ncclResult_t fillProps(int dev, Props* props) {
   return ncclSuccess;
 }
 
-}  // namespace icn::adapter
+}  // namespace icn::adapters

@@ -1,8 +1,9 @@
 // ncclNet_v10_t: NCCL 2.26. Process-wide init; the traffic class arrives with each connect.
+#include "abi/export.h"
 #include "abi/net_v10.h"
 #include "adapters/net_common.h"
 
-namespace icn::adapter {
+namespace icn::adapters {
 namespace {
 
 ncclResult_t init(ncclDebugLogger_t logger, ncclProfilerCallback_t) { return netInit(logger); }
@@ -37,10 +38,10 @@ ncclResult_t makeVDevice(int* d, ncclNetVDeviceProps_v10_t* props) {
 }
 
 }  // namespace
-}  // namespace icn::adapter
+}  // namespace icn::adapters
 
-using namespace icn::adapter;
-extern "C" __attribute__((visibility("default"))) const ncclNet_v10_t ncclNetPlugin_v10 = {
+using namespace icn::adapters;
+ICN_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
     "ICN",     init,     netDevices,     getProperties, listen,       connect,        accept,
     netRegMr,  netRegMrDmaBuf, netDeregMr, isend,       irecv,        netIflush,      netTest,
     netCloseSend, netCloseRecv, netCloseListen, netGetDeviceMr, netIrecvConsumed, makeVDevice,

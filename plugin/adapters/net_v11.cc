@@ -1,9 +1,10 @@
 // ncclNet_v11_t: NCCL 2.27+. init is per communicator and returns a context carrying commId and the
 // communicator's traffic class; everything else forwards to net_common.
+#include "abi/export.h"
 #include "abi/net_v11.h"
 #include "adapters/net_common.h"
 
-namespace icn::adapter {
+namespace icn::adapters {
 namespace {
 
 ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config, ncclDebugLogger_t logger,
@@ -50,10 +51,10 @@ ncclResult_t setNetAttr(void*, ncclNetAttr_v11_t* attr) {
 }
 
 }  // namespace
-}  // namespace icn::adapter
+}  // namespace icn::adapters
 
-using namespace icn::adapter;
-extern "C" __attribute__((visibility("default"))) const ncclNet_v11_t ncclNetPlugin_v11 = {
+using namespace icn::adapters;
+ICN_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
     "ICN",        init,          netDevices,       getProperties, listen,      connect,
     accept,       netRegMr,      netRegMrDmaBuf,   netDeregMr,    isend,       irecv,
     netIflush,    netTest,       netCloseSend,     netCloseRecv,  netCloseListen,

@@ -1,9 +1,10 @@
 // ncclNet_v12_t: NCCL 2.30+. v11's calls over v12 properties: rail and plane ids, up to 8 devices per virtual NIC
 // (we fuse at most kMaxVDevMembers and refuse more, which NCCL handles by not merging).
+#include "abi/export.h"
 #include "abi/net_v12.h"
 #include "adapters/net_common.h"
 
-namespace icn::adapter {
+namespace icn::adapters {
 namespace {
 
 ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* config, ncclDebugLogger_t logger,
@@ -53,10 +54,10 @@ ncclResult_t setNetAttr(void*, ncclNetAttr_v12_t* attr) {
 }
 
 }  // namespace
-}  // namespace icn::adapter
+}  // namespace icn::adapters
 
-using namespace icn::adapter;
-extern "C" __attribute__((visibility("default"))) const ncclNet_v12_t ncclNetPlugin_v12 = {
+using namespace icn::adapters;
+ICN_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
     "ICN",        init,          netDevices,       getProperties, listen,      connect,
     accept,       netRegMr,      netRegMrDmaBuf,   netDeregMr,    isend,       irecv,
     netIflush,    netTest,       netCloseSend,     netCloseRecv,  netCloseListen,

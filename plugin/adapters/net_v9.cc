@@ -1,8 +1,9 @@
 // ncclNet_v9_t: NCCL 2.24/2.25. No profiler handles, no per-connect config.
+#include "abi/export.h"
 #include "abi/net_v9.h"
 #include "adapters/net_common.h"
 
-namespace icn::adapter {
+namespace icn::adapters {
 namespace {
 
 ncclResult_t init(ncclDebugLogger_t logger) { return netInit(logger); }
@@ -25,10 +26,10 @@ ncclResult_t makeVDevice(int* d, ncclNetVDeviceProps_v9_t* props) {
 }
 
 }  // namespace
-}  // namespace icn::adapter
+}  // namespace icn::adapters
 
-using namespace icn::adapter;
-extern "C" __attribute__((visibility("default"))) const ncclNet_v9_t ncclNetPlugin_v9 = {
+using namespace icn::adapters;
+ICN_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
     "ICN",     init,     netDevices,     getProperties, listen,    connect,   accept,
     netRegMr,  netRegMrDmaBuf, netDeregMr, netIsend,    netIrecv,  netIflush, netTest,
     netCloseSend, netCloseRecv, netCloseListen, netGetDeviceMr, netIrecvConsumed, makeVDevice,

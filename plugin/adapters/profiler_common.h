@@ -18,7 +18,3 @@ ncclResult_t recordKernelChStop(void* eHandle, uint64_t pTimer);
 ncclResult_t finalize(void* ctx);
 
 }  // namespace icn::adapters::profiler
-
-#ifndef ICN_EXPORT
-#define ICN_EXPORT extern "C" __attribute__((visibility("default")))
-#endif

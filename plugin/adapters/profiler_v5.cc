@@ -1,4 +1,5 @@
 // ncclProfiler_v5 (NCCL 2.26-2.28; newer NCCL prefers v6): Coll and KernelCh events into profiler_common.
+#include "abi/export.h"
 #include "abi/profiler_v5.h"
 #include "adapters/profiler_common.h"
 

@@ -13,7 +13,7 @@
 #define ICN_IB_AVAILABLE 1
 #endif
 
-namespace icn::adapter {
+namespace icn::adapters {
 namespace {
 
 Status tryIb(std::unique_ptr<Transport>* out, std::string* why) {
@@ -137,4 +137,4 @@ Status selectTransport(std::unique_ptr<Transport>* out) {
   return Status::SystemError;
 }
 
-}  // namespace icn::adapter
+}  // namespace icn::adapters

@@ -5,8 +5,8 @@
 
 #include "core/transport.h"
 
-namespace icn::adapter {
+namespace icn::adapters {
 
 Status selectTransport(std::unique_ptr<Transport>* out);
 
-}  // namespace icn::adapter
+}  // namespace icn::adapters

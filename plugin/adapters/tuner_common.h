@@ -3,11 +3,20 @@
 #include <cstdint>
 #include <new>
 
-#include "abi/nccl_common.h"
+#include "abi/tuner_common.h"
 #include "core/log.h"
+#include "telemetry/coll_names.h"
 #include "tuner/context.h"
 
 namespace icn::adapters {
+
+// Collective, algorithm and protocol numbers are NCCL's, so cost-table indices and collType pass through as they are.
+static_assert(coll::kAllReduce == ncclFuncAllReduce && coll::kAllGather == ncclFuncAllGather &&
+              coll::kReduceScatter == ncclFuncReduceScatter && coll::kNumColls == ncclFuncAllReduce + 1);
+static_assert(coll::kTree == NCCL_ALGO_TREE && coll::kRing == NCCL_ALGO_RING &&
+              coll::kNumAlgos == NCCL_NUM_ALGORITHMS_V5);
+static_assert(coll::kLL == NCCL_PROTO_LL && coll::kLL128 == NCCL_PROTO_LL128 && coll::kSimple == NCCL_PROTO_SIMPLE &&
+              coll::kNumProtos == NCCL_NUM_PROTOCOLS_V5);
 
 inline ncclResult_t tunerInit(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, ncclDebugLogger_t logFn,
                               bool shareByCommId, const tuner::ShapeHints& hints = {}) {
@@ -48,7 +57,3 @@ inline ncclResult_t tunerCostTableCall(void* ctx, int collType, size_t nBytes, i
 }
 
 }  // namespace icn::adapters
-
-#ifndef ICN_EXPORT
-#define ICN_EXPORT extern "C" __attribute__((visibility("default")))
-#endif

@@ -1,5 +1,6 @@
 // ncclTunerPlugin_v2 (NCCL 2.19-2.20): no cost table; the plugin returns algorithm/protocol numbers. Without
 // NCCL's support information we only pass on Tree/Ring decisions (rules or cache), which every 2.19 build has.
+#include "abi/export.h"
 #include "abi/tuner_v2.h"
 #include "adapters/tuner_common.h"
 

@@ -1,4 +1,5 @@
 // ncclTunerPlugin_v3 (NCCL 2.21): cost table without regBuff (rules with regBuff != -1 never match).
+#include "abi/export.h"
 #include "abi/tuner_v3.h"
 #include "adapters/tuner_common.h"
 

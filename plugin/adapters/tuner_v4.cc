@@ -1,4 +1,5 @@
 // ncclTunerPlugin_v4 (NCCL 2.22-2.26): no commId, so rules and the persisted table only.
+#include "abi/export.h"
 #include "abi/tuner_v4.h"
 #include "adapters/tuner_common.h"
 

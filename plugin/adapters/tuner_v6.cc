@@ -1,5 +1,6 @@
 // ncclTunerPlugin_v6 (NCCL 2.30+): v5's tuner (commId, fed by our profiler) with getChunkSize left NULL, so NCCL
 // keeps its own chunk size: nothing we measured shows a better one, and a NULL hook costs NCCL no call.
+#include "abi/export.h"
 #include "abi/tuner_v6.h"
 #include "adapters/tuner_common.h"
 

@@ -1,11 +1,7 @@
 #include "core/host_nic.h"
 
-#include <limits.h>
-#include <stdlib.h>
-
-#include <fstream>
-
 #include "core/params.h"
+#include "core/sysfs.h"
 
 namespace icn {
 namespace {
@@ -17,13 +13,12 @@ HostNic probeHostNic(const std::string& prefix, DeviceProps* p) {
   HostNic nic;
   if (pickInterface(&nic.addr, &nic.ifname) != Status::Ok) nic.ifname = "lo";
   p->name = prefix + "-" + nic.ifname;
-  char real[PATH_MAX];
-  std::string dev = "/sys/class/net/" + nic.ifname + "/device";
-  if (realpath(dev.c_str(), real)) p->pciPath = real;
-  int speed = -1;
-  std::ifstream("/sys/class/net/" + nic.ifname + "/speed") >> speed;
-  nic.speedKnown = speed > 0;
-  p->speedMbps = nic.speedKnown ? speed : kUnknownSpeedMbps;
+  const SysRoot sys;
+  const std::string dir = "/sys/class/net/" + nic.ifname;
+  if (auto pci = sys.resolve(dir + "/device")) p->pciPath = *pci;
+  const long long speed = sys.integer(dir + "/speed").value_or(-1);  // a link that is down reads as an error
+  nic.speedKnown = speed > 0 && speed <= INT32_MAX;
+  p->speedMbps = nic.speedKnown ? static_cast<int>(speed) : kUnknownSpeedMbps;
   if (int64_t forced = params::getInt(params::Id::NetSpeedMbps); forced > 0) p->speedMbps = static_cast<int>(forced);
   return nic;
 }

@@ -1,4 +1,5 @@
-// Result codes of the core. Adapters map them 1:1 onto ncclResult_t; the core never includes NCCL headers.
+// Result codes of the core. Adapters map them 1:1 onto ncclResult_t (asserted in adapters/net_common.cc); the core
+// never includes NCCL headers.
 #pragma once
 
 namespace icn {

@@ -20,7 +20,7 @@ constexpr int kMaxRecvs = 8;              // grouped receives per irecv
 constexpr int kMaxRequests = 32;          // in flight per comm (x kMaxRecvs on the send side)
 constexpr int kMaxVDevMembers = 4;        // NCCL_NET_MAX_DEVS_PER_NIC
 
-// Memory kinds, numerically equal to NCCL_PTR_* so adapters pass them straight through.
+// Memory kinds, numerically equal to NCCL_PTR_* so adapters pass them straight through (asserted there).
 enum MemType : int { kMemHost = 1, kMemCuda = 2, kMemDmabuf = 4 };
 
 using HandleBytes = std::span<uint8_t, kHandleSize>;
@@ -65,12 +65,14 @@ class Comm {
 
 class SendComm : public Comm {
  public:
-  // *request == nullptr with Ok means "try again later" (NCCL retries).
+  // *request == nullptr with Ok means "try again later" (NCCL retries): the answer when all
+  // kMaxRequests * kMaxRecvs send requests are in flight (or the transport must wait for the receiver).
   virtual Status isend(void* data, size_t size, int tag, void* mhandle, Request** request) = 0;
 };
 
 class RecvComm : public Comm {
  public:
+  // More than kMaxRequests receives in flight is InvalidUsage: NCCL never posts more (NCCL_NET_MAX_REQUESTS).
   virtual Status irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
                        Request** request) = 0;
   // *request == nullptr: nothing to flush.

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/json.h"
 #include "core/log.h"
 #include "core/net_counters.h"
 #include "core/params.h"
@@ -43,23 +44,6 @@ std::string hostName() {
   char h[256] = {};
   if (gethostname(h, sizeof h - 1) != 0) return "unknown";
   return h;
-}
-
-void appendEscaped(std::string& out, const std::string& s) {
-  out += '"';
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
 }
 
 template <typename... A>
@@ -171,7 +155,7 @@ std::string renderJson() {
   auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
                  std::chrono::system_clock::now().time_since_epoch()).count();
   appendf(out, "{\"version\":1,\"pid\":%d,\"host\":", static_cast<int>(getpid()));
-  appendEscaped(out, hostName());
+  out += json::quote(hostName());
   appendf(out, ",\"time_ms\":%lld,\"comms\":[", static_cast<long long>(now));
   bool firstComm = true;
   for (auto& [key, val] : comms) {
@@ -200,7 +184,7 @@ std::string renderJson() {
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       appendf(out, "%s{\"peerRank\":%d,\"peer\":", i ? "," : "", r.peerRank);
-      appendEscaped(out, r.peer);
+      out += json::quote(r.peer);
       appendf(out, ",\"channel\":%d,\"send_bytes\":%llu,\"send_msgs\":%llu,\"recv_bytes\":%llu,\"recv_msgs\":%llu}",
               r.channel, static_cast<unsigned long long>(r.sb), static_cast<unsigned long long>(r.sm),
               static_cast<unsigned long long>(r.rb), static_cast<unsigned long long>(r.rm));

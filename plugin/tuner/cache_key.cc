@@ -1,6 +1,5 @@
 #include "tuner/cache_key.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -14,18 +13,12 @@
 
 #include "core/params.h"
 #include "core/private_file.h"
+#include "core/sysfs.h"
 
 extern char** environ;
 
 namespace icn::tuner {
 namespace {
-
-std::string readSmall(const std::string& path) {
-  std::ifstream in(path);
-  std::string s;
-  std::getline(in, s);
-  return s;
-}
 
 // NCCL's version as the library in this process reports it (ncclGetVersion is exported by libnccl); 0 when it
 // cannot be found (NCCL linked statically without exporting it).
@@ -40,18 +33,14 @@ int ncclVersion() {
 // PCI functions of one class prefix ("0x03": display, "0x02": network, "0x0207": InfiniBand): vendor:device
 // pairs, sorted, so the list does not depend on enumeration order.
 std::string pciDevices(std::string_view classPrefix) {
+  const SysRoot sys;
+  const std::string root = "/sys/bus/pci/devices/";
   std::vector<std::string> out;
-  const char* root = "/sys/bus/pci/devices";
-  DIR* d = opendir(root);
-  if (!d) return "";
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    std::string base = std::string(root) + "/" + e->d_name;
-    std::string cls = readSmall(base + "/class");
+  for (const std::string& dev : sys.list(root)) {
+    std::string cls = sys.line(root + dev + "/class").value_or("");
     if (cls.compare(0, classPrefix.size(), classPrefix) != 0) continue;
-    out.push_back(readSmall(base + "/vendor") + ":" + readSmall(base + "/device"));
+    out.push_back(sys.line(root + dev + "/vendor").value_or("") + ":" + sys.line(root + dev + "/device").value_or(""));
   }
-  closedir(d);
   std::sort(out.begin(), out.end());
   std::string s;
   for (const std::string& x : out) s += x + ",";

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <deque>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -197,6 +198,74 @@ TEST(Transfer, ZeroByteMessagesInterleaved) {
           void* req = nullptr;
           while (!req) ASSERT_EQ(r.plugin.net->isend(s, len ? buf.data() : nullptr, len, i % 3, nullptr, nullptr, &req), ncclSuccess);
           ASSERT_EQ(netapi::waitRequest(r.plugin, req, nullptr, kWait), ncclSuccess);
+        }
+        closePair(r, s, nullptr);
+      });
+}
+
+// More sends than NCCL ever has in flight on one comm (NCCL_NET_MAX_REQUESTS x maxRecvs), none tested: once every
+// send request is taken, isend answers success with a NULL request ("try again", as NCCL's proxy reads it), never
+// an error, and the send goes through once test() has returned a request. Every message arrives, in order.
+TEST(Transfer, SendsPastThePoolAreRetriedNotFailed) {
+  static constexpr int kMessages = NCCL_NET_MAX_REQUESTS * 8 + 44;  // past the largest send pool (maxRecvs <= 8)
+  static constexpr size_t kLen = 64;
+  static constexpr int kTag = 3;
+  runTwoRanks(
+      [](Rank& r) {
+        void *s = nullptr, *rc = nullptr;
+        r.connectPair(&s, &rc);
+        ASSERT_TRUE(r.peer.barrier());  // the sender filled its pool before anything is received
+        std::vector<std::vector<uint8_t>> bufs(NCCL_NET_MAX_REQUESTS, std::vector<uint8_t>(kLen));
+        for (int first = 0; first < kMessages; first += NCCL_NET_MAX_REQUESTS) {
+          const int n = std::min(NCCL_NET_MAX_REQUESTS, kMessages - first);
+          std::vector<void*> reqs(n);
+          for (int i = 0; i < n; i++) {
+            void* d = bufs[i].data();
+            size_t sz = kLen;
+            int tag = kTag;
+            ASSERT_EQ(r.plugin.net->irecv(rc, 1, &d, &sz, &tag, nullptr, nullptr, &reqs[i]), ncclSuccess);
+            ASSERT_NE(reqs[i], nullptr);
+          }
+          for (int i = 0; i < n; i++) {
+            int got[64] = {};
+            ASSERT_EQ(netapi::waitRequest(r.plugin, reqs[i], got, kWait), ncclSuccess);
+            EXPECT_EQ(static_cast<size_t>(got[0]), kLen);
+            EXPECT_EQ(checkPattern(bufs[i].data(), kLen, first + i), SIZE_MAX) << "message " << first + i;
+          }
+        }
+        closePair(r, nullptr, rc);
+      },
+      [](Rank& r) {
+        void *s = nullptr, *rc = nullptr;
+        r.connectPair(&s, &rc);
+        std::vector<std::vector<uint8_t>> bufs(kMessages, std::vector<uint8_t>(kLen));
+        for (int i = 0; i < kMessages; i++) fillPattern(bufs[i].data(), kLen, i);
+        std::deque<void*> inflight;
+        int next = 0;
+        for (; next < kMessages; next++) {  // post without testing until the plugin pushes back
+          void* req = nullptr;
+          ASSERT_EQ(r.plugin.net->isend(s, bufs[next].data(), kLen, kTag, nullptr, nullptr, &req), ncclSuccess)
+              << "send " << next << " with " << inflight.size() << " in flight";
+          if (!req) break;
+          inflight.push_back(req);
+        }
+        ASSERT_LT(next, kMessages) << "isend never answered NULL: the test did not reach the plugin's limit";
+        ASSERT_TRUE(r.peer.barrier());
+        const auto deadline = netapi::Clock::now() + kWait;
+        while (next < kMessages || !inflight.empty()) {  // NCCL's proxy: retry the send, test the oldest
+          ASSERT_LT(netapi::Clock::now(), deadline) << next << " of " << kMessages << " sent";
+          if (next < kMessages) {
+            void* req = nullptr;
+            ASSERT_EQ(r.plugin.net->isend(s, bufs[next].data(), kLen, kTag, nullptr, nullptr, &req), ncclSuccess);
+            if (req) {
+              inflight.push_back(req);
+              next++;
+              continue;
+            }
+          }
+          int done = 0;
+          ASSERT_EQ(r.plugin.net->test(inflight.front(), &done, nullptr), ncclSuccess);
+          if (done) inflight.pop_front();
         }
         closePair(r, s, nullptr);
       });

@@ -3,7 +3,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "topo/sysfs.h"
+#include "core/sysfs.h"
 #include "topo_test_util.h"
 
 namespace icn::topo::test {
@@ -141,6 +141,24 @@ TEST(Sysfs, LinkSpeedStrings) {
   SysRoot r(t.dir());
   EXPECT_EQ(r.integer("/x/y").value_or(-1), 42);
   EXPECT_FALSE(r.line("/x/none"));
+}
+
+// Links resolve inside the recorded tree and come back as the host would see them; a link out of the tree or to
+// nothing resolves to nothing.
+TEST(Sysfs, ResolveReportsHostPathsInsideTheRoot) {
+  TempTree t;
+  t.write("/sys/devices/pci0000:00/0000:17:00.0/vendor", "0x15b3\n");
+  std::filesystem::create_directories(t.dir() + "/sys/class/net/eth0");
+  std::filesystem::create_directory_symlink("../../../devices/pci0000:00/0000:17:00.0",
+                                            t.dir() + "/sys/class/net/eth0/device");
+  std::filesystem::create_directory_symlink("/usr", t.dir() + "/sys/class/net/eth0/outside");
+  std::filesystem::create_directory_symlink("missing", t.dir() + "/sys/class/net/eth0/dangling");
+  SysRoot r(t.dir() + "/");
+  EXPECT_EQ(r.resolve("/sys/class/net/eth0/device").value_or("?"), "/sys/devices/pci0000:00/0000:17:00.0");
+  EXPECT_EQ(r.line("/sys/class/net/eth0/device/vendor").value_or("?"), "0x15b3");
+  EXPECT_FALSE(r.resolve("/sys/class/net/eth0/outside"));
+  EXPECT_FALSE(r.resolve("/sys/class/net/eth0/dangling"));
+  EXPECT_EQ(SysRoot("").resolve("/").value_or("?"), "/");
 }
 
 }  // namespace

@@ -111,6 +111,27 @@ TEST(Heatmap, SnapshotHasDocumentedKeys) {
   netstats::resetForTesting();
 }
 
+// The peer name comes from the peer's HELLO: whatever bytes it holds, the snapshot stays valid JSON and keeps them.
+TEST(Heatmap, PeerNamesAreQuotedAsJsonStrings) {
+  netstats::resetForTesting();
+  heatmap::resetForTesting();
+  auto e = heatmap::registerComm(0x99, 0, 2);
+  const std::string odd = "a\"b\\c\nd\te\x01" "f:7";
+  NetCommInfo info{0x99, 0, 1, odd, 0, true};
+  netstats::registerComm(info)->add(1);
+  json::Value v;
+  std::string why;
+  const std::string text = heatmap::renderJson();
+  ASSERT_TRUE(json::parse(text, v, why)) << why << "\n" << text;
+  const json::Value* comms = v.get("comms");
+  ASSERT_TRUE(comms && comms->arr.size() == 1u);
+  const json::Value* peers = comms->arr[0].get("peers");
+  ASSERT_TRUE(peers && peers->arr.size() == 1u);
+  EXPECT_EQ(peers->arr[0].string("peer", ""), odd);
+  heatmap::resetForTesting();
+  netstats::resetForTesting();
+}
+
 TEST(Heatmap, WriteIsAtomicPrivateAndReadable) {
   char dirT[] = "/tmp/icn-heatmap-test-XXXXXX";
   ASSERT_NE(mkdtemp(dirT), nullptr);

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/json.h"
 #include "perf_session.h"
 
 using namespace icn;
@@ -100,8 +101,9 @@ int rankMain(int rank, netapi::Pipe& peer, const perf::Options& o) {
   if (!o.json.empty()) {
     FILE* f = fopen(o.json.c_str(), "w");
     if (!f) return perror(o.json.c_str()), 1;
-    fprintf(f, "{\"tool\":\"icn-perf\",\"plugin\":\"%s\",\"device\":\"%s\",\"speed_mbps\":%d,\"points\":[", p.net->name,
-            props.name, props.speed);
+    // Names come from the plugin: quoted as JSON strings.
+    fprintf(f, "{\"tool\":\"icn-perf\",\"plugin\":%s,\"device\":%s,\"speed_mbps\":%d,\"points\":[",
+            icn::json::quote(p.net->name).c_str(), icn::json::quote(props.name ? props.name : "").c_str(), props.speed);
     for (size_t i = 0; i < pts.size(); i++)
       fprintf(f,
               "%s{\"bytes\":%zu,\"bw_gbps\":%.6f,\"lat_p50_us\":%.3f,\"lat_p99_us\":%.3f,\"lat_min_us\":%.3f,"

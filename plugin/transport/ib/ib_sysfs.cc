@@ -3,24 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <system_error>
+
+#include "core/sysfs.h"
 
 namespace icn::ib {
-namespace fs = std::filesystem;
-
-bool readSysfsFile(const std::string& path, std::string* out) {
-  std::ifstream in(path);
-  if (!in) return false;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return false;  // sysfs returns EINVAL for unset gid_attrs
-  *out = ss.str();
-  while (!out->empty() && (out->back() == '\n' || out->back() == ' ')) out->pop_back();
-  return true;
-}
 
 static int hexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -86,27 +72,28 @@ static GidType parseGidType(const std::string& t) {
   return GidType::Unknown;
 }
 
-static void scanPort(const fs::path& portDir, int port, PortInfo* p) {
-  std::string s;
+static bool isNumber(const std::string& n) { return !n.empty() && std::all_of(n.begin(), n.end(), ::isdigit); }
+
+static void scanPort(const SysRoot& sys, const std::string& portDir, int port, PortInfo* p) {
   p->port = port;
-  if (readSysfsFile(portDir / "state", &s)) p->active = s.find("ACTIVE") != std::string::npos;
-  if (readSysfsFile(portDir / "link_layer", &s)) p->ethernet = (s == "Ethernet");
-  if (readSysfsFile(portDir / "rate", &s)) p->speedMbps = parseRateMbps(s);
-  if (readSysfsFile(portDir / "lid", &s)) p->lid = uint16_t(strtoul(s.c_str(), nullptr, 0));
-  std::error_code ec;
+  if (auto s = sys.line(portDir + "/state")) p->active = s->find("ACTIVE") != std::string::npos;
+  if (auto s = sys.line(portDir + "/link_layer")) p->ethernet = (*s == "Ethernet");
+  if (auto s = sys.line(portDir + "/rate")) p->speedMbps = parseRateMbps(*s);
+  if (auto s = sys.line(portDir + "/lid")) p->lid = uint16_t(strtoul(s->c_str(), nullptr, 0));
   std::vector<int> indices;
-  for (const auto& e : fs::directory_iterator(portDir / "gids", ec)) {
-    const std::string n = e.path().filename().string();
-    if (!n.empty() && std::all_of(n.begin(), n.end(), ::isdigit)) indices.push_back(atoi(n.c_str()));
-  }
+  for (const std::string& n : sys.list(portDir + "/gids"))
+    if (isNumber(n)) indices.push_back(atoi(n.c_str()));
   std::sort(indices.begin(), indices.end());
   for (int i : indices) {
     GidEntry g;
     g.index = i;
-    if (!readSysfsFile(portDir / "gids" / std::to_string(i), &s) || !parseGid(s, &g.gid)) continue;
+    const std::string idx = std::to_string(i);
+    auto text = sys.line(portDir + "/gids/" + idx);
+    if (!text || !parseGid(*text, &g.gid)) continue;
     if (std::all_of(g.gid.begin(), g.gid.end(), [](uint8_t b) { return b == 0; })) continue;
-    if (readSysfsFile(portDir / "gid_attrs" / "types" / std::to_string(i), &s)) g.type = parseGidType(s);
-    if (readSysfsFile(portDir / "gid_attrs" / "ndevs" / std::to_string(i), &s)) g.ndev = s;
+    // An unset entry reads as an error (EINVAL): the type stays unknown, the netdev empty.
+    if (auto t = sys.line(portDir + "/gid_attrs/types/" + idx)) g.type = parseGidType(*t);
+    if (auto nd = sys.line(portDir + "/gid_attrs/ndevs/" + idx)) g.ndev = *nd;
     if (!p->ethernet && g.type == GidType::Unknown) g.type = GidType::IbRoceV1;
     p->gids.push_back(std::move(g));
   }
@@ -114,43 +101,29 @@ static void scanPort(const fs::path& portDir, int port, PortInfo* p) {
 
 Status scanSysfs(const std::string& root, std::vector<HcaInfo>* out, std::string* why) {
   out->clear();
-  const fs::path classDir = fs::path(root.empty() ? "/" : root) / "sys/class/infiniband";
-  std::error_code ec;
-  if (!fs::is_directory(classDir, ec)) {
-    if (why) *why = "no RDMA device (" + classDir.string() + " missing: rdma kernel modules not loaded?)";
+  const SysRoot sys(root);
+  const std::string classDir = "/sys/class/infiniband";
+  if (!sys.exists(classDir)) {
+    if (why) *why = "no RDMA device (" + sys.path(classDir) + " missing: rdma kernel modules not loaded?)";
     return Status::SystemError;
   }
-  for (const auto& e : fs::directory_iterator(classDir, ec)) {
+  for (const std::string& name : sys.list(classDir)) {  // sorted by name
     HcaInfo h;
-    h.name = e.path().filename().string();
-    const fs::path dev = e.path();
-    std::string s;
-    if (readSysfsFile(dev / "node_guid", &s)) parseGuid(s, &h.guid);
-    fs::path pci = fs::canonical(dev / "device", ec);
-    if (!ec) {
-      std::string p = pci.string();
-      // Report the path as the host sees it: strip the fixture root.
-      if (!root.empty()) {
-        std::string r = fs::canonical(root, ec).string();
-        if (!ec && p.compare(0, r.size(), r) == 0) p = p.substr(r.size());
-      }
-      h.pciPath = p;
-    }
-    ec.clear();
+    h.name = name;
+    const std::string dev = classDir + "/" + name;
+    if (auto s = sys.line(dev + "/node_guid")) parseGuid(*s, &h.guid);
+    // The PCI function as the host sees it (a fixture root removed); software devices have none.
+    if (auto pci = sys.resolve(dev + "/device")) h.pciPath = *pci;
     std::vector<int> ports;
-    for (const auto& pe : fs::directory_iterator(dev / "ports", ec)) {
-      ports.push_back(atoi(pe.path().filename().c_str()));
-    }
-    ec.clear();
+    for (const std::string& p : sys.list(dev + "/ports")) ports.push_back(atoi(p.c_str()));
     std::sort(ports.begin(), ports.end());
     for (int port : ports) {
       PortInfo p;
-      scanPort(dev / "ports" / std::to_string(port), port, &p);
+      scanPort(sys, dev + "/ports/" + std::to_string(port), port, &p);
       h.ports.push_back(std::move(p));
     }
     out->push_back(std::move(h));
   }
-  std::sort(out->begin(), out->end(), [](const HcaInfo& a, const HcaInfo& b) { return a.name < b.name; });
   if (out->empty()) {
     if (why) *why = "no RDMA device";
     return Status::SystemError;

@@ -45,7 +45,4 @@ int parseRateMbps(const std::string& rate);                             // "100 
 bool parseGuid(const std::string& text, uint64_t* guid);                // "0c42:a103:0012:3456"
 std::string gidToString(const std::array<uint8_t, 16>& gid);
 
-// Reads a whole small file; false when missing/unreadable. Trailing newline stripped.
-bool readSysfsFile(const std::string& path, std::string* out);
-
 }  // namespace icn::ib

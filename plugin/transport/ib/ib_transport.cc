@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "core/connect_driver.h"
 #include "core/log.h"
 #include "core/oob.h"
 #include "core/params.h"
@@ -31,29 +32,64 @@ int qpsPerConnection(int members) {
 
 class IbTransport;
 
+// The receive side of one connection: QPs built once the sender proved itself, answered with ours.
+class IbRecvSetup final : public ConnectionSetup {
+ public:
+  explicit IbRecvSetup(std::vector<const Port*> ports) : ports_(std::move(ports)) {}
+  Status onPeerKnown(const Handshake& hs, std::vector<uint8_t>* answer) override {
+    // The sender's blob tells us its QPs and FIFO; build everything and answer with ours. A bad blob or a
+    // failed set-up is that peer's problem (logged): the driver drops it and keeps listening.
+    ConnBlob peer;
+    std::string why;
+    Status st = decodeBlob(hs.peer().blob, &peer, &why);
+    if (st == Status::Ok) {
+      comm = std::make_unique<IbRecvComm>(ports_);
+      st = comm->init(peer, qpTuningFromParams(-1), &why);
+    }
+    if (st != Status::Ok) {
+      ICN_WARN(subsys::Net, "ib accept from %s: %s", hs.peerName().c_str(), why.c_str());
+      return st;
+    }
+    *answer = encodeBlob(comm->localBlob());
+    return Status::Ok;
+  }
+  std::unique_ptr<IbRecvComm> comm;
+
+ private:
+  std::vector<const Port*> ports_;
+};
+
+// The send side of one connection: QPs created up front (their numbers travel in our HELLO), connected to the
+// receiver's once it proved itself.
+class IbSendSetup final : public ConnectionSetup {
+ public:
+  IbSendSetup(std::vector<const Port*> ports, const CommConfig& config)
+      : comm(std::make_unique<IbSendComm>(std::move(ports))), config(config) {}
+  Status onPeerKnown(const Handshake& hs, std::vector<uint8_t>*) override {
+    ConnBlob peer;
+    std::string why;
+    Status st = decodeBlob(hs.peer().blob, &peer, &why);
+    if (st == Status::Ok) {
+      comm->setPeerMembers(int(peer.devs.size()));
+      st = comm->connectQps(peer, qpTuningFromParams(config.trafficClass), &why);
+    }
+    if (st != Status::Ok) ICN_WARN(subsys::Net, "ib connect to %s: %s", hs.peerName().c_str(), why.c_str());
+    return st;
+  }
+  std::unique_ptr<IbSendComm> comm;
+  CommConfig config;
+};
+
 class IbListenComm final : public ListenComm {
  public:
-  IbListenComm(IbTransport& t, int dev, std::unique_ptr<OobListener> l) : t_(t), dev_(dev), listener_(std::move(l)) {}
+  IbListenComm(IbTransport& t, int dev, std::unique_ptr<OobListener> l)
+      : t_(t), dev_(dev), driver_(std::move(l), kMaxSetups) {}
   Status accept(std::unique_ptr<RecvComm>* out) override;
 
  private:
-  // One incoming connection whose peer proved itself (live, and the job key when one is set), its QPs built,
-  // waiting for READY. Several may be in flight, so a peer that stalls after its proof never holds up the others.
-  struct Setup {
-    std::unique_ptr<Handshake> hs;
-    std::unique_ptr<IbRecvComm> comm;
-  };
   IbTransport& t_;
   int dev_;
-  std::unique_ptr<OobListener> listener_;
-  std::vector<Setup> setups_;
-};
-
-struct PendingConnect {
-  std::unique_ptr<OobConnector> oob;
-  std::unique_ptr<IbSendComm> comm;
-  CommConfig config;
-  bool connected = false;
+  AcceptDriver<IbRecvSetup> driver_;
 };
 
 class IbTransport final : public Transport {
@@ -91,44 +127,21 @@ class IbTransport final : public Transport {
 Status IbListenComm::accept(std::unique_ptr<RecvComm>* out) {
   out->reset();
   std::unique_ptr<Handshake> hs;
-  // No QP exists for a peer before the handshake reached PeerKnown (see handshake.h).
-  ICN_CHECK(listener_->poll(setups_.size() < kMaxSetups ? &hs : nullptr));
-  if (hs) {
-    // The sender's blob tells us its QPs and FIFO; build everything and answer with ours. A bad blob or a
-    // failed set-up is that peer's problem (logged): drop it, keep listening.
-    ConnBlob peer;
-    std::string why;
-    std::unique_ptr<IbRecvComm> comm;
-    Status st = decodeBlob(hs->peer().blob, &peer, &why);
-    if (st == Status::Ok) {
-      comm = std::make_unique<IbRecvComm>(t_.portsOf(dev_));
-      st = comm->init(peer, qpTuningFromParams(-1), &why);
-    }
-    if (st != Status::Ok) {
-      ICN_WARN(subsys::Net, "ib accept from %s: %s", hs->peerName().c_str(), why.c_str());
-    } else {
-      hs->confirm(encodeBlob(comm->localBlob()));
-      setups_.push_back({std::move(hs), std::move(comm)});
-    }
-  }
-  for (size_t i = 0; i < setups_.size(); i++) {
-    Setup& s = setups_[i];
-    Handshake::Phase phase;
-    if (s.hs->progress(&phase) != Status::Ok) {
-      setups_.erase(setups_.begin() + static_cast<long>(i--));  // logged with the peer's name; others go on
-      continue;
-    }
-    if (phase != Handshake::Phase::Done) continue;
-    const Hello peer = s.hs->peer();
-    std::string name = s.hs->peerName();
-    s.comm->start(ControlChannel(s.hs->takeFd(), name), netCommInfo(peer, listener_->commId(), false));
-    if (params::getInt(params::Id::LogDetail) >= 1)
-      ICN_INFO(subsys::Net, "ib receive connection from %s (rank %d) on %s: %d QP(s)", name.c_str(), peer.rank,
-               t_.props(dev_).name.c_str(), s.comm->qpCount());
-    *out = std::move(s.comm);
-    setups_.erase(setups_.begin() + static_cast<long>(i));
-    return Status::Ok;
-  }
+  std::unique_ptr<IbRecvSetup> setup;
+  ICN_CHECK(driver_.poll(
+      [&](std::unique_ptr<IbRecvSetup>* s) {
+        *s = std::make_unique<IbRecvSetup>(t_.portsOf(dev_));
+        return Status::Ok;
+      },
+      &hs, &setup));
+  if (!hs) return Status::Ok;
+  const Hello peer = hs->peer();
+  std::string name = hs->peerName();
+  setup->comm->start(ControlChannel(hs->takeFd(), name), netCommInfo(peer, driver_.commId(), false));
+  if (params::getInt(params::Id::LogDetail) >= 1)
+    ICN_INFO(subsys::Net, "ib receive connection from %s (rank %d) on %s: %d QP(s)", name.c_str(), peer.rank,
+             t_.props(dev_).name.c_str(), setup->comm->qpCount());
+  *out = std::move(setup->comm);
   return Status::Ok;
 }
 
@@ -143,49 +156,29 @@ Status IbTransport::listen(int dev, const CommConfig& config, HandleBytes handle
 Status IbTransport::connect(int dev, const CommConfig& config, HandleBytes handle, std::unique_ptr<SendComm>* out) {
   out->reset();
   if (!validDev(dev, "connect")) return Status::InvalidArgument;
-  std::unique_ptr<PendingConnect> pc(takePending<PendingConnect>(handle));
-  std::string why;
-  if (!pc) {
-    pc = std::make_unique<PendingConnect>();
-    pc->config = config;
-    pc->comm = std::make_unique<IbSendComm>(portsOf(dev));
-    if (Status st = pc->comm->init(qpsPerConnection(int(devs_[dev].members.size())), &why); st != Status::Ok) {
-      ICN_WARN(subsys::Net, "ib connect on %s: %s", devs_[dev].props.name.c_str(), why.c_str());
-      return st;
-    }
-    ICN_CHECK(OobConnector::start(handle, kTransportIb,
-                                  makeLocalHello(kTransportIb, config.commId, encodeBlob(pc->comm->localBlob())),
-                                  &pc->oob));
-  }
-  Handshake::Phase phase;
-  ICN_CHECK(pc->oob->progress(&phase));  // failure: pc is destroyed, the handle is clean for a retry
-  if (phase == Handshake::Phase::PeerKnown && !pc->connected) {
-    Handshake& hs = pc->oob->handshake();
-    ConnBlob peer;
-    Status st = decodeBlob(hs.peer().blob, &peer, &why);
-    if (st == Status::Ok) {
-      pc->comm->setPeerMembers(int(peer.devs.size()));
-      st = pc->comm->connectQps(peer, qpTuningFromParams(pc->config.trafficClass), &why);
-    }
-    if (st != Status::Ok) {
-      ICN_WARN(subsys::Net, "ib connect to %s: %s", hs.peerName().c_str(), why.c_str());
-      return st;
-    }
-    pc->connected = true;
-    hs.confirm();
-    ICN_CHECK(pc->oob->progress(&phase));
-  }
-  if (phase != Handshake::Phase::Done) {
-    parkPending(handle, pc.release());
-    return Status::Ok;
-  }
+  std::unique_ptr<PendingConnection<IbSendSetup>> pc;
+  ICN_CHECK(driveConnect<IbSendSetup>(
+      handle, kTransportIb, config.commId,
+      [&](std::unique_ptr<IbSendSetup>* s, std::vector<uint8_t>* blob) {
+        *s = std::make_unique<IbSendSetup>(portsOf(dev), config);
+        std::string why;
+        if (Status st = (*s)->comm->init(qpsPerConnection(int(devs_[dev].members.size())), &why); st != Status::Ok) {
+          ICN_WARN(subsys::Net, "ib connect on %s: %s", devs_[dev].props.name.c_str(), why.c_str());
+          return st;
+        }
+        *blob = encodeBlob((*s)->comm->localBlob());
+        return Status::Ok;
+      },
+      &pc));
+  if (!pc) return Status::Ok;  // NCCL calls again
   Handshake& hs = pc->oob->handshake();
+  IbSendSetup& s = *pc->setup;
   std::string name = hs.peerName();
-  pc->comm->start(ControlChannel(hs.takeFd(), name), netCommInfo(hs.peer(), pc->config.commId, true));
+  s.comm->start(ControlChannel(hs.takeFd(), name), netCommInfo(hs.peer(), s.config.commId, true));
   if (params::getInt(params::Id::LogDetail) >= 1)
     ICN_INFO(subsys::Net, "ib send connection to %s (rank %d) on %s: %d QP(s)", name.c_str(), hs.peer().rank,
-             devs_[dev].props.name.c_str(), pc->comm->qpCount());
-  *out = std::move(pc->comm);
+             devs_[dev].props.name.c_str(), s.comm->qpCount());
+  *out = std::move(s.comm);
   return Status::Ok;
 }
 

@@ -161,10 +161,7 @@ Status UcxSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reque
   }
   if (size > 0 && !data) return Status::InvalidArgument;
   UcxRequest* r = pool_.acquire();
-  if (!r) {
-    ICN_WARN(subsys::Net, "isend to %s: more than %zu requests in flight", peer().c_str(), pool_.capacity());
-    return Status::InvalidUsage;
-  }
+  if (!r) return Status::Ok;  // every request in flight: NCCL retries once test() has returned one
   r->owner = this;
   r->n = 1;
   r->posted[0] = size;

@@ -6,6 +6,7 @@
 
 #include <fstream>
 
+#include "core/connect_driver.h"
 #include "core/host_nic.h"
 #include "core/log.h"
 #include "core/oob.h"
@@ -49,58 +50,67 @@ Status decodeBlob(const std::vector<uint8_t>& raw, Blob* out, const std::string&
   return Status::Ok;
 }
 
-// One connection being set up, on either side: the handshake, then UCX wire-up in both directions.
-struct Pending {
-  std::unique_ptr<Worker> worker;
-  std::unique_ptr<Endpoint> ep;
-  ucs_status_ptr_t probeRecv = nullptr;  // the peer's wire-up probe
-  bool wired = false;
-  ~Pending() {
+// One connection being set up, on either side: a worker of its own, then UCX wire-up in both directions once the
+// peer proved itself. The acceptor answers with its worker address; the connector's went out in its HELLO.
+class UcxSetup final : public ConnectionSetup {
+ public:
+  UcxSetup(std::unique_ptr<Worker> w, std::vector<uint8_t> address)
+      : worker(std::move(w)), address_(std::move(address)) {}
+  ~UcxSetup() override {
     if (probeRecv && !UCS_PTR_IS_ERR(probeRecv)) {
       if (ucx().request_check_status(probeRecv) == UCS_INPROGRESS) ucx().request_cancel(worker->get(), probeRecv);
       ucx().request_free(probeRecv);
     }
   }
-  Blob peerBlob;
-  Status startWireup(const Hello& peer, const std::string& name) {
-    ICN_CHECK(decodeBlob(peer.blob, &peerBlob, name));
-    ICN_CHECK(Endpoint::create(*worker, peerBlob.workerAddress, name, &ep));
+  // A bad blob is the peer's fault (logged with its name).
+  Status onPeerKnown(const Handshake& hs, std::vector<uint8_t>* answer) override {
+    Blob peerBlob;
+    ICN_CHECK(decodeBlob(hs.peer().blob, &peerBlob, hs.peerName()));
+    ICN_CHECK(Endpoint::create(*worker, peerBlob.workerAddress, hs.peerName(), &ep));
     probeRecv = postWireupProbe(*worker);
     ep->startWireup();
+    if (answer) *answer = encodeBlob(address_);
+    else logLanesOnce(ep->get(), hs.peerName());
     return Status::Ok;
   }
-  // Ok with *done once our probe went out, our flush finished and the peer's probe arrived.
-  Status pollWireup(bool* done) {
-    *done = false;
+  // Ready once our probe went out, our flush finished and the peer's probe arrived.
+  Status poll(bool* ready) override {
+    *ready = false;
+    if (!ep) return Status::Ok;
     bool mine = false;
     ICN_CHECK(ep->pollWireup(&mine));
     if (UCS_PTR_IS_ERR(probeRecv)) return Status::RemoteError;
     bool theirs = !probeRecv || ucx().request_check_status(probeRecv) != UCS_INPROGRESS;
-    *done = mine && theirs;
+    *ready = mine && theirs;
     return Status::Ok;
   }
+  // A fresh worker and its address (local failures are ours to report).
+  static Status create(ucp_context_h ctx, std::unique_ptr<UcxSetup>* out) {
+    std::unique_ptr<Worker> w;
+    std::vector<uint8_t> addr;
+    ICN_CHECK(Worker::create(ctx, &w));
+    ICN_CHECK(w->address(&addr));
+    *out = std::make_unique<UcxSetup>(std::move(w), std::move(addr));
+    return Status::Ok;
+  }
+  const std::vector<uint8_t>& address() const { return address_; }
+
+  std::unique_ptr<Worker> worker;
+  std::unique_ptr<Endpoint> ep;
+  ucs_status_ptr_t probeRecv = nullptr;  // the peer's wire-up probe
+
+ private:
+  std::vector<uint8_t> address_;
 };
 
 class UcxListenComm final : public ListenComm {
  public:
-  UcxListenComm(UcxTransport& t, std::unique_ptr<OobListener> l) : t_(t), listener_(std::move(l)) {}
+  UcxListenComm(UcxTransport& t, std::unique_ptr<OobListener> l) : t_(t), driver_(std::move(l), kMaxSetups) {}
   Status accept(std::unique_ptr<RecvComm>* out) override;
 
  private:
-  // One incoming connection whose peer proved itself (live, and the job key when one is set): handshake
-  // plus UCX wire-up. Several may be in flight, so a peer that stalls after its proof never holds up the others.
-  struct Setup {
-    std::unique_ptr<Handshake> hs;
-    std::unique_ptr<Pending> pending;
-  };
   UcxTransport& t_;
-  std::unique_ptr<OobListener> listener_;
-  std::vector<Setup> setups_;
-};
-
-struct PendingConnect : Pending {
-  std::unique_ptr<OobConnector> oob;
-  CommConfig config;
+  AcceptDriver<UcxSetup> driver_;
 };
 
 class UcxTransport final : public Transport {
@@ -131,43 +141,19 @@ Status UcxListenComm::accept(std::unique_ptr<RecvComm>* out) {
   out->reset();
   t_.reaper()->poll();
   std::unique_ptr<Handshake> hs;
-  // No UCX resource exists for a peer before the handshake reached PeerKnown (see handshake.h).
-  ICN_CHECK(listener_->poll(setups_.size() < kMaxSetups ? &hs : nullptr));
-  if (hs) {
-    Setup s{std::move(hs), std::make_unique<Pending>()};
-    std::vector<uint8_t> addr;
-    ICN_CHECK(Worker::create(t_.context(), &s.pending->worker));  // local failures are ours to report
-    ICN_CHECK(s.pending->worker->address(&addr));
-    // A bad blob is the peer's fault (already logged): drop that connection, keep listening.
-    if (s.pending->startWireup(s.hs->peer(), s.hs->peerName()) == Status::Ok) {
-      s.hs->confirm(encodeBlob(addr));
-      setups_.push_back(std::move(s));
-    }
-  }
-  for (size_t i = 0; i < setups_.size(); i++) {
-    Setup& s = setups_[i];
-    Handshake::Phase phase;
-    bool wired = false;
-    if (s.pending->pollWireup(&wired) != Status::Ok || s.hs->progress(&phase) != Status::Ok) {
-      setups_.erase(setups_.begin() + static_cast<long>(i--));  // logged with the peer's name; others go on
-      continue;
-    }
-    if (phase != Handshake::Phase::Done || !wired) continue;
-    const Hello peer = s.hs->peer();
-    std::string name = s.hs->peerName();
-    NetCommInfo info = netCommInfo(peer, listener_->commId(), false);
-    const bool log = params::getInt(params::Id::LogDetail) >= 1;
-    std::string lanes = log ? describeLanes(s.pending->ep->get()) : std::string();
-    auto comm = std::make_unique<UcxRecvComm>(std::move(s.pending->worker), std::move(s.pending->ep),
-                                              ControlChannel(s.hs->takeFd(), name), info, t_.ptrSupport(),
-                                              t_.reaper());
-    if (log)
-      ICN_INFO(subsys::Net, "UCX receive connection from %s (rank %d) ready, lanes %s", name.c_str(), peer.rank,
-               lanes.c_str());
-    setups_.erase(setups_.begin() + static_cast<long>(i));
-    *out = std::move(comm);
-    return Status::Ok;
-  }
+  std::unique_ptr<UcxSetup> s;
+  ICN_CHECK(driver_.poll([&](std::unique_ptr<UcxSetup>* n) { return UcxSetup::create(t_.context(), n); }, &hs, &s));
+  if (!hs) return Status::Ok;
+  const Hello peer = hs->peer();
+  std::string name = hs->peerName();
+  NetCommInfo info = netCommInfo(peer, driver_.commId(), false);
+  const bool log = params::getInt(params::Id::LogDetail) >= 1;
+  std::string lanes = log ? describeLanes(s->ep->get()) : std::string();
+  *out = std::make_unique<UcxRecvComm>(std::move(s->worker), std::move(s->ep), ControlChannel(hs->takeFd(), name),
+                                       info, t_.ptrSupport(), t_.reaper());
+  if (log)
+    ICN_INFO(subsys::Net, "UCX receive connection from %s (rank %d) ready, lanes %s", name.c_str(), peer.rank,
+             lanes.c_str());
   return Status::Ok;
 }
 
@@ -189,40 +175,23 @@ Status UcxTransport::connect(int dev, const CommConfig& config, HandleBytes hand
     ICN_WARN(subsys::Net, "connect: device %d does not exist (UCX transport has 1 device)", dev);
     return Status::InvalidArgument;
   }
-  // Owned here while we work; parked back in the handle when NCCL has to call again.
-  std::unique_ptr<PendingConnect> pc(takePending<PendingConnect>(handle));
-  if (!pc) {
-    pc = std::make_unique<PendingConnect>();
-    pc->config = config;
-    std::vector<uint8_t> addr;
-    ICN_CHECK(Worker::create(context(), &pc->worker));
-    ICN_CHECK(pc->worker->address(&addr));
-    ICN_CHECK(OobConnector::start(handle, kTransportUcx,
-                                  makeLocalHello(kTransportUcx, config.commId, encodeBlob(addr)), &pc->oob));
-  }
-  Handshake::Phase phase;
-  ICN_CHECK(pc->oob->progress(&phase));  // on failure pc dies here and the handle is clean for a retry
-  if (phase == Handshake::Phase::PeerKnown && !pc->ep) {
-    ICN_CHECK(pc->startWireup(pc->oob->handshake().peer(), pc->oob->handshake().peerName()));
-    logLanesOnce(pc->ep->get(), pc->oob->handshake().peerName());
-  }
-  if (pc->ep && !pc->wired) {
-    ICN_CHECK(pc->pollWireup(&pc->wired));
-    if (pc->wired) {
-      pc->oob->handshake().confirm();
-      ICN_CHECK(pc->oob->progress(&phase));
-    }
-  }
-  if (phase != Handshake::Phase::Done) {
-    parkPending(handle, pc.release());
-    return Status::Ok;
-  }
+  std::unique_ptr<PendingConnection<UcxSetup>> pc;
+  ICN_CHECK(driveConnect<UcxSetup>(
+      handle, kTransportUcx, config.commId,
+      [&](std::unique_ptr<UcxSetup>* s, std::vector<uint8_t>* blob) {
+        ICN_CHECK(UcxSetup::create(context(), s));
+        *blob = encodeBlob((*s)->address());
+        return Status::Ok;
+      },
+      &pc));
+  if (!pc) return Status::Ok;  // NCCL calls again
   Handshake& hs = pc->oob->handshake();
+  UcxSetup& s = *pc->setup;
   std::string name = hs.peerName();
-  NetCommInfo info = netCommInfo(hs.peer(), pc->config.commId, true);
+  NetCommInfo info = netCommInfo(hs.peer(), config.commId, true);
   const bool log = params::getInt(params::Id::LogDetail) >= 1;
-  std::string lanes = log ? describeLanes(pc->ep->get()) : std::string();
-  auto comm = std::make_unique<UcxSendComm>(std::move(pc->worker), std::move(pc->ep), ControlChannel(hs.takeFd(), name),
+  std::string lanes = log ? describeLanes(s.ep->get()) : std::string();
+  auto comm = std::make_unique<UcxSendComm>(std::move(s.worker), std::move(s.ep), ControlChannel(hs.takeFd(), name),
                                             info, ptrSupport(), &reaper_);
   const size_t rndv = rendezvousFrom(comm->endpoint());
   comm->setRendezvousFrom(rndv);

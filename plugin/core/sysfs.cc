@@ -1,6 +1,7 @@
-#include "topo/sysfs.h"
+#include "core/sysfs.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -9,7 +10,7 @@
 #include <fstream>
 #include <memory>
 
-namespace icn::topo {
+namespace icn {
 
 SysRoot::SysRoot(std::string root) : root_(std::move(root)) {
   if (root_.empty()) root_ = "/";
@@ -71,11 +72,18 @@ std::vector<std::string> SysRoot::list(const std::string& absDir) const {
   return out;
 }
 
-double parseLinkSpeed(const std::string& s) {
-  char* end = nullptr;
-  double v = strtod(s.c_str(), &end);
-  if (end == s.c_str() || v <= 0) return 0;
-  return v;
+std::optional<std::string> SysRoot::resolve(const std::string& abs) const {
+  char buf[PATH_MAX];
+  if (!realpath(path(abs).c_str(), buf)) return std::nullopt;
+  std::string p = buf;
+  if (root_ == "/") return p;
+  char rootBuf[PATH_MAX];
+  if (!realpath(root_.c_str(), rootBuf)) return std::nullopt;
+  const std::string r = rootBuf;
+  if (p.compare(0, r.size(), r) != 0 || (p.size() > r.size() && p[r.size()] != '/')) return std::nullopt;
+  p.erase(0, r.size());
+  if (p.empty()) p = "/";
+  return p;
 }
 
-}  // namespace icn::topo
+}  // namespace icn
