@@ -20,6 +20,9 @@ export ICN_TRANSPORT=auto               # ib with an active RDMA port, else ICN'
 # scheduler distributes. Ranks prove they hold it before any transport resource exists.
 export ICN_AUTH_KEY_FILE=${ICN_AUTH_KEY_FILE:-$HOME/.icn-key}
 [ -s "$ICN_AUTH_KEY_FILE" ] || { echo "no job key in $ICN_AUTH_KEY_FILE (openssl rand -hex 32 > it, chmod 600)" >&2; exit 1; }
+# The tuner's processes agree on every choice across nodes through a registry on node 0 (authenticated with the
+# job key); without it, communicators spanning nodes keep NCCL's choices.
+export ICN_TUNER_RENDEZVOUS=${ICN_TUNER_RENDEZVOUS:-tcp://$MASTER_ADDR:$((MASTER_PORT + 1))}
 
 # The doctor, once per node before the workers start: the machine's rules, and this shell's CPU/memory
 # binding, which torchrun's workers inherit. Findings are printed; make this fatal to refuse a bad node.

@@ -20,14 +20,19 @@ extern char** environ;
 namespace icn::tuner {
 namespace {
 
-// NCCL's version as the library in this process reports it (ncclGetVersion is exported by libnccl); 0 when it
-// cannot be found (NCCL linked statically without exporting it).
+// NCCL's version as the library in this process reports it; 0 when it cannot be found (NCCL linked statically
+// without exporting ncclGetVersion). A library opened with RTLD_LOCAL (PyTorch loads NCCL that way) is not in the
+// global scope, so the loaded libnccl is also looked up by its soname, without loading anything new.
 int ncclVersion() {
   using Fn = int (*)(int*);
   auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "ncclGetVersion"));
+  void* loaded = nullptr;
+  if (!fn && (loaded = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD)) != nullptr)
+    fn = reinterpret_cast<Fn>(dlsym(loaded, "ncclGetVersion"));
   int v = 0;
-  if (!fn || fn(&v) != 0) return 0;
-  return v;
+  const bool ok = fn && fn(&v) == 0;
+  if (loaded) dlclose(loaded);  // drops only the reference RTLD_NOLOAD took
+  return ok ? v : 0;
 }
 
 // PCI functions of one class prefix ("0x03": display, "0x02": network, "0x0207": InfiniBand): vendor:device

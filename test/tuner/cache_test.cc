@@ -195,3 +195,31 @@ TEST(Cache, ConcurrentSavesFromProcessesMerge) {
   unlink(path.c_str());
   rmdir(dir.c_str());
 }
+
+#ifdef ICN_TEST_LIBNCCL
+#include <dlfcn.h>
+namespace icn::tuner {
+// The version in the key comes from the NCCL this process loaded, also when it was opened RTLD_LOCAL (as PyTorch
+// does), where ncclGetVersion is not in the global scope. Run in a child: the parent's scope stays NCCL-free.
+TEST(CacheKey, NamesTheVersionOfALocallyLoadedNccl) {
+  ASSERT_EQ(dlsym(RTLD_DEFAULT, "ncclGetVersion"), nullptr) << "NCCL is already global in this test";
+  EXPECT_NE(cacheKey(2, 2, ShapeHints{}).find(" nccl=0 "), std::string::npos) << "no NCCL loaded yet";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    void* nccl = dlopen(ICN_TEST_LIBNCCL, RTLD_NOW | RTLD_LOCAL);
+    if (!nccl) _exit(2);
+    using Fn = int (*)(int*);
+    int v = 0;
+    auto fn = reinterpret_cast<Fn>(dlsym(nccl, "ncclGetVersion"));
+    if (!fn || fn(&v) != 0 || v <= 0) _exit(3);
+    const std::string want = " nccl=" + std::to_string(v) + " ";
+    _exit(cacheKey(2, 2, ShapeHints{}).find(want) != std::string::npos ? 0 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: NCCL did not load, 3: no version, 4: the key does not name it";
+}
+}  // namespace icn::tuner
+#endif
