@@ -1,5 +1,6 @@
 #include "path_log.h"
 
+#include <cstdlib>
 #include <regex>
 #include <sstream>
 
@@ -58,6 +59,15 @@ std::string describe(const SendPaths& p) {
     o << " over " << p.lanes << ": " << p.belowRndv << " below the rendezvous threshold (" << p.rndvFrom << " B), "
       << p.fromRndv << " from it";
   return o.str();
+}
+
+std::string lanesAgainstUcxTls(const SendPaths& p) {
+  const char* env = getenv("UCX_TLS");
+  const std::string tls = env ? env : "";
+  if (tls == "tcp" && p.lanes.find("tcp/") == std::string::npos) return "UCX_TLS=tcp, lanes " + p.lanes;
+  if (tls.find("posix") != std::string::npos && p.lanes.find("posix/") == std::string::npos)
+    return "UCX_TLS=" + tls + ", lanes " + p.lanes;
+  return "";
 }
 
 }  // namespace icn::testpair

@@ -26,5 +26,7 @@ struct SendPaths {
 
 SendPaths sendPaths(const std::string& log);
 std::string describe(const SendPaths& p);
+// UCX: "" when the lanes match what UCX_TLS asks for (tcp: tcp lanes; posix: shared-memory lanes), else why not.
+std::string lanesAgainstUcxTls(const SendPaths& p);
 
 }  // namespace icn::testpair
