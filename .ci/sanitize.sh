@@ -32,14 +32,23 @@ for kind in $KINDS; do
   extra=""
   [ "$kind" = address ] && extra=$ASAN_TARGETS
   cmake --build "$dir" -j"${JOBS:-2}" --target $TARGETS $extra
+  skip='^$'
+  unset GTEST_FILTER
   if [ "$kind" = address ]; then
+    # The harness's TCP rendezvous mode of the conformance suite: after the peer-kill case over UCX, LeakSanitizer's
+    # own tracer crashes (signal 11 in its stop-the-world) in the check before _exit. The same suite runs here with
+    # leak checks over UCX as conformance.ucx.tcp.
+    skip='^conformance\.pair-remote-mode$'
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:halt_on_error=1:suppressions=$ROOT/test/sanitizers/asan.supp"
     export LSAN_OPTIONS="suppressions=$ROOT/test/sanitizers/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$ROOT/test/sanitizers/ubsan.supp"
   else
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/test/sanitizers/tsan.supp"
+    # PerfShape's receives share one buffer on purpose (as icn-perf's do), so two helper threads write the same
+    # bytes: the application's race, which TSan reports. It runs in the ASan pass and the plain build.
+    export GTEST_FILTER='-PerfShape.*'
   fi
-  ctest --test-dir "$dir" -R "$TESTS" --output-on-failure -j1 --timeout 900 || rc=1
+  ctest --test-dir "$dir" -R "$TESTS" -E "$skip" --output-on-failure -j1 --timeout 900 || rc=1
   if [ "$kind" = address ]; then
     ctest --test-dir "$dir" -L "$ASAN_LABELS" --no-tests=error --output-on-failure -j1 --timeout 900 || rc=1
     ctest --test-dir "$dir" -R "$ASAN_TESTS" --no-tests=error --output-on-failure -j1 --timeout 900 || rc=1
