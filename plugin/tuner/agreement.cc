@@ -262,12 +262,7 @@ void Agreement::sentHorizon(uint64_t h, const std::vector<AgreedDecision>& decis
     horizon_.store(h);
   }
   cv_.notify_all();
-  for (const AgreedDecision& a : decisions) {
-    char d[48];
-    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: every process takes %s from call %llu",
-             static_cast<unsigned long long>(commId_), coll::collName(a.coll), a.bucket, describe(a.d, d, sizeof d),
-             static_cast<unsigned long long>(h + 1));
-  }
+  logDecisions(decisions, h + 1, "every process takes");
 }
 
 bool Agreement::onStart(uint64_t s, uint64_t h, const std::vector<AgreedDecision>& decisions) {
@@ -294,13 +289,17 @@ bool Agreement::onHorizon(uint64_t h, const std::vector<AgreedDecision>& decisio
     horizon_.store(h);
   }
   cv_.notify_all();
+  logDecisions(decisions, h + 1, "the leader's process announced");
+  return true;
+}
+
+void Agreement::logDecisions(const std::vector<AgreedDecision>& decisions, uint64_t from, const char* what) const {
   for (const AgreedDecision& a : decisions) {
     char d[48];
-    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: the leader's process announced %s from call %llu",
-             static_cast<unsigned long long>(commId_), coll::collName(a.coll), a.bucket, describe(a.d, d, sizeof d),
-             static_cast<unsigned long long>(h + 1));
+    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: %s %s from call %llu",
+             static_cast<unsigned long long>(commId_), coll::collName(a.coll), a.bucket, what,
+             describe(a.d, d, sizeof d), static_cast<unsigned long long>(from));
   }
-  return true;
 }
 
 uint64_t Agreement::freeze(uint64_t from, const char* why, bool quiet) {

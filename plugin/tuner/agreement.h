@@ -135,6 +135,8 @@ class Agreement {
  private:
   bool waitFor(const std::function<bool()>& ready, int ms);
   void publish(const std::vector<AgreedDecision>& ds, uint64_t from);  // mu_ held
+  // One INFO line per decision in force from call `from` ("<what> <decision> from call N").
+  void logDecisions(const std::vector<AgreedDecision>& decisions, uint64_t from, const char* what) const;
   void wake();
   // Leader, mu_ held: adds one process's report; decides once every process reported.
   void combine(int coll, int bucket, std::span<const ArmEstimate> arms, bool local);

@@ -339,7 +339,7 @@ std::pair<int, int> ncclChoice(size_t bytes) {
   return ncclPick(t);
 }
 
-// Same choice for every call a set of processes made (the shorter sequences are compared on their length).
+// The same choice at each call index across a set of processes (the shorter sequences are compared on their length).
 void expectSameSequences(const std::vector<Result>& res, const std::vector<int>& ranks) {
   for (int r : ranks) {
     size_t n = std::min(res[ranks[0]].picks.size(), res[r].picks.size());
@@ -409,7 +409,7 @@ TEST(TunerMultiproc, ProcessesAgreeOnEveryCallAndFindTheWinner) {
 
 // The processes' timings disagree about the winner: the leader (rank 0) sees Tree/Simple fastest at 4 MiB (30 us
 // against Ring/LL128's 40), rank 1 sees the true costs (Ring/LL128 40, Tree/Simple 52) and rank 2, the slowest,
-// sees every call 1.5x slower (Ring/LL128 60, Tree/Simple 78). A collective takes as long as its slowest rank, so
+// sees each of its calls 1.5x slower (Ring/LL128 60, Tree/Simple 78). A collective takes as long as its slowest rank, so
 // the agreed winner is the arm whose slowest process's time is least: Ring/LL128 (60 us against Tree/Simple's
 // 78), not the leader's own favourite. The followers' reports reach the leader, which says what it combined.
 TEST(TunerMultiproc, LeaderDecidesFromEveryProcessSlowestTimes) {
