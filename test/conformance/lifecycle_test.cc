@@ -66,16 +66,13 @@ TEST(Lifecycle, ManyCommsFromOneListenComm) {
       });
 }
 
-// Closing returns within 50 ms whatever the peer does (idle, closing too, or gone): NCCL closes every
-// connection of a communicator one after another when it is destroyed.
-constexpr auto kCloseBound = std::chrono::milliseconds(50);
-
+// Closing returns within testpair::closeBound() (50 ms) whatever the peer does (idle, closing too, or gone).
 template <typename Fn>
 void expectQuickClose(const char* what, Fn&& close) {
   auto t0 = netapi::Clock::now();
   EXPECT_EQ(close(), ncclSuccess) << what;
   auto took = std::chrono::duration_cast<std::chrono::microseconds>(netapi::Clock::now() - t0);
-  EXPECT_LT(took, kCloseBound) << what << " took " << took.count() << " us";
+  EXPECT_LT(took, testpair::closeBound()) << what << " took " << took.count() << " us";
 }
 
 // order: 0 = sender closes first, 1 = receiver first, 2 = listen comm closed before the accepted comm,

@@ -19,6 +19,12 @@
 
 namespace icn::testpair {
 
+std::chrono::milliseconds closeBound() {
+  const char* v = getenv("ICN_CONF_CLOSE_BOUND_MS");
+  long ms = v && *v ? atol(v) : 50;
+  return std::chrono::milliseconds(ms < 1 ? 50 : ms > 1000 ? 1000 : ms);
+}
+
 std::string pluginPath() {
   const char* env = getenv("ICN_PLUGIN_PATH");
   return env ? env : ICN_DEFAULT_PLUGIN_PATH;
