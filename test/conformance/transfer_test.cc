@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "path_log.h"
 #include "two_ranks.h"
 
 namespace icn::conformance {
@@ -269,6 +270,78 @@ TEST(Transfer, SendsPastThePoolAreRetriedNotFailed) {
         }
         closePair(r, s, nullptr);
       });
+}
+
+// Sends posted before their receives (NCCL's sender runs ahead of the receiver's proxy), then a larger message
+// with another tag whose receive the receiver posts first: every message lands in its own receive, same-tag
+// ones in FIFO order, and the larger one is not held up behind the earlier ones. ICN's TCP transport sends the
+// same-tag ones early, spread over its early lanes: its log must show them all early, on every lane allowed.
+TEST(Transfer, SendsAheadOfTheirReceivesArriveInOrder) {
+  static constexpr int kAhead = 8;
+  static constexpr size_t kLen = 256 * 1024;  // above the TCP transport's lane-0 limit, below its early limit
+  static constexpr size_t kBig = 4u << 20;
+  RunOptions opts;
+  opts.env.emplace_back("NCCL_DEBUG", "INFO");  // the sender's path line is INFO
+  auto out = runTwoRanks(
+      [](Rank& r) {
+        void *s = nullptr, *rc = nullptr;
+        r.connectPair(&s, &rc);
+        std::vector<std::vector<uint8_t>> bufs(kAhead + 1, std::vector<uint8_t>(kLen));
+        std::vector<uint8_t> big(kBig);
+        auto post = [&](void* d, size_t sz, int tag) {
+          void* req = nullptr;
+          EXPECT_EQ(r.plugin.net->irecv(rc, 1, &d, &sz, &tag, nullptr, nullptr, &req), ncclSuccess);
+          EXPECT_NE(req, nullptr);
+          return req;
+        };
+        int got[64] = {};
+        ASSERT_EQ(netapi::waitRequest(r.plugin, post(bufs[0].data(), kLen, 7), got, kWait), ncclSuccess);
+        EXPECT_EQ(checkPattern(bufs[0].data(), kLen, 0), SIZE_MAX);
+        ASSERT_TRUE(r.peer.barrier());  // the sender posted every send
+        void* bigReq = post(big.data(), kBig, 9);
+        ASSERT_EQ(netapi::waitRequest(r.plugin, bigReq, got, kWait), ncclSuccess);
+        EXPECT_EQ(static_cast<size_t>(got[0]), kBig);
+        EXPECT_EQ(checkPattern(big.data(), kBig, 99), SIZE_MAX) << "the larger message";
+        std::vector<void*> reqs;
+        for (int i = 1; i <= kAhead; i++) reqs.push_back(post(bufs[i].data(), kLen, 7));
+        for (int i = 1; i <= kAhead; i++) {
+          ASSERT_EQ(netapi::waitRequest(r.plugin, reqs[i - 1], got, kWait), ncclSuccess);
+          EXPECT_EQ(static_cast<size_t>(got[0]), kLen - i);
+          EXPECT_EQ(checkPattern(bufs[i].data(), kLen - i, i), SIZE_MAX) << "message " << i << " out of order";
+        }
+        closePair(r, nullptr, rc);
+      },
+      [](Rank& r) {
+        void *s = nullptr, *rc = nullptr;
+        r.connectPair(&s, &rc);
+        std::vector<std::vector<uint8_t>> bufs(kAhead + 1, std::vector<uint8_t>(kLen));
+        std::vector<uint8_t> big(kBig);
+        fillPattern(big.data(), kBig, 99);
+        auto send = [&](const void* d, size_t sz, int tag) {
+          void* req = nullptr;
+          while (!req) EXPECT_EQ(r.plugin.net->isend(s, const_cast<void*>(d), sz, tag, nullptr, nullptr, &req), ncclSuccess);
+          return req;
+        };
+        fillPattern(bufs[0].data(), kLen, 0);
+        ASSERT_EQ(netapi::waitRequest(r.plugin, send(bufs[0].data(), kLen, 7), nullptr, kWait), ncclSuccess);
+        std::vector<void*> reqs;
+        for (int i = 1; i <= kAhead; i++) {
+          fillPattern(bufs[i].data(), kLen - i, i);
+          reqs.push_back(send(bufs[i].data(), kLen - i, 7));
+        }
+        reqs.push_back(send(big.data(), kBig, 9));
+        ASSERT_TRUE(r.peer.barrier());
+        for (void* q : reqs) ASSERT_EQ(netapi::waitRequest(r.plugin, q, nullptr, kWait), ncclSuccess);
+        closePair(r, s, nullptr);
+      },
+      opts);
+  testpair::SendPaths p = testpair::sendPaths(out[1].log);
+  printf("SENDS-AHEAD: %s\n", testpair::describe(p).c_str());
+  if (p.transport == "tcp") {
+    EXPECT_EQ(p.early, static_cast<uint64_t>(kAhead)) << "the sends ahead of their receives did not all go early";
+    EXPECT_GT(p.earlyLanesAllowed, 0);
+    EXPECT_EQ(p.earlyLanesUsed, p.earlyLanesAllowed) << "early messages did not spread over the lanes allowed";
+  }
 }
 
 // Both directions at once over two comms (what every NCCL ring step does).
