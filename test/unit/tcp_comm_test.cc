@@ -446,10 +446,11 @@ class SendSide : public ::testing::Test {
     wires.comm.eagerBytes = 2048;
     comm = std::make_unique<TcpSendComm>(std::move(wires.comm), kPeer, NetCommInfo{});
   }
-  void postCts(uint32_t seq, uint8_t slot, std::vector<CtsEntry> entries) {
+  void postCts(uint32_t seq, uint8_t slot, std::vector<CtsEntry> entries, uint16_t credits = 0) {
     CtsHeader h;
     h.seq = seq;
     h.slot = slot;
+    h.credits = credits;
     h.n = static_cast<uint8_t>(entries.size());
     writeAll(wires.lane(0), &h, sizeof h);
     writeAll(wires.lane(0), entries.data(), entries.size() * sizeof(CtsEntry));
@@ -631,6 +632,38 @@ TEST_F(SendSide, ClearToSendWithTooManyReceivesFails) {
   postCts(0, 0, nine);
   EXPECT_EQ(finish(r), Status::RemoteError);
   EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, "9 receives"}));
+}
+
+// A receiver that hands back eager credits the sender never spent would let it send without bound.
+TEST_F(SendSide, ClearToSendReturningUnspentCreditsFails) {
+  auto data = pattern(20);
+  Request* r = nullptr;
+  ASSERT_EQ(comm->isend(data.data(), 20, 1, nullptr, &r), Status::Ok);
+  postCts(0, 0, {{1, 100}}, 1);
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, "hands back more eager credits than were spent"}));
+}
+
+// Records the sender keeps until sends match them: a receiver posting more than it may at once is refused
+// before the sender's ring of records could overflow.
+TEST_F(SendSide, ClearToSendFloodFails) {
+  auto data = pattern(20);
+  Request* r = nullptr;
+  ASSERT_EQ(comm->isend(data.data(), 20, 9, nullptr, &r), Status::Ok);  // matches none of the records
+  for (uint32_t seq = 0; seq <= kMaxRequests + kEagerCredits; seq++)
+    postCts(seq, static_cast<uint8_t>(seq % kMaxRequests), {{1, 100}});
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, "receives posted at once"}));
+}
+
+TEST_F(SendSide, GarbageInsteadOfAClearToSendFails) {
+  auto data = pattern(20);
+  Request* r = nullptr;
+  ASSERT_EQ(comm->isend(data.data(), 20, 1, nullptr, &r), Status::Ok);
+  std::vector<uint8_t> junk(64, 0x5A);
+  writeAll(wires.lane(0), junk.data(), junk.size());
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, "garbage where a clear-to-send record was expected"}));
 }
 
 TEST_F(SendSide, ReceiverClosingFailsQueuedSend) {
