@@ -14,6 +14,8 @@ export ICN_TRANSPORT=ucx UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n
 # UCX replaces malloc/mmap hooks, which valgrind must own.
 export UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no
 export ICN_REL_CYCLES=${ICN_REL_CYCLES:-150} ICN_REL_LOAD_SECONDS=3
+# Everything runs 20-50x slower under memcheck: a close may take 500 ms (one that waits for its peer takes 2 s).
+export ICN_CONF_CLOSE_BOUND_MS=500
 VG=(valgrind --tool=memcheck --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
     --show-leak-kinds=definite --num-callers=30 --suppressions=test/sanitizers/valgrind.supp
     --log-file="$LOGS/%p.log")

@@ -52,12 +52,12 @@ path_check() {
 
 # xconformance NAME FILTER ENV=VALUE...: the conformance suite, rank 0 of every pair here in a and rank 1 in
 # b (test/pair's ICN_PAIR_RANK / ICN_PAIR_PEER); each guest reports its own process. The path proof reads
-# this guest's rank only (each process also replays the peer's log). Closes may take 500 ms under emulation.
+# this guest's rank only (each process also replays the peer's log).
 xconformance() {
   name=$1; filter=$2; shift 2
   port=$((port + 1))
   if [ "$me" = a ]; then where=":$port"; else where="$peer:$port"; fi
-  if ICN_PAIR_RANK=$rank ICN_PAIR_PEER=$where ICN_PLUGIN_PATH=$plugin ICN_CONF_CLOSE_BOUND_MS=500 timeout 500 env "$@" \
+  if ICN_PAIR_RANK=$rank ICN_PAIR_PEER=$where ICN_PLUGIN_PATH=$plugin timeout 500 env "$@" \
        icn-conformance "--gtest_filter=$filter" > "/tmp/$name.log" 2>&1; then rc=0; else rc=$?; fi
   grep -E '^\[ *(OK|FAILED) ' "/tmp/$name.log" | sed "s|^|$name@$me: |"
   if [ $rc = 0 ]; then pass "$name@$me"

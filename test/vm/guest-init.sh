@@ -63,13 +63,11 @@ pair() {
 
 # Full paths for iproute2: busybox sh prefers its own applets (its ip cannot create veth pairs).
 # conformance NAME GTEST_FILTER ENV=VALUE...: the plugin's conformance suite (icn-conformance), with a
-# per-test summary and, on failure, the assertions and the plugin's warnings. Closes may take 500 ms here
-# (every verbs call is emulated); one that waits for its peer still takes seconds.
+# per-test summary and, on failure, the assertions and the plugin's warnings.
 conformance() {
   name=$1; filter=$2; shift 2
   if [ ! -x /opt/icn/bin/icn-conformance ]; then fail "$name (icn-conformance not in this build)"; return; fi
-  if ICN_PLUGIN_PATH=/opt/icn/lib/libnccl-net-icn.so UCX_WARN_UNUSED_ENV_VARS=n ICN_CONF_CLOSE_BOUND_MS=500 \
-       timeout 400 env "$@" \
+  if ICN_PLUGIN_PATH=/opt/icn/lib/libnccl-net-icn.so UCX_WARN_UNUSED_ENV_VARS=n timeout 400 env "$@" \
        icn-conformance "--gtest_filter=$filter" > "/tmp/$name.log" 2>&1; then rc=0; else rc=$?; fi
   grep -E '^\[ *(OK|FAILED) ' "/tmp/$name.log" | sed "s|^|$name: |"
   if [ $rc = 0 ]; then pass "$name"; return; fi
