@@ -455,8 +455,22 @@ class SendSide : public ::testing::Test {
     writeAll(wires.lane(0), &h, sizeof h);
     writeAll(wires.lane(0), entries.data(), entries.size() * sizeof(CtsEntry));
   }
+  // A 20-byte send with `tag`, queued until a clear-to-send record with its tag arrives.
+  Request* queuedSend(int tag) {
+    Request* r = nullptr;
+    EXPECT_EQ(comm->isend(small.data(), small.size(), tag, nullptr, &r), Status::Ok);
+    EXPECT_NE(r, nullptr);
+    return r;
+  }
+  // The request fails with a remote error and a WARN naming the peer and saying `what`.
+  void expectRemoteFailure(Request* r, const char* what) {
+    ASSERT_NE(r, nullptr) << "isend refused the send";
+    EXPECT_EQ(finish(r), Status::RemoteError);
+    EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, what}));
+  }
   Wires wires{2};
   std::unique_ptr<TcpSendComm> comm;
+  std::vector<uint8_t> small = pattern(20);
 };
 
 TEST_F(SendSide, LargeMessageIsSplitAcrossHelperLanes) {
@@ -616,63 +630,45 @@ TEST_F(SendSide, SendLargerThanThePostedReceiveFails) {
 }
 
 TEST_F(SendSide, ClearToSendOutOfOrderFails) {
-  auto data = pattern(20);
-  Request* r = nullptr;
-  ASSERT_EQ(comm->isend(data.data(), 20, 1, nullptr, &r), Status::Ok);
+  Request* r = queuedSend(1);
   postCts(4, 0, {{1, 100}});
-  EXPECT_EQ(finish(r), Status::RemoteError);
-  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, "out of order"}));
+  expectRemoteFailure(r, "out of order");
 }
 
 TEST_F(SendSide, ClearToSendWithTooManyReceivesFails) {
-  auto data = pattern(20);
-  Request* r = nullptr;
-  ASSERT_EQ(comm->isend(data.data(), 20, 1, nullptr, &r), Status::Ok);
+  Request* r = queuedSend(1);
   std::vector<CtsEntry> nine(9, CtsEntry{1, 100});
   postCts(0, 0, nine);
-  EXPECT_EQ(finish(r), Status::RemoteError);
-  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, "9 receives"}));
+  expectRemoteFailure(r, "9 receives");
 }
 
 // A receiver that hands back eager credits the sender never spent would let it send without bound.
 TEST_F(SendSide, ClearToSendReturningUnspentCreditsFails) {
-  auto data = pattern(20);
-  Request* r = nullptr;
-  ASSERT_EQ(comm->isend(data.data(), 20, 1, nullptr, &r), Status::Ok);
+  Request* r = queuedSend(1);
   postCts(0, 0, {{1, 100}}, 1);
-  EXPECT_EQ(finish(r), Status::RemoteError);
-  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, "hands back more eager credits than were spent"}));
+  expectRemoteFailure(r, "hands back more eager credits than were spent");
 }
 
 // Records the sender keeps until sends match them: a receiver posting more than it may at once is refused
 // before the sender's ring of records could overflow.
 TEST_F(SendSide, ClearToSendFloodFails) {
-  auto data = pattern(20);
-  Request* r = nullptr;
-  ASSERT_EQ(comm->isend(data.data(), 20, 9, nullptr, &r), Status::Ok);  // matches none of the records
+  Request* r = queuedSend(9);  // matches none of the records
   for (uint32_t seq = 0; seq <= kMaxRequests + kEagerCredits; seq++)
     postCts(seq, static_cast<uint8_t>(seq % kMaxRequests), {{1, 100}});
-  EXPECT_EQ(finish(r), Status::RemoteError);
-  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, "receives posted at once"}));
+  expectRemoteFailure(r, "receives posted at once");
 }
 
 TEST_F(SendSide, GarbageInsteadOfAClearToSendFails) {
-  auto data = pattern(20);
-  Request* r = nullptr;
-  ASSERT_EQ(comm->isend(data.data(), 20, 1, nullptr, &r), Status::Ok);
+  Request* r = queuedSend(1);
   std::vector<uint8_t> junk(64, 0x5A);
   writeAll(wires.lane(0), junk.data(), junk.size());
-  EXPECT_EQ(finish(r), Status::RemoteError);
-  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, "garbage where a clear-to-send record was expected"}));
+  expectRemoteFailure(r, "garbage where a clear-to-send record was expected");
 }
 
 TEST_F(SendSide, ReceiverClosingFailsQueuedSend) {
-  auto data = pattern(20);
-  Request* r = nullptr;
-  ASSERT_EQ(comm->isend(data.data(), 20, 1, nullptr, &r), Status::Ok);
+  Request* r = queuedSend(1);
   wires.peer.clear();
-  EXPECT_EQ(finish(r), Status::RemoteError);
-  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, "peer closed the connection"}));
+  expectRemoteFailure(r, "peer closed the connection");
 }
 
 TEST_F(SendSide, CloseWithAPieceStuckInAFullSocketDoesNotWait) {
