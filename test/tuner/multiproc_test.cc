@@ -37,6 +37,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <numeric>
 #include <vector>
 
 #include "abi/profiler_v5.h"
@@ -349,6 +350,16 @@ void expectSameSequences(const std::vector<Result>& res, const std::vector<int>&
   }
 }
 
+// Every process ended cleanly after `calls` calls, all made the same choice at every call, and none warned.
+void expectCleanAgreedRun(const std::vector<Result>& res, size_t calls) {
+  for (size_t r = 0; r < res.size(); ++r) ASSERT_EQ(res[r].status, 0) << "rank " << r;
+  for (size_t r = 0; r < res.size(); ++r) ASSERT_EQ(res[r].picks.size(), calls);
+  std::vector<int> all(res.size());
+  std::iota(all.begin(), all.end(), 0);
+  ASSERT_NO_FATAL_FAILURE(expectSameSequences(res, all));
+  for (size_t r = 0; r < res.size(); ++r) EXPECT_FALSE(res[r].has("WARN")) << "rank " << r;
+}
+
 void dumpLogs(const std::vector<Result>& res) {
   if (!getenv("ICN_TEST_VERBOSE")) return;
   for (size_t r = 0; r < res.size(); ++r)
@@ -380,12 +391,9 @@ TEST(TunerMultiproc, ProcessesAgreeOnEveryCallAndFindTheWinner) {
   for (int r = 0; r < 3; ++r) job.start(r, r);
   auto res = job.finish();
   dumpLogs(res);
-  for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].status, 0) << "rank " << r;
-  for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].picks.size(), 6000u);
-  expectSameSequences(res, {0, 1, 2});
+  ASSERT_NO_FATAL_FAILURE(expectCleanAgreedRun(res, 6000));
   EXPECT_TRUE(res[0].has("every rank's process joined")) << "the leader started the agreement";
   for (int r = 1; r < 3; ++r) EXPECT_TRUE(res[r].has("joined the agreement leader")) << r;
-  for (int r = 0; r < 3; ++r) EXPECT_FALSE(res[r].has("WARN")) << "rank " << r;
   // The last calls of each size run the winner under the true costs (decisions take effect W/2 to W calls after
   // the leader's round ends).
   for (int i = 5000; i < 6000; ++i) {
@@ -420,10 +428,7 @@ TEST(TunerMultiproc, LeaderDecidesFromEveryProcessSlowestTimes) {
   job.start(2, 2);
   auto res = job.finish();
   dumpLogs(res);
-  for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].status, 0) << "rank " << r;
-  for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].picks.size(), 6000u);
-  expectSameSequences(res, {0, 1, 2});
-  for (int r = 0; r < 3; ++r) EXPECT_FALSE(res[r].has("WARN")) << "rank " << r;
+  ASSERT_NO_FATAL_FAILURE(expectCleanAgreedRun(res, 6000));
   EXPECT_TRUE(res[0].has("learned TREE/SIMPLE")) << "the leader's own measurements favour Tree/Simple";
   EXPECT_TRUE(res[0].has("3 processes measured")) << "every follower's report reached the leader";
   EXPECT_TRUE(res[0].has("announces RING/LL128"));
@@ -593,10 +598,7 @@ TEST(TunerCrossHost, HostsWithoutSharedDirectoryAgreeThroughTheRegistry) {
   job.start(2, 2, hosts.ns(1), true, env);
   auto res = job.finish();
   dumpLogs(res);
-  for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].status, 0) << "rank " << r;
-  for (int r = 0; r < 3; ++r) ASSERT_EQ(res[r].picks.size(), 6000u);
-  expectSameSequences(res, {0, 1, 2});
-  for (int r = 0; r < 3; ++r) EXPECT_FALSE(res[r].has("WARN")) << "rank " << r;
+  ASSERT_NO_FATAL_FAILURE(expectCleanAgreedRun(res, 6000));
   EXPECT_TRUE(res[0].has("agreement leader at 10.78.0.1:")) << "the leader listens on its host's link";
   EXPECT_TRUE(res[0].has("registry 10.78.0.2:29517")) << "the registry's host comes from MASTER_ADDR";
   EXPECT_FALSE(res[0].has("serves the agreement registry")) << "host A does not own 10.78.0.2";
