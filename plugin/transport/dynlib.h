@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -50,6 +51,35 @@ class Library {
  private:
   void* h_ = nullptr;
   std::string soname_;
+};
+
+// Libraries and what was resolved from them (T), opened on first use and kept for the life of the process:
+// objects made through them may be released from static destructors in any order, and unloading a library
+// under them would crash. The first failure's reason is kept and handed to every later caller.
+template <typename T>
+class Resident {
+ public:
+  // open(T*, why) opens and resolves; called once, by the first caller.
+  template <typename Open>
+  const T* get(Open open, std::string* why) {
+    std::call_once(once_, [&] {
+      auto* t = new T();
+      if (open(t, &error_))
+        loaded_ = t;
+      else
+        delete t;
+    });
+    if (!loaded_ && why) *why = error_;
+    return loaded_;
+  }
+  // Only after get() succeeded.
+  const T& operator*() const { return *loaded_; }
+  const T* operator->() const { return loaded_; }
+
+ private:
+  std::once_flag once_;
+  const T* loaded_ = nullptr;
+  std::string error_;
 };
 
 }  // namespace icn::dynlib

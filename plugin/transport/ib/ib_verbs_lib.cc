@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 
 #include "transport/dynlib.h"
 #include "transport/ib/ib_transport.h"
@@ -47,30 +46,22 @@ bool resolveAll(const dynlib::Library& l, VerbsApi* a, std::string* why) {
   return true;
 }
 
-const Loaded* g_loaded = nullptr;
-std::string g_error;
+dynlib::Resident<Loaded> g_verbs;  // contexts, QPs and MRs may outlive any comm
 
 }  // namespace
 
 const VerbsApi* loadVerbs(std::string* why) {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    // Kept for the life of the process once loaded: contexts, QPs and MRs made through it may be released
-    // from static destructors in any order, and unloading a verbs provider under them would crash.
-    auto* l = new Loaded();
-    if (l->lib.open("libibverbs.so.1", &g_error) && resolveAll(l->lib, &l->api, &g_error)) {
-      g_loaded = l;
-    } else {
-      delete l;
-    }
-  });
-  if (!g_loaded && why) *why = g_error;
-  return g_loaded ? &g_loaded->api : nullptr;
+  const Loaded* l = g_verbs.get(
+      [](Loaded* t, std::string* err) {
+        return t->lib.open("libibverbs.so.1", err) && resolveAll(t->lib, &t->api, err);
+      },
+      why);
+  return l ? &l->api : nullptr;
 }
 
 bool libraryAvailable(std::string* why) { return loadVerbs(why) != nullptr; }
 
-const VerbsApi& verbs() { return g_loaded->api; }
+const VerbsApi& verbs() { return g_verbs->api; }
 
 ibv_mr* verbsRegMr(ibv_pd* pd, void* addr, size_t length, unsigned int access) {
   // The original entry point rejects the optional access bits (relaxed ordering); iova2 accepts them.

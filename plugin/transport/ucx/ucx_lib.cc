@@ -1,6 +1,5 @@
 #include "transport/ucx/ucx_lib.h"
 
-#include <mutex>
 
 #include "transport/dynlib.h"
 #include "transport/ucx/ucx_transport.h"
@@ -42,27 +41,19 @@ bool resolveAll(Loaded* l, std::string* why) {
          l->ucp.resolve(&a->request_free, "ucp_request_free", nullptr, why);
 }
 
-const Loaded* g_loaded = nullptr;
-std::string g_error;
+dynlib::Resident<Loaded> g_ucx;  // UCX also keeps its own modules (uct_ib, uct_cma...) loaded beneath these
 
 }  // namespace
 
 const UcxApi* loadUcx(std::string* why) {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    // libucp first: the transport's name for UCX being absent is the protocol library. Kept for the life of
-    // the process once loaded: UCX objects may be released from static destructors in any order, and UCX
-    // keeps its own modules (uct_ib, uct_cma...) loaded beneath these libraries.
-    auto* l = new Loaded();
-    if (l->ucp.open("libucp.so.0", &g_error) && l->uct.open("libuct.so.0", &g_error) &&
-        l->ucs.open("libucs.so.0", &g_error) && resolveAll(l, &g_error)) {
-      g_loaded = l;
-    } else {
-      delete l;
-    }
-  });
-  if (!g_loaded && why) *why = g_error;
-  return g_loaded ? &g_loaded->api : nullptr;
+  // libucp first: the transport's name for UCX being absent is the protocol library.
+  const Loaded* l = g_ucx.get(
+      [](Loaded* t, std::string* err) {
+        return t->ucp.open("libucp.so.0", err) && t->uct.open("libuct.so.0", err) && t->ucs.open("libucs.so.0", err) &&
+               resolveAll(t, err);
+      },
+      why);
+  return l ? &l->api : nullptr;
 }
 
 bool libraryAvailable(std::string* why, std::string* version) {
@@ -74,7 +65,7 @@ bool libraryAvailable(std::string* why, std::string* version) {
   return true;
 }
 
-const UcxApi& ucx() { return g_loaded->api; }
+const UcxApi& ucx() { return g_ucx->api; }
 
 ucs_status_t initContext(const ucp_params_t* params, const ucp_config_t* config, ucp_context_h* ctx) {
   return ucx().init_version(UCP_API_MAJOR, UCP_API_MINOR, params, config, ctx);
