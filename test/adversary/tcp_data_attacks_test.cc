@@ -111,18 +111,12 @@ TEST_P(AdversaryTcp, RefusedOnlyOnItsConnection) {
       },
       2,
       [](VictimReport& rep) {
-        int refused = 0;
-        for (auto& conn : rep.conns) {
-          if (conn.holdsHonestPattern()) continue;
-          refused++;
-          EXPECT_EQ(conn.result, c->code) << "the hostile connection's receive";
-        }
-        EXPECT_EQ(refused, 1);
+        auto hostile = rep.hostile();
+        EXPECT_EQ(hostile.size(), 1u);
+        for (auto* conn : hostile) EXPECT_EQ(conn->result, c->code) << "the hostile connection's receive";
       },
       {{"ICN_TRANSPORT", "tcp"}});
-  std::vector<std::string> want = {"rogue-peer:"};
-  want.insert(want.end(), c->warn.begin(), c->warn.end());
-  EXPECT_TRUE(out.victimWarns(want)) << "no WARN naming the peer's address and saying: " << c->warn.back();
+  EXPECT_TRUE(out.victimWarnsNamingRogue(c->warn)) << "no WARN naming the peer's address and saying: " << c->warn.back();
 }
 
 INSTANTIATE_TEST_SUITE_P(Data, AdversaryTcp, ::testing::Range<size_t>(0, 8),

@@ -20,6 +20,13 @@ bool VictimConn::guardsIntact() const {
   return true;
 }
 
+std::vector<VictimConn*> VictimReport::hostile() {
+  std::vector<VictimConn*> out;
+  for (auto& c : conns)
+    if (!c.holdsHonestPattern()) out.push_back(&c);
+  return out;
+}
+
 bool VictimConn::holdsHonestPattern() const {
   return result == ncclSuccess && got == int(kHonestBytes) &&
          netapi::checkPattern(buf.data() + kGuard, kHonestBytes, kHonestSeed) == SIZE_MAX;

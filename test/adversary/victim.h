@@ -46,6 +46,8 @@ struct VictimReport {
   std::vector<VictimConn> conns;
   bool canaryIntact = false;
   bool acceptAlwaysOk = true;
+  // The connections that did not receive the honest pattern: the hostile ones.
+  std::vector<VictimConn*> hostile();
 };
 
 // Rank 0. `expectComms` connections must complete (the honest one plus any hostile one that passes the
@@ -67,6 +69,11 @@ struct AttackOutcome {
   // A victim WARN line with every needle that names the hostile peer by its address (the peer's claimed host
   // name proves nothing: the address is what the victim's kernel saw).
   bool victimWarns(const std::vector<std::string>& needles) const { return victimWarnCount(needles) > 0; }
+  // The same, for a WARN that also names the rogue by its claimed host name ("rogue-peer:").
+  bool victimWarnsNamingRogue(std::vector<std::string> needles) const {
+    needles.insert(needles.begin(), "rogue-peer:");
+    return victimWarns(needles);
+  }
   // How many such lines: one per hostile connection when each must be refused for its own reason.
   size_t victimWarnCount(const std::vector<std::string>& needles) const;
 };
