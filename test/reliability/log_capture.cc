@@ -14,6 +14,7 @@ namespace icn::testing {
 namespace {
 std::mutex g_mu;
 std::vector<std::string> g_warn;
+std::vector<std::string> g_info;
 
 void sink(int level, unsigned long, const char*, int, const char* fmt, ...) {
   char msg[2048];
@@ -21,9 +22,13 @@ void sink(int level, unsigned long, const char*, int, const char* fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  std::lock_guard lk(g_mu);
+  if (level == static_cast<int>(LogLevel::Info)) {
+    if (g_info.size() < 4096) g_info.emplace_back(msg);  // a test that never takes them stays bounded
+    return;
+  }
   if (level != static_cast<int>(LogLevel::Warn)) return;
   fprintf(stderr, "[captured WARN] %s\n", msg);
-  std::lock_guard lk(g_mu);
   g_warn.emplace_back(msg);
 }
 }  // namespace
@@ -33,6 +38,11 @@ void installLogCapture() { setLogSink(&sink); }
 std::vector<std::string> takeWarnings() {
   std::lock_guard lk(g_mu);
   return std::exchange(g_warn, {});
+}
+
+std::vector<std::string> takeInfos() {
+  std::lock_guard lk(g_mu);
+  return std::exchange(g_info, {});
 }
 
 bool warned(const std::vector<std::string>& lines, std::initializer_list<const char*> needles) {

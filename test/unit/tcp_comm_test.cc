@@ -311,7 +311,7 @@ TEST_F(RecvSide, MoreEagerMessagesThanCreditsFail) {
   Request* r = post(9, &cts);  // a receive none of them belongs to
   for (uint32_t i = 0; i <= kEagerCredits; i++) sendChunk(wires.lane(0), eager(1, 7, 8, i), pattern(8));
   EXPECT_EQ(finish(r), Status::RemoteError);
-  expectWarn("more eager messages than the 32 credits");
+  expectWarn(("more eager messages than the " + std::to_string(kEagerCredits) + " credits").c_str());
 }
 
 TEST_F(RecvSide, RepeatedEagerNumberFails) {
@@ -617,6 +617,82 @@ TEST_F(SendSide, LargeEagerMessageGoesWholeOnAHelperLaneThatOtherPiecesAvoid) {
   reader2.join();
   pollfd q{wires.lane(held), POLLIN, 0};
   EXPECT_EQ(::poll(&q, 1, 50), 0) << "a piece queued behind the held eager message";
+}
+
+// A receiver that posts nothing (its process is off the GPU) lets a sender run ahead by every credit, and no
+// further: the next message waits for a record, and the close line counts the wait.
+TEST_F(SendSide, RunsAheadOfAReceiverThatPostsNothingByEveryCreditAndNoFurther) {
+  // NCCL's default step is 128 KiB; a sender on a GPU shared with its receiver stalled with 4 MiB ahead.
+  EXPECT_GE(size_t{kEagerCredits} * (128 << 10), size_t{8} << 20) << "the window a shared-GPU alltoall needs";
+  const size_t n = 1 << 16;
+  ASSERT_GE(currentTuning().laneEagerBytes, n) << "helper-lane eager messages are off";
+  auto data = pattern(n);
+  postCts(0, 0, {{1, 16}});  // the first record, used up by a small send
+  Request* r = nullptr;
+  ASSERT_EQ(comm->isend(data.data(), 16, 1, nullptr, &r), Status::Ok);
+  ASSERT_EQ(finish(r), Status::Ok);
+  {
+    ChunkHeader h;
+    uint8_t got[16];
+    ASSERT_TRUE(readAll(wires.lane(0), &h, sizeof h));
+    ASSERT_TRUE(readAll(wires.lane(0), got, sizeof got));
+  }
+  std::atomic<size_t> early{0};
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {  // drains the helper lanes as a receiver's kernel buffers would hold them
+    std::vector<uint8_t> sink(n);
+    while (!stop) {
+      for (int lane = 1; lane <= 2; lane++) {
+        pollfd q{wires.lane(lane), POLLIN, 0};
+        if (::poll(&q, 1, 5) <= 0) continue;
+        ChunkHeader h;
+        ASSERT_TRUE(readAll(wires.lane(lane), &h, sizeof h));
+        ASSERT_EQ(h.flags, kChunkEager);
+        ASSERT_EQ(h.eager, early.load()) << "eager numbers in order on the one lane they share";
+        ASSERT_TRUE(readAll(wires.lane(lane), sink.data(), h.length));
+        early++;
+      }
+    }
+  });
+  std::vector<Request*> ahead;
+  for (uint32_t i = 0; i < kEagerCredits; i++) {
+    ASSERT_EQ(comm->isend(data.data(), n, 1, nullptr, &r), Status::Ok);
+    ASSERT_EQ(finish(r), Status::Ok) << "send " << i << " of " << kEagerCredits << " did not leave early";
+  }
+  Request* waiting = nullptr;
+  ASSERT_EQ(comm->isend(data.data(), n, 1, nullptr, &waiting), Status::Ok);
+  bool done = false;
+  for (int k = 0; k < 20 && !done; k++, usleep(1000)) ASSERT_EQ(waiting->test(&done, nullptr), Status::Ok);
+  EXPECT_FALSE(done) << "a send left early with every credit spent";
+  // The receiver posts a receive for each early message (handing its credit back), then one more: the waiting
+  // send is the next message with its tag, so that one is its.
+  const uint32_t last = kEagerCredits + 1;
+  for (uint32_t seq = 1; seq <= last; seq++)
+    postCts(seq, static_cast<uint8_t>(seq % kMaxRequests), {{1, static_cast<uint32_t>(n)}}, seq < last ? 1 : 0);
+  std::thread matched([&] {  // small enough for lane 0: it goes there, against the last record
+    ChunkHeader h;
+    std::vector<uint8_t> got(n);
+    ASSERT_TRUE(readAll(wires.lane(0), &h, sizeof h));
+    EXPECT_EQ(h.flags, 0);
+    EXPECT_EQ(h.seq, last);
+    EXPECT_EQ(h.index, 0);
+    ASSERT_EQ(h.length, n);
+    ASSERT_TRUE(readAll(wires.lane(0), got.data(), n));
+    EXPECT_EQ(got, data);
+  });
+  EXPECT_EQ(finish(waiting), Status::Ok);
+  matched.join();
+  stop = true;
+  reader.join();
+  EXPECT_EQ(early.load(), kEagerCredits);
+  testing::takeInfos();
+  comm.reset();
+  bool counted = false;
+  for (auto& line : testing::takeInfos())
+    counted = counted || (line.find("closed:") != std::string::npos &&
+                          line.find(std::to_string(kEagerCredits) + " early") != std::string::npos &&
+                          line.find("1 large ones waited for an eager credit") != std::string::npos);
+  EXPECT_TRUE(counted) << "the close line counts the early messages and the one wait";
 }
 
 TEST_F(SendSide, SendLargerThanThePostedReceiveFails) {

@@ -100,7 +100,7 @@ class TcpSendComm final : public SendComm, public CommCore {
   int queued_ = 0;
   // Records read but not yet fully matched: at most one per live receive plus one per eager message whose
   // record has not been read (its receive may have completed already).
-  static constexpr uint32_t kCtsRing = 64;
+  static constexpr uint32_t kCtsRing = 128;
   static_assert(kCtsRing >= kMaxRequests + kEagerCredits);
   std::array<Cts, kCtsRing> cts_{};
   uint32_t ctsHead_ = 0, ctsTail_ = 0;  // next to match, next to arrive
@@ -125,6 +125,7 @@ class TcpSendComm final : public SendComm, public CommCore {
   // Messages by path, logged at close: eager (small, before their clear-to-send, lane 0), early (large, before
   // their clear-to-send, whole on a helper lane), whole on lane 0, over the helper lanes.
   uint64_t sentEager_ = 0, sentEarly_ = 0, sentLane0_ = 0, sentSplit_ = 0;
+  uint64_t waitedCredit_ = 0;  // large messages that would have left early but every credit was spent
   std::vector<std::unique_ptr<SendHelper>> helpers_;  // stopped first by the destructor, then reaped
 };
 
@@ -201,7 +202,10 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   // shared state (below, nextSeq_ and the requests' eagerTaken) is guarded by eagerMu_.
   mutable std::mutex eagerMu_;
   uint32_t eagerBytes_;
-  std::vector<uint8_t> stage_;
+  // Stage slots for small eager messages that arrive before their receive, each allocated on first use (most
+  // connections never stage one, and a busy one reuses the lowest free slots).
+  std::array<std::unique_ptr<uint8_t[]>, kEagerCredits> stages_;
+  uint8_t* stage(int slot) const { return stages_[static_cast<size_t>(slot)].get(); }
   std::array<Eager, kEagerCredits> pending_{};
   uint32_t npending_ = 0;
   uint32_t eagerBase_ = 0;   // lowest eager number not seen yet

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <bit>
+#include <new>
 #include <thread>
 #include <utility>
 
@@ -16,7 +17,7 @@ namespace icn::tcp {
 Status TcpRecvRequest::test(bool* done, int* sizes) { return owner->testRequest(this, done, sizes); }
 
 TcpRecvComm::TcpRecvComm(Sockets s, std::string peer, NetCommInfo info)
-    : CommCore(s, std::move(peer), info), eagerBytes_(s.eagerBytes), stage_(size_t{kEagerCredits} * s.eagerBytes) {
+    : CommCore(s, std::move(peer), info), eagerBytes_(s.eagerBytes) {
   for (size_t i = 1; i < s.lanes.size(); i++)
     helpers_.push_back(
         std::make_unique<RecvHelper>(std::move(s.lanes[i]), *this, failure_, closedLanes_, static_cast<int>(i)));
@@ -262,9 +263,14 @@ Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, st
       return Status::RemoteError;
     }
     e.stage = std::countr_zero(freeStages_);
+    auto& slot = stages_[static_cast<size_t>(e.stage)];
+    if (!slot && eagerBytes_ > 0 && !(slot = std::unique_ptr<uint8_t[]>(new (std::nothrow) uint8_t[eagerBytes_]))) {
+      *why = "no memory for an eager message's stage";
+      return Status::SystemError;
+    }
     freeStages_ &= ~(uint64_t{1} << e.stage);
     e.complete = h.total == 0;
-    out->dest = stage_.data() + size_t(e.stage) * eagerBytes_;
+    out->dest = stage(e.stage);
     out->slot = -1 - e.stage;
     out->index = 0;
     out->length = h.total;
@@ -299,7 +305,7 @@ void TcpRecvComm::assignEager() {
       continue;
     }
     r->eagerTaken[i] = true;
-    if (e.size) memcpy(r->bufs[i], stage_.data() + size_t(e.stage) * eagerBytes_, e.size);
+    if (e.size) memcpy(r->bufs[i], stage(e.stage), e.size);
     r->entries[i].claimed.store(e.size);
     r->entries[i].received.store(e.size);
     r->entries[i].total.store(e.size, std::memory_order_release);

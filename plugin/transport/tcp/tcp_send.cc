@@ -76,11 +76,11 @@ TcpSendComm::~TcpSendComm() {
   if (params::getInt(params::Id::LogDetail) >= 1)
     ICN_INFO(subsys::Net, "TCP connection to %s closed: %llu messages sent, %llu eager (<= %u bytes, before the "
              "clear-to-send), %llu early (<= %zu bytes, before the clear-to-send, whole on a helper lane), %llu whole "
-             "on lane 0, %llu split over %zu helper lanes", failure_.peer().c_str(),
+             "on lane 0, %llu split over %zu helper lanes; %llu large ones waited for an eager credit", failure_.peer().c_str(),
              static_cast<unsigned long long>(sentEager_ + sentEarly_ + sentLane0_ + sentSplit_),
              static_cast<unsigned long long>(sentEager_), eagerBytes_, static_cast<unsigned long long>(sentEarly_),
              tuning_.laneEagerBytes, static_cast<unsigned long long>(sentLane0_),
-             static_cast<unsigned long long>(sentSplit_), helpers_.size());
+             static_cast<unsigned long long>(sentSplit_), helpers_.size(), static_cast<unsigned long long>(waitedCredit_));
   // Stopped before the requests they point into go away; the threads end on their own.
   for (auto& h : helpers_) h->stop();  // all of them before any moves: a running one may poke the others
   std::vector<std::unique_ptr<Helper>> stopped;
@@ -199,7 +199,11 @@ bool TcpSendComm::sendEager(TcpSendRequest* r) {
   if ((large || credits_ <= kEagerCredits / 2) && (readCts() != Status::Ok || match() != Status::Ok)) return false;
   // Only a message that can belong to no record we have read may go ahead of its record: then the receiver
   // and we place it by the same rule.
-  if (credits_ == 0 || ndebts_ == kEagerCredits || ctsHead_ != ctsTail_) return false;
+  if (ctsHead_ != ctsTail_) return false;
+  if (credits_ == 0 || ndebts_ == kEagerCredits) {
+    if (large) waitedCredit_++;
+    return false;
+  }
   // The receiver may hold a helper lane on a large one until its receive is posted: while one is unresolved,
   // every eager message has its tag, so nothing held waits for a receive that the application posts only
   // after another tag's message completes.

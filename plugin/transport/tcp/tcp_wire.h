@@ -39,7 +39,10 @@ constexpr uint32_t kCtsMagic = 0x43544349;    // "ICTC"
 // Messages are at most 2 GiB - 1 (NCCL's test() reports sizes as int), so 32-bit sizes suffice.
 constexpr uint32_t kMaxMessage = 0x7fffffffu;
 constexpr uint16_t kChunkEager = 1;
-constexpr uint32_t kEagerCredits = 32;       // eager messages a sender may have unconsumed
+// Eager messages a sender may have unconsumed. It bounds how far a sender runs ahead of a receiver that is not
+// posting (on a GPU shared by two processes, for the whole of the other process's turn): 32 x 128 KiB steps
+// were measured to stall the sender, 64 not.
+constexpr uint32_t kEagerCredits = 64;
 static_assert(kEagerCredits <= 64, "the receiver tracks eager numbers in a 64-bit window");
 constexpr uint32_t kMaxEagerBytes = 65536;   // largest eager message on lane 0 (staged by the receiver)
 
