@@ -94,6 +94,8 @@ for r in $(seq 1 "$ROUNDS"); do
       grep -h "^XHOST" "$OUT/run_r${r}_${tag}_rank0.log" | cut -c1-200
     } >> "$OUT/xhost.log"
     tail -n 3 "$OUT/xhost.log"
+    # Every connection's close line (paths taken, waits): why one configuration moves more than another.
+    { echo "== round $r $cfg"; grep -h "connection .* closed:" "$OUT/run_r${r}_${tag}_rank"*.log | sed 's/.*NCCL INFO //'; } >> "$OUT/close.log"
     [ "$rc" = 0 ] || tail -n 30 "$OUT/run_r${r}_${tag}_rank"*.log >> "$OUT/xhost.log"
     rm -f "$OUT/run_r${r}_${tag}_rank"*.log
   done

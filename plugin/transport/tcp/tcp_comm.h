@@ -213,6 +213,7 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   uint64_t freeStages_ = kEagerCredits == 64 ? ~uint64_t{0} : (uint64_t{1} << kEagerCredits) - 1;
   uint16_t creditsOwed_ = 0;                    // eager messages consumed since the last CTS
   std::atomic<int> closedLanes_{0};
+  uint64_t received_ = 0;  // messages completed, logged at close
   std::vector<std::unique_ptr<RecvHelper>> helpers_;
 };
 

@@ -176,8 +176,10 @@ void SendHelper::run() {
         break;
       }
       leave();
+      const auto since = std::chrono::steady_clock::now();
       pollfd p{fd_.get(), POLLOUT, 0};
       ::poll(&p, 1, kPollMs);
+      noteWait(since);
     }
     if (!done) break;
     std::lock_guard lk(mu_);
@@ -340,10 +342,13 @@ void RecvHelper::run() {
     leave();
     if (held) {
       holding_.store(true, std::memory_order_seq_cst);
+      const auto since = std::chrono::steady_clock::now();
       std::unique_lock lk(mu_);
       cv_.wait_for(lk, std::chrono::milliseconds(kPollMs),
                    [&] { return pokes_.load(std::memory_order_seq_cst) != seen || stopping_.load(); });
       holding_.store(false, std::memory_order_seq_cst);
+      lk.unlock();
+      noteWait(since);
       continue;
     }
     pollfd p{fd_.get(), POLLIN, 0};

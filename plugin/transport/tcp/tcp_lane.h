@@ -6,6 +6,7 @@
 #pragma once
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -56,18 +57,43 @@ class Helper {
   Helper& operator=(const Helper&) = delete;
   void stop();
   bool exited() const { return exited_.load(std::memory_order_acquire); }
+  // Time the helper spent waiting with work in hand (a send lane for socket space, a receive lane holding an
+  // eager message for its receive), and how often: the close lines report it.
+  struct Waits {
+    uint64_t count = 0, us = 0;
+  };
+  Waits waits() const { return {waitCount_.load(std::memory_order_relaxed), waitUs_.load(std::memory_order_relaxed)}; }
 
  protected:
   Helper(Fd fd, int index) : fd_(std::move(fd)), index_(index) {}
   bool enter();  // false once stopping: the thread must end without touching the comm
   void leave() { busy_.store(false, std::memory_order_seq_cst); }
   virtual void wakeForStop() = 0;  // wakes the thread from its idle wait
+  void noteWait(std::chrono::steady_clock::time_point since) {
+    waitCount_.fetch_add(1, std::memory_order_relaxed);
+    waitUs_.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::steady_clock::now() - since).count()),
+                      std::memory_order_relaxed);
+  }
   Fd fd_;
   int index_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> busy_{false};
   std::atomic<bool> exited_{false};
+  std::atomic<uint64_t> waitCount_{0}, waitUs_{0};
 };
+
+// The waits of a comm's helpers, summed.
+template <class H>
+Helper::Waits helperWaits(const std::vector<std::unique_ptr<H>>& helpers) {
+  Helper::Waits sum;
+  for (auto& h : helpers) {
+    const Helper::Waits w = h->waits();
+    sum.count += w.count;
+    sum.us += w.us;
+  }
+  return sum;
+}
 
 // Helpers of closed comms, until their threads have ended; one per process.
 class Reaper {

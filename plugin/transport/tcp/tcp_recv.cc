@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/log.h"
+#include "core/params.h"
 #include "transport/tcp/tcp_comm.h"
 
 namespace icn::tcp {
@@ -24,6 +25,12 @@ TcpRecvComm::TcpRecvComm(Sockets s, std::string peer, NetCommInfo info)
 }
 
 TcpRecvComm::~TcpRecvComm() {
+  if (params::getInt(params::Id::LogDetail) >= 1) {
+    const Helper::Waits held = helperWaits(helpers_);
+    ICN_INFO(subsys::Net, "TCP connection from %s closed: %llu messages received; the helper lanes held a message "
+             "that arrived before its receive %llu times, %.1f ms in all", failure_.peer().c_str(),
+             static_cast<unsigned long long>(received_), static_cast<unsigned long long>(held.count), held.us / 1000.0);
+  }
   // Stopped: nothing writes into NCCL's buffers or this comm once close returns; the threads end on their own.
   for (auto& h : helpers_) h->stop();  // all of them before any moves: a running one may poke the others
   std::vector<std::unique_ptr<Helper>> stopped;
@@ -359,6 +366,7 @@ Status TcpRecvComm::testRequest(TcpRecvRequest* r, bool* done, int* sizes) {
     bytes += uint64_t(t);
   }
   counters_->add(bytes);
+  received_ += static_cast<uint64_t>(r->n);
   release(r);
   *done = true;
   return Status::Ok;

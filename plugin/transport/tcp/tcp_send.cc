@@ -76,11 +76,13 @@ TcpSendComm::~TcpSendComm() {
   if (params::getInt(params::Id::LogDetail) >= 1)
     ICN_INFO(subsys::Net, "TCP connection to %s closed: %llu messages sent, %llu eager (<= %u bytes, before the "
              "clear-to-send), %llu early (<= %zu bytes, before the clear-to-send, whole on a helper lane), %llu whole "
-             "on lane 0, %llu split over %zu helper lanes; %llu large ones waited for an eager credit", failure_.peer().c_str(),
+             "on lane 0, %llu split over %zu helper lanes; %llu large ones waited for an eager credit; the helper lanes "
+             "waited for socket space %llu times, %.1f ms in all", failure_.peer().c_str(),
              static_cast<unsigned long long>(sentEager_ + sentEarly_ + sentLane0_ + sentSplit_),
              static_cast<unsigned long long>(sentEager_), eagerBytes_, static_cast<unsigned long long>(sentEarly_),
              tuning_.laneEagerBytes, static_cast<unsigned long long>(sentLane0_),
-             static_cast<unsigned long long>(sentSplit_), helpers_.size(), static_cast<unsigned long long>(waitedCredit_));
+             static_cast<unsigned long long>(sentSplit_), helpers_.size(), static_cast<unsigned long long>(waitedCredit_),
+             static_cast<unsigned long long>(helperWaits(helpers_).count), helperWaits(helpers_).us / 1000.0);
   // Stopped before the requests they point into go away; the threads end on their own.
   for (auto& h : helpers_) h->stop();  // all of them before any moves: a running one may poke the others
   std::vector<std::unique_ptr<Helper>> stopped;
