@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <regex>
 #include <thread>
 #include <vector>
 
@@ -348,6 +349,19 @@ TEST_F(RecvSide, EagerMessageOnAHelperLaneWaitsInItsSocketUntilItsReceiveIsPoste
   sendChunk(wires.lane(1), chunk(cts, 0, 7, 10, 0, 10), data);  // the lane reads on after it
   ASSERT_EQ(finish(r2, &size), Status::Ok);
   EXPECT_EQ(size, 10);
+  testing::takeInfos();
+  comm.reset();
+  // The close line tells how long the lane held the message: at least the 30 ms before its receive was posted.
+  const std::regex held(R"(2 messages received; the helper lanes held a message that arrived before its receive (\d+) times, ([\d.]+) ms in all)");
+  std::smatch m;
+  bool found = false;
+  for (auto& line : testing::takeInfos())
+    if (std::regex_search(line, m, held)) {
+      found = true;
+      EXPECT_GE(std::stoi(m[1]), 1);
+      EXPECT_GE(std::stod(m[2]), 25.0);
+    }
+  EXPECT_TRUE(found) << "no receive close line with the held time";
 }
 
 TEST_F(RecvSide, EagerMessagesAcrossLanesArePlacedInNumberOrder) {
@@ -691,8 +705,10 @@ TEST_F(SendSide, RunsAheadOfAReceiverThatPostsNothingByEveryCreditAndNoFurther) 
   for (auto& line : testing::takeInfos())
     counted = counted || (line.find("closed:") != std::string::npos &&
                           line.find(std::to_string(kEagerCredits) + " early") != std::string::npos &&
-                          line.find("1 large ones waited for an eager credit") != std::string::npos);
-  EXPECT_TRUE(counted) << "the close line counts the early messages and the one wait";
+                          line.find("1 large ones waited for an eager credit") != std::string::npos &&
+                          line.find("waited for socket space 0 times") == std::string::npos);
+  EXPECT_TRUE(counted) << "the close line counts the early messages, the one wait for a credit, and the waits for "
+                          "socket space (the reader leaves the lane for 5 ms at a time)";
 }
 
 TEST_F(SendSide, SendLargerThanThePostedReceiveFails) {
