@@ -140,6 +140,7 @@ TEST(PerfShape, WindowsOfTwoAndThirtyTwoIntoOneBuffer) {
     EXPECT_EQ(p.eager + p.early + p.lane0 + p.split, all) << "messages lost between the paths";
     EXPECT_LE(p.eager, eligible) << "a message above the eager limit went eager";
     EXPECT_LE(p.early, earlyEligible) << "a message outside (eager limit, early limit] went early";
+    EXPECT_LE(p.earlyLanesUsed, p.earlyLanesAllowed) << "early messages spread over more lanes than allowed";
     EXPECT_LE(p.split, big) << "a message at or below " << p.lane0Max << " B went over the helper lanes";
     EXPECT_GE(p.lane0 + p.eager, eligible + mid - std::min(p.early, mid))
         << "a message at or below the lane-0 limit left lane 0 other than early";

@@ -274,8 +274,8 @@ TEST(Transfer, SendsPastThePoolAreRetriedNotFailed) {
 
 // Sends posted before their receives (NCCL's sender runs ahead of the receiver's proxy), then a larger message
 // with another tag whose receive the receiver posts first: every message lands in its own receive, same-tag
-// ones in FIFO order, and the larger one is not held up behind the earlier ones (ICN's TCP transport sends the
-// same-tag ones early, before their clear-to-send: its log must show them all early).
+// ones in FIFO order, and the larger one is not held up behind the earlier ones. ICN's TCP transport sends the
+// same-tag ones early, spread over its early lanes: its log must show them all early, on every lane allowed.
 TEST(Transfer, SendsAheadOfTheirReceivesArriveInOrder) {
   static constexpr int kAhead = 8;
   static constexpr size_t kLen = 256 * 1024;  // above the TCP transport's lane-0 limit, below its early limit
@@ -339,6 +339,8 @@ TEST(Transfer, SendsAheadOfTheirReceivesArriveInOrder) {
   printf("SENDS-AHEAD: %s\n", testpair::describe(p).c_str());
   if (p.transport == "tcp") {
     EXPECT_EQ(p.early, static_cast<uint64_t>(kAhead)) << "the sends ahead of their receives did not all go early";
+    EXPECT_GT(p.earlyLanesAllowed, 0);
+    EXPECT_EQ(p.earlyLanesUsed, p.earlyLanesAllowed) << "early messages did not spread over the lanes allowed";
   }
 }
 

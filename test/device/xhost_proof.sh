@@ -89,7 +89,7 @@ for r in $(seq 1 "$ROUNDS"); do
     grep -h "^XHOST" "$OUT/run_r${r}_${tag}_rank"*.log | sed "s|\"label\": \"$cfg\"|\"label\": \"$cfg\", \"round\": $r|" >> "$OUT/results.txt"
     {
       echo "== round $r $cfg rc=$rc"
-      grep -hE "NET/Plugin|Using network|nNodes|ICN transport|ICN .*connection .*(ready|closed)|via NET|ICN UCX .*device|ICN tcp|Error|WARN|Traceback" \
+      grep -hE "NET/Plugin|Using network|nNodes|ICN transport|ICN .*connection .*ready|via NET|ICN UCX .*device|ICN tcp|Error|WARN|Traceback" \
         "$OUT/run_r${r}_${tag}_rank"*.log | sort | uniq -c | sort -rn | head -25
       grep -h "^XHOST" "$OUT/run_r${r}_${tag}_rank0.log" | cut -c1-200
     } >> "$OUT/xhost.log"

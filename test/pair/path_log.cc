@@ -1,5 +1,6 @@
 #include "path_log.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <regex>
 #include <sstream>
@@ -9,8 +10,8 @@ namespace icn::testpair {
 SendPaths sendPaths(const std::string& log) {
   static const std::regex tcp(
       R"(TCP connection to .* closed: (\d+) messages sent, (\d+) eager \(<= (\d+) bytes, before the clear-to-send\), )"
-      R"((\d+) early \(<= (\d+) bytes, before the clear-to-send, whole on a helper lane\), (\d+) whole on lane 0, )"
-      R"((\d+) split over)");
+      R"((\d+) early \(<= (\d+) bytes, before the clear-to-send, whole on a helper lane; at most (\d+) of (\d+) lanes at once\), )"
+      R"((\d+) whole on lane 0, (\d+) split over)");
   static const std::regex ucx(
       R"(UCX connection to .* closed: (\d+) messages sent, (\d+) below UCX's rendezvous threshold \((\d+) bytes\), )"
       R"((\d+) from it)");
@@ -29,8 +30,10 @@ SendPaths sendPaths(const std::string& log) {
       p.eagerMax = std::stoull(m[3]);
       p.early += std::stoull(m[4]);
       p.earlyMax = std::stoull(m[5]);
-      p.lane0 += std::stoull(m[6]);
-      p.split += std::stoull(m[7]);
+      p.earlyLanesUsed = std::max(p.earlyLanesUsed, std::stoi(m[6]));
+      p.earlyLanesAllowed = std::stoi(m[7]);
+      p.lane0 += std::stoull(m[8]);
+      p.split += std::stoull(m[9]);
     } else if (std::regex_search(line, m, ucx)) {
       p.transport = "ucx";
       p.connections++;
@@ -53,7 +56,8 @@ std::string describe(const SendPaths& p) {
     << p.messages << " messages";
   if (p.transport == "tcp")
     o << ": " << p.eager << " eager (<= " << p.eagerMax << " B), " << p.early << " early (<= " << p.earlyMax
-      << " B), " << p.lane0 << " on lane 0 (<= " << p.lane0Max
+      << " B, " << p.earlyLanesUsed << " of " << p.earlyLanesAllowed
+      << " lanes), " << p.lane0 << " on lane 0 (<= " << p.lane0Max
       << " B), " << p.split << " split";
   if (p.transport == "ucx")
     o << " over " << p.lanes << ": " << p.belowRndv << " below the rendezvous threshold (" << p.rndvFrom << " B), "

@@ -17,6 +17,8 @@ struct SendPaths {
   uint64_t eager = 0, early = 0, lane0 = 0, split = 0;
   size_t eagerMax = 0;    // eager messages are <= this
   size_t earlyMax = 0;    // early messages are <= this
+  int earlyLanesUsed = 0;     // the most helper lanes that held early messages at once (any connection)
+  int earlyLanesAllowed = 0;  // how many may
   size_t lane0Max = 0;    // larger messages are split ("messages <= N bytes on lane 0"); 0 when not logged
   // UCX: messages on either side of UCX's rendezvous threshold.
   uint64_t belowRndv = 0, fromRndv = 0;

@@ -33,6 +33,7 @@ struct Tuning {
   size_t inlineBytes = 0;  // messages up to this size go on lane 0
   size_t chunkBytes = 0;   // smallest piece of a split message
   size_t laneEagerBytes = 0;  // messages up to this size may go eager on a helper lane
+  int earlyLanes = 1;         // helper lanes that unresolved eager messages may occupy
 };
 Tuning currentTuning();
 
@@ -94,6 +95,9 @@ class TcpSendComm final : public SendComm, public CommCore {
   bool sendEager(TcpSendRequest* r);
   // A helper lane with no unresolved eager message on it, round robin; -1 when there is none.
   int cleanHelper();
+  // The helper lane for a large eager message: a clean one while fewer than tuning_.earlyLanes hold unresolved
+  // ones, else the holding lane with the fewest.
+  int earlyLane();
 
   FixedPool<TcpSendRequest, kMaxRequests * kMaxRecvs> pool_;
   std::array<TcpSendRequest*, kMaxRequests * kMaxRecvs> queue_{};  // unmatched, in isend order
@@ -121,11 +125,12 @@ class TcpSendComm final : public SendComm, public CommCore {
   uint32_t eagerSent_ = 0;                        // eager number of the next one
   std::array<int, kMaxLanes + 1> heldOn_{};       // unresolved eager messages per helper lane
   int heldTotal_ = 0;
-  int eagerLane_ = 1;                             // the helper lane of the unresolved ones
   // Messages by path, logged at close: eager (small, before their clear-to-send, lane 0), early (large, before
   // their clear-to-send, whole on a helper lane), whole on lane 0, over the helper lanes.
   uint64_t sentEager_ = 0, sentEarly_ = 0, sentLane0_ = 0, sentSplit_ = 0;
   uint64_t waitedCredit_ = 0;  // large messages that would have left early but every credit was spent
+  int holdingLanes_ = 0;    // helper lanes with unresolved eager messages
+  int earlyLanesPeak_ = 0;  // the most at once
   std::vector<std::unique_ptr<SendHelper>> helpers_;  // stopped first by the destructor, then reaped
 };
 

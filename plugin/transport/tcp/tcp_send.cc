@@ -19,6 +19,7 @@ Tuning currentTuning() {
   t.chunkBytes = static_cast<size_t>(std::max<int64_t>(4096, params::getInt(params::Id::TcpChunkBytes)));
   t.laneEagerBytes = static_cast<size_t>(
       std::clamp<int64_t>(params::getInt(params::Id::TcpLaneEagerBytes), 0, int64_t{kMaxMessage}));
+  t.earlyLanes = static_cast<int>(std::clamp<int64_t>(params::getInt(params::Id::TcpEarlyLanes), 1, kMaxLanes));
   return t;
 }
 
@@ -75,12 +76,13 @@ TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
 TcpSendComm::~TcpSendComm() {
   if (params::getInt(params::Id::LogDetail) >= 1)
     ICN_INFO(subsys::Net, "TCP connection to %s closed: %llu messages sent, %llu eager (<= %u bytes, before the "
-             "clear-to-send), %llu early (<= %zu bytes, before the clear-to-send, whole on a helper lane), %llu whole "
-             "on lane 0, %llu split over %zu helper lanes; %llu large ones waited for an eager credit; the helper lanes "
-             "waited for socket space %llu times, %.1f ms in all", failure_.peer().c_str(),
+             "clear-to-send), %llu early (<= %zu bytes, before the clear-to-send, whole on a helper lane; at most %d of %d "
+             "lanes at once), %llu whole on lane 0, %llu split over %zu helper lanes; %llu large ones waited for an eager "
+             "credit; the helper lanes waited for socket space %llu times, %.1f ms in all", failure_.peer().c_str(),
              static_cast<unsigned long long>(sentEager_ + sentEarly_ + sentLane0_ + sentSplit_),
              static_cast<unsigned long long>(sentEager_), eagerBytes_, static_cast<unsigned long long>(sentEarly_),
-             tuning_.laneEagerBytes, static_cast<unsigned long long>(sentLane0_),
+             tuning_.laneEagerBytes, earlyLanesPeak_,
+             std::min(tuning_.earlyLanes, static_cast<int>(helpers_.size())), static_cast<unsigned long long>(sentLane0_),
              static_cast<unsigned long long>(sentSplit_), helpers_.size(), static_cast<unsigned long long>(waitedCredit_),
              static_cast<unsigned long long>(helperWaits(helpers_).count), helperWaits(helpers_).us / 1000.0);
   // Stopped before the requests they point into go away; the threads end on their own.
@@ -212,14 +214,7 @@ bool TcpSendComm::sendEager(TcpSendRequest* r) {
   if (large || heldTotal_ > 0)
     for (uint32_t d = 0; d < ndebts_; d++)
       if (debts_[d].tag != r->tag) return false;
-  // The receiver places eager messages in eager-number order: unresolved ones share one helper lane, where
-  // they arrive in that order, so that no lane waits for another lane's message header.
-  int lane = 0;
-  if (large) {
-    if (heldTotal_ > 0) lane = eagerLane_;
-    else if ((lane = cleanHelper()) < 0) lane = 1 + static_cast<int>(nextHelper_++ % helpers_.size());
-    eagerLane_ = lane;
-  }
+  const int lane = large ? earlyLane() : 0;
   credits_--;
   (large ? sentEarly_ : sentEager_)++;
   debts_[ndebts_++] = Debt{r->tag, lane};
@@ -232,6 +227,7 @@ bool TcpSendComm::sendEager(TcpSendRequest* r) {
   r->matched = true;
   r->pending.store(1, std::memory_order_relaxed);
   if (lane > 0) {
+    if (heldOn_[lane] == 0) earlyLanesPeak_ = std::max(earlyLanesPeak_, ++holdingLanes_);
     heldOn_[lane]++;
     heldTotal_++;
     helpers_[lane - 1]->push(h, r->data, &r->pending);
@@ -254,6 +250,21 @@ int TcpSendComm::cleanHelper() {
   return -1;
 }
 
+int TcpSendComm::earlyLane() {
+  // Each lane carries its eager messages in eager-number order, so the lowest unplaced number is always at the
+  // head of its lane and no held lane waits for a header queued behind another held message (tcp_wire.h).
+  const size_t nh = helpers_.size();
+  if (holdingLanes_ < tuning_.earlyLanes)
+    if (int lane = cleanHelper(); lane > 0) return lane;
+  int best = -1;
+  for (size_t k = 0; k < nh; k++) {
+    const int lane = 1 + static_cast<int>((nextHelper_ + k) % nh);
+    if (heldOn_[lane] > 0 && (best < 0 || heldOn_[lane] < heldOn_[best])) best = lane;
+  }
+  nextHelper_++;
+  return best;
+}
+
 Status TcpSendComm::match() {
   while (ctsHead_ != ctsTail_) {
     Cts& c = cts_[ctsHead_ % kCtsRing];
@@ -272,7 +283,7 @@ Status TcpSendComm::match() {
       }
       c.used |= 1u << idx;
       if (const int lane = debts_[d].lane; lane > 0) {  // its receive is posted: the lane is free again
-        heldOn_[lane]--;
+        holdingLanes_ -= --heldOn_[lane] == 0;
         heldTotal_--;
       }
       std::move(debts_.begin() + d + 1, debts_.begin() + ndebts_, debts_.begin() + d);

@@ -17,6 +17,9 @@
 //                   until their receive is posted. While any eager message is unresolved on a helper lane (the
 //                   sender has not read the record it belongs to), every eager message has its tag and nothing
 //                   else is queued behind it on that lane, so a held lane only holds what belongs after it.
+//                   Unresolved ones may spread over several helper lanes (ICN_TCP_EARLY_LANES), each carrying
+//                   them in eager-number order: the lowest number not yet placed is at the head of its lane, so
+//                   once its receive is posted that lane goes on, whatever the other lanes hold.
 //
 // Every record is little-endian and fixed-size, so a reader never allocates on a peer's word.
 #pragma once
