@@ -209,7 +209,7 @@ TEST(Load, SixtyFourCommsThirtyTwoInFlightContentChecked) {
   }
   if (p.transport == "tcp") {
     EXPECT_GT(p.eager, 0u) << "no message took the eager path";
-    EXPECT_GT(p.lane0, p.messages / 4) << "lane 0 carried too few messages";
+    EXPECT_GT(p.lane0, p.messages / 20) << "lane 0 carried too few messages";
     EXPECT_GT(p.split + p.early, p.messages / 200) << "too few messages went over the helper lanes";
   } else if (p.transport == "ucx") {
     EXPECT_GT(p.belowRndv, p.messages / 4) << "too few messages below UCX's rendezvous threshold";

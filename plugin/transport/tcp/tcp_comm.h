@@ -3,6 +3,7 @@
 // and reads lane 0 itself; helper threads move the pieces of large messages on the other lanes.
 #pragma once
 #include <array>
+#include <bitset>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -104,8 +105,8 @@ class TcpSendComm final : public SendComm, public CommCore {
   int queued_ = 0;
   // Records read but not yet fully matched: at most one per live receive plus one per eager message whose
   // record has not been read (its receive may have completed already).
-  static constexpr uint32_t kCtsRing = 128;
-  static_assert(kCtsRing >= kMaxRequests + kEagerCredits);
+  static constexpr uint32_t kCtsRing = 512;
+  static_assert(kCtsRing >= kMaxRequests + kEagerWindow);
   std::array<Cts, kCtsRing> cts_{};
   uint32_t ctsHead_ = 0, ctsTail_ = 0;  // next to match, next to arrive
   alignas(8) uint8_t ctsIn_[4096];  // clear-to-send bytes read but not yet parsed
@@ -115,12 +116,13 @@ class TcpSendComm final : public SendComm, public CommCore {
   size_t lane0Head_ = 0, lane0Tail_ = 0;
   unsigned nextHelper_ = 0;
   uint32_t eagerBytes_;
-  uint32_t credits_;                             // eager messages we may still send
+  uint32_t credits_;                             // small eager messages we may still send
+  uint32_t earlyCredits_ = kEarlyCredits;        // large ones
   struct Debt {
     int tag;
     int lane;  // 0, or the helper lane that holds it
   };
-  std::array<Debt, kEagerCredits> debts_{};       // eager messages whose CTS entry is not read yet, oldest first
+  std::array<Debt, kEagerWindow> debts_{};       // eager messages whose CTS entry is not read yet, oldest first
   uint32_t ndebts_ = 0;
   uint32_t eagerSent_ = 0;                        // eager number of the next one
   std::array<int, kMaxLanes + 1> heldOn_{};       // unresolved eager messages per helper lane
@@ -211,12 +213,12 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   // connections never stage one, and a busy one reuses the lowest free slots).
   std::array<std::unique_ptr<uint8_t[]>, kEagerCredits> stages_;
   uint8_t* stage(int slot) const { return stages_[static_cast<size_t>(slot)].get(); }
-  std::array<Eager, kEagerCredits> pending_{};
+  std::array<Eager, kEagerWindow> pending_{};
   uint32_t npending_ = 0;
   uint32_t eagerBase_ = 0;   // lowest eager number not seen yet
-  uint64_t seenAbove_ = 0;   // bit k: number eagerBase_ + k was seen
+  std::bitset<kEagerWindow> seen_;  // bit k: number eagerBase_ + k was seen
   uint64_t freeStages_ = kEagerCredits == 64 ? ~uint64_t{0} : (uint64_t{1} << kEagerCredits) - 1;
-  uint16_t creditsOwed_ = 0;                    // eager messages consumed since the last CTS
+  uint32_t creditsOwed_ = 0, earlyOwed_ = 0;  // eager messages consumed since the last CTS, by kind
   std::atomic<int> closedLanes_{0};
   uint64_t received_ = 0;  // messages completed, logged at close
   std::vector<std::unique_ptr<RecvHelper>> helpers_;

@@ -78,7 +78,8 @@ Status TcpRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
   for (int i = 0; i < n; i++) r->eagerTaken[i] = false;
   r->live.store(uint64_t{seq} + 1);  // published: lanes may land pieces from here on
   assignEager();                     // eager messages that came before this receive
-  h.credits = std::exchange(creditsOwed_, 0);
+  h.credits = static_cast<uint8_t>(std::exchange(creditsOwed_, 0));
+  h.earlyCredits = static_cast<uint8_t>(std::exchange(earlyOwed_, 0));
   lk.unlock();
   if (Status st = failure_.status(); st != Status::Ok) return st;
   memcpy(out, &h, sizeof h);
@@ -220,7 +221,7 @@ Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, st
       *out = e.landing;
       std::move(pending_.begin() + j + 1, pending_.begin() + npending_, pending_.begin() + j);
       npending_--;
-      creditsOwed_++;
+      earlyOwed_++;
       return Status::Ok;
     }
     *why = "held eager message " + std::to_string(h.eager) + " was lost";
@@ -231,18 +232,18 @@ Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, st
     return Status::RemoteError;
   }
   const uint32_t d = h.eager - eagerBase_;
-  if (static_cast<int32_t>(d) < 0 || (d < kEagerCredits && (seenAbove_ >> d & 1))) {
+  if (static_cast<int32_t>(d) < 0 || (d < kEagerWindow && seen_[d])) {
     *why = "eager message number " + std::to_string(h.eager) + " repeated";
     return Status::RemoteError;
   }
-  if (d >= kEagerCredits || npending_ == kEagerCredits) {
-    *why = "more eager messages than the " + std::to_string(kEagerCredits) + " credits it was given (number " +
+  if (d >= kEagerWindow || npending_ == kEagerWindow) {
+    *why = "more eager messages than the " + std::to_string(kEagerWindow) + " credits it was given (number " +
            std::to_string(h.eager) + ", " + std::to_string(eagerBase_) + " expected next)";
     return Status::RemoteError;
   }
-  seenAbove_ |= uint64_t{1} << d;
-  while (seenAbove_ & 1) {
-    seenAbove_ >>= 1;
+  seen_.set(d);
+  while (seen_[0]) {
+    seen_ >>= 1;
     eagerBase_++;
   }
   // Kept in number order: numbers arrive out of order across lanes.
@@ -263,7 +264,7 @@ Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, st
     *out = claimEager(r, i, h.total);
     std::move(pending_.begin() + at + 1, pending_.begin() + npending_, pending_.begin() + at);
     npending_--;
-    creditsOwed_++;
+    (lane0 ? creditsOwed_ : earlyOwed_)++;
   } else if (lane0) {
     if (freeStages_ == 0) {
       *why = "more eager messages than the " + std::to_string(kEagerCredits) + " credits it was given";

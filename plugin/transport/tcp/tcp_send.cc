@@ -167,17 +167,18 @@ Status TcpSendComm::readCts() {
         failure_.fail(Status::RemoteError, why);
         return Status::RemoteError;
       }
-      if (ctsTail_ - ctsHead_ >= kMaxRequests + kEagerCredits) {
+      if (ctsTail_ - ctsHead_ >= kMaxRequests + kEagerWindow) {
         failure_.fail(Status::RemoteError, "more than " + std::to_string(kMaxRequests) + " receives posted at once");
         return Status::RemoteError;
       }
       const size_t record = sizeof h + h.n * sizeof(CtsEntry);
       if (ctsGot_ - off < record) break;
-      if (credits_ + h.credits > kEagerCredits) {
+      if (credits_ + h.credits > kEagerCredits || earlyCredits_ + h.earlyCredits > kEarlyCredits) {
         failure_.fail(Status::RemoteError, "clear-to-send record hands back more eager credits than were spent");
         return Status::RemoteError;
       }
       credits_ += h.credits;
+      earlyCredits_ += h.earlyCredits;
       Cts& c = cts_[ctsTail_ % kCtsRing];
       c.h = h;
       memcpy(c.e, ctsIn_ + off + sizeof h, h.n * sizeof(CtsEntry));
@@ -204,7 +205,7 @@ bool TcpSendComm::sendEager(TcpSendRequest* r) {
   // Only a message that can belong to no record we have read may go ahead of its record: then the receiver
   // and we place it by the same rule.
   if (ctsHead_ != ctsTail_) return false;
-  if (credits_ == 0 || ndebts_ == kEagerCredits) {
+  if ((large ? earlyCredits_ : credits_) == 0 || ndebts_ == kEagerWindow) {
     if (large) waitedCredit_++;
     return false;
   }
@@ -215,7 +216,7 @@ bool TcpSendComm::sendEager(TcpSendRequest* r) {
     for (uint32_t d = 0; d < ndebts_; d++)
       if (debts_[d].tag != r->tag) return false;
   const int lane = large ? earlyLane() : 0;
-  credits_--;
+  (large ? earlyCredits_ : credits_)--;
   (large ? sentEarly_ : sentEager_)++;
   debts_[ndebts_++] = Debt{r->tag, lane};
   ChunkHeader h;

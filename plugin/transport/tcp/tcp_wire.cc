@@ -51,9 +51,10 @@ bool validCts(const CtsHeader& h, uint32_t expectSeq, std::string* why) {
     *why = "clear-to-send record " + std::to_string(h.seq) + " out of order (expected " + std::to_string(expectSeq) + ")";
     return false;
   }
-  if (h.slot >= kMaxRequests || h.n < 1 || h.n > kMaxRecvs || h.credits > kEagerCredits) {
+  if (h.slot >= kMaxRequests || h.n < 1 || h.n > kMaxRecvs || h.credits > kEagerCredits ||
+      h.earlyCredits > kEarlyCredits) {
     *why = "clear-to-send record with slot " + std::to_string(h.slot) + ", " + std::to_string(h.n) + " receives and " +
-           std::to_string(h.credits) + " credits";
+           std::to_string(h.credits) + " + " + std::to_string(h.earlyCredits) + " credits";
     return false;
   }
   return true;

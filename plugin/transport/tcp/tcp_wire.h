@@ -5,7 +5,7 @@
 //   receiver irecv: CTS {seq, slot, n, credits returned, (tag, posted size) x n} on lane 0, towards the sender
 //   sender isend:   takes the CTS entry with its tag, then sends chunks {seq, slot, index, tag, total, offset,
 //                   length} + payload on any lane; the receiver checks every field against what it posted
-//   eager:          a message may go before its CTS (spending one credit) when the sender has consumed every
+//   eager:          a message may go before its CTS (spending one credit of its kind) when the sender has consumed every
 //                   CTS it has read and has nothing queued; it carries the number of CTS records the sender had
 //                   read (its horizon H) and its eager number (the sender's count of eager messages before it),
 //                   and belongs to the first receive entry with its tag, in records >= H, not taken by an earlier
@@ -42,11 +42,15 @@ constexpr uint32_t kCtsMagic = 0x43544349;    // "ICTC"
 // Messages are at most 2 GiB - 1 (NCCL's test() reports sizes as int), so 32-bit sizes suffice.
 constexpr uint32_t kMaxMessage = 0x7fffffffu;
 constexpr uint16_t kChunkEager = 1;
-// Eager messages a sender may have unconsumed. It bounds how far a sender runs ahead of a receiver that is not
-// posting (on a GPU shared by two processes, for the whole of the other process's turn): 32 x 128 KiB steps
-// were measured to stall the sender, 64 not.
+// Eager messages a sender may have unconsumed, by kind: small ones on lane 0 (each may take one of the
+// receiver's stage slots) and large ones on helper lanes (held in the socket, costing the receiver nothing).
+// The large ones bound how far a sender runs ahead of a receiver that is not posting (on a GPU shared by two
+// processes, for the whole of the other process's turn): 32 x 128 KiB steps were measured to stall the sender.
 constexpr uint32_t kEagerCredits = 64;
-static_assert(kEagerCredits <= 64, "the receiver tracks eager numbers in a 64-bit window");
+constexpr uint32_t kEarlyCredits = 192;
+constexpr uint32_t kEagerWindow = kEagerCredits + kEarlyCredits;  // eager numbers unconsumed at once
+static_assert(kEagerCredits <= 64, "the receiver keeps its stage slots in a 64-bit mask");
+static_assert(kEagerCredits <= 255 && kEarlyCredits <= 255, "a record hands back up to 255 of each");
 constexpr uint32_t kMaxEagerBytes = 65536;   // largest eager message on lane 0 (staged by the receiver)
 
 struct ChunkHeader {
@@ -68,7 +72,8 @@ struct CtsHeader {
   uint32_t seq = 0;
   uint8_t slot = 0;
   uint8_t n = 0;
-  uint16_t credits = 0;  // eager credits handed back with this record
+  uint8_t credits = 0;       // small eager credits handed back with this record
+  uint8_t earlyCredits = 0;  // large ones
 };
 struct CtsEntry {
   int32_t tag = 0;
@@ -82,7 +87,7 @@ constexpr size_t kMaxCtsBytes = sizeof(CtsHeader) + kMaxRecvs * sizeof(CtsEntry)
 // and the lane's index (0 .. lanes).
 constexpr uint8_t kBlobControl = 1;
 constexpr uint8_t kBlobLane = 2;
-constexpr uint8_t kBlobVersion = 2;
+constexpr uint8_t kBlobVersion = 3;
 constexpr size_t kTokenSize = 16;
 
 struct Blob {
