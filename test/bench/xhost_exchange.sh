@@ -27,8 +27,11 @@ trap '"$bed" down --name $name >/dev/null 2>&1 || true' EXIT
 server=$("$bed" addr --name $name 0)
 
 # One icn-perf exchange between the hosts. $1: result name, $2: slice, $3: comma list of VAR=V.
+# Ports in sequence from a random base: a random port per run can repeat one still held from an earlier run.
+next_port=$((20000 + RANDOM % 20000))
 exchange() {
-  local res=$1 slice=$2 envs=$3 port=$((20000 + RANDOM % 30000))
+  local res=$1 slice=$2 envs=$3 port=$next_port
+  next_port=$((next_port + 1))
   IFS=, read -ra e <<< "ICN_TRANSPORT=tcp,$envs"
   local flags="--exchange --bw-only --min 128K --max 512K --window 8 --conns 2 --bw-bytes 128M --slice-us $slice"
   "$bed" exec --name $name 0 -- env "${e[@]}" "$PERF" --plugin "$PLUGIN" --server --port $port $flags \

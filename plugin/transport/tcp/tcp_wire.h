@@ -2,18 +2,18 @@
 // death), lane 0 (written and read by NCCL's proxy thread itself: clear-to-send records from the receiver,
 // small messages from the sender) and N helper lanes (one thread each; large messages are split across them).
 //
-//   receiver irecv: CTS {seq, slot, n, credits returned, (tag, posted size) x n} on lane 0, towards the sender
+//   receiver irecv: CTS {seq, slot, n, credits returned (small, large), (tag, posted size) x n} on lane 0
 //   sender isend:   takes the CTS entry with its tag, then sends chunks {seq, slot, index, tag, total, offset,
 //                   length} + payload on any lane; the receiver checks every field against what it posted
-//   eager:          a message may go before its CTS (spending one credit of its kind) when the sender has consumed every
-//                   CTS it has read and has nothing queued; it carries the number of CTS records the sender had
+//   eager:          a message may go before its CTS (spending a credit of its kind) when the sender has consumed
+//                   every CTS it has read and has nothing queued; it carries the number of CTS records the sender had
 //                   read (its horizon H) and its eager number (the sender's count of eager messages before it),
 //                   and belongs to the first receive entry with its tag, in records >= H, not taken by an earlier
 //                   eager message. Both sides apply that rule (the sender when the records arrive), so they agree
 //                   without a round trip; the receiver applies it in eager-number order per tag, once it has seen
 //                   every lower number. Small ones (<= the agreed eager limit) go on lane 0 and the receiver stages
-//                   them in one of `credits` fixed slots when their receive is not posted yet; larger ones go
-//                   whole on one helper lane, where the receiver leaves them in the socket (the kernel's buffer)
+//                   them in one of kEagerCredits slots when their receive is not posted yet; larger ones (up to
+//                   kEarlyCredits of them) go whole on one helper lane, where the receiver leaves them in the socket (the kernel's buffer)
 //                   until their receive is posted. While any eager message is unresolved on a helper lane (the
 //                   sender has not read the record it belongs to), every eager message has its tag and nothing
 //                   else is queued behind it on that lane, so a held lane only holds what belongs after it.
