@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <bit>
 #include <new>
 #include <thread>
@@ -78,8 +79,11 @@ Status TcpRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
   for (int i = 0; i < n; i++) r->eagerTaken[i] = false;
   r->live.store(uint64_t{seq} + 1);  // published: lanes may land pieces from here on
   assignEager();                     // eager messages that came before this receive
-  h.credits = static_cast<uint8_t>(std::exchange(creditsOwed_, 0));
-  h.earlyCredits = static_cast<uint8_t>(std::exchange(earlyOwed_, 0));
+  // An honest sender is owed at most its credits of each kind; a record carries up to 255 of each, the rest wait.
+  h.credits = static_cast<uint8_t>(std::min<uint32_t>(creditsOwed_, 255));
+  h.earlyCredits = static_cast<uint8_t>(std::min<uint32_t>(earlyOwed_, 255));
+  creditsOwed_ -= h.credits;
+  earlyOwed_ -= h.earlyCredits;
   lk.unlock();
   if (Status st = failure_.status(); st != Status::Ok) return st;
   memcpy(out, &h, sizeof h);
