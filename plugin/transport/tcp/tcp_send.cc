@@ -74,7 +74,8 @@ TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
 }
 
 TcpSendComm::~TcpSendComm() {
-  if (params::getInt(params::Id::LogDetail) >= 1)
+  if (params::getInt(params::Id::LogDetail) >= 1) {
+    const Helper::Waits full = helperWaits(helpers_);
     ICN_INFO(subsys::Net, "TCP connection to %s closed: %llu messages sent, %llu eager (<= %u bytes, before the "
              "clear-to-send), %llu early (<= %zu bytes, before the clear-to-send, whole on a helper lane; at most %d of %d "
              "lanes at once), %llu whole on lane 0, %llu split over %zu helper lanes; %llu large ones waited for an eager "
@@ -84,7 +85,8 @@ TcpSendComm::~TcpSendComm() {
              tuning_.laneEagerBytes, earlyLanesPeak_,
              std::min(tuning_.earlyLanes, static_cast<int>(helpers_.size())), static_cast<unsigned long long>(sentLane0_),
              static_cast<unsigned long long>(sentSplit_), helpers_.size(), static_cast<unsigned long long>(waitedCredit_),
-             static_cast<unsigned long long>(helperWaits(helpers_).count), helperWaits(helpers_).us / 1000.0);
+             static_cast<unsigned long long>(full.count), full.us / 1000.0);
+  }
   // Stopped before the requests they point into go away; the threads end on their own.
   for (auto& h : helpers_) h->stop();  // all of them before any moves: a running one may poke the others
   std::vector<std::unique_ptr<Helper>> stopped;
@@ -205,7 +207,8 @@ bool TcpSendComm::sendEager(TcpSendRequest* r) {
   // Only a message that can belong to no record we have read may go ahead of its record: then the receiver
   // and we place it by the same rule.
   if (ctsHead_ != ctsTail_) return false;
-  if ((large ? earlyCredits_ : credits_) == 0 || ndebts_ == kEagerWindow) {
+  uint32_t& credits = large ? earlyCredits_ : credits_;
+  if (credits == 0 || ndebts_ == kEagerWindow) {
     if (large) waitedCredit_++;
     return false;
   }
@@ -216,7 +219,7 @@ bool TcpSendComm::sendEager(TcpSendRequest* r) {
     for (uint32_t d = 0; d < ndebts_; d++)
       if (debts_[d].tag != r->tag) return false;
   const int lane = large ? earlyLane() : 0;
-  (large ? earlyCredits_ : credits_)--;
+  credits--;
   (large ? sentEarly_ : sentEager_)++;
   debts_[ndebts_++] = Debt{r->tag, lane};
   ChunkHeader h;
