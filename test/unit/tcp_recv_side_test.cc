@@ -1,0 +1,359 @@
+// The TCP receive comm against a scripted sender: the test holds the far ends of socketpairs standing in for the
+// control socket and the lanes, and writes what a correct, buggy or hostile sender would. Every bad record must
+// fail the connection with a WARN naming the peer, and no byte may land outside the posted buffer.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <regex>
+#include <thread>
+#include <vector>
+
+#include "tcp_test_wire.h"
+
+namespace icn::tcp {
+namespace {
+using namespace testwire;
+
+class RecvSide : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::installLogCapture();
+    testing::takeWarnings();
+    wires.comm.eagerBytes = kEager;
+    comm = std::make_unique<TcpRecvComm>(std::move(wires.comm), kPeer, NetCommInfo{});
+    buf.assign(kPosted + kGuard, 0xEE);
+  }
+  // Posts one receive of kPosted bytes with `tag` and reads the clear-to-send record it sends.
+  Request* post(int tag, CtsHeader* cts) {
+    void* d = buf.data();
+    size_t sz = kPosted;
+    Request* r = nullptr;
+    EXPECT_EQ(comm->irecv(1, &d, &sz, &tag, nullptr, &r), Status::Ok);
+    EXPECT_TRUE(readAll(wires.lane(0), cts, sizeof *cts));
+    CtsEntry e;
+    EXPECT_TRUE(readAll(wires.lane(0), &e, sizeof e));
+    EXPECT_EQ(cts->n, 1);
+    EXPECT_EQ(e.tag, tag);
+    EXPECT_EQ(e.size, kPosted);
+    return r;
+  }
+  bool guardIntact() const {
+    for (size_t i = kPosted; i < buf.size(); i++)
+      if (buf[i] != 0xEE) return false;
+    return true;
+  }
+  void expectWarn(const char* what) {
+    auto w = testing::takeWarnings();
+    EXPECT_TRUE(testing::warned(w, {kPeer, what})) << "no WARN naming the peer and saying: " << what;
+  }
+
+  static constexpr uint32_t kPosted = 1000;
+  static constexpr size_t kGuard = 4096;
+  static constexpr uint32_t kEager = 2048;
+  std::vector<uint8_t> buf;  // before comm: a lane may still be writing into it until comm is closed
+  Wires wires{1};
+  std::unique_ptr<TcpRecvComm> comm;
+};
+
+TEST_F(RecvSide, PiecesOnAnyLaneLandExactly) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  auto data = pattern(kPosted);
+  sendChunk(wires.lane(1), chunk(cts, 0, 7, 900, 0, 500), data);
+  sendChunk(wires.lane(0), chunk(cts, 0, 7, 900, 500, 400), data);
+  int size = -1;
+  ASSERT_EQ(finish(r, &size), Status::Ok);
+  EXPECT_EQ(size, 900);
+  EXPECT_EQ(memcmp(buf.data(), data.data(), 900), 0);
+  EXPECT_EQ(buf[900], 0xEE) << "bytes past the message";
+  EXPECT_TRUE(guardIntact());
+}
+
+TEST_F(RecvSide, MessageLargerThanPostedFailsAndWritesNothing) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  auto data = pattern(kPosted + 100);
+  sendChunk(wires.lane(0), chunk(cts, 0, 7, kPosted + 100, 0, kPosted + 100), data);
+  EXPECT_EQ(finish(r), Status::InvalidUsage);
+  expectWarn("for a receive buffer of 1000 bytes");
+  EXPECT_EQ(buf[0], 0xEE);
+  EXPECT_TRUE(guardIntact());
+}
+
+TEST_F(RecvSide, PieceOutsideItsMessageFails) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  auto data = pattern(kPosted);
+  sendChunk(wires.lane(1), chunk(cts, 0, 7, 100, 90, 20), data);
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("outside its 100-byte message");
+  EXPECT_TRUE(guardIntact());
+}
+
+TEST_F(RecvSide, MoreBytesThanTheMessageFails) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  auto data = pattern(kPosted);
+  sendChunk(wires.lane(1), chunk(cts, 0, 7, 100, 0, 60), data);
+  sendChunk(wires.lane(0), chunk(cts, 0, 7, 100, 0, 60), data);
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("more bytes than the 100-byte message");
+  EXPECT_TRUE(guardIntact());
+}
+
+TEST_F(RecvSide, PiecesDisagreeingOnSizeFail) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  auto data = pattern(kPosted);
+  sendChunk(wires.lane(1), chunk(cts, 0, 7, 100, 0, 50), data);
+  sendChunk(wires.lane(0), chunk(cts, 0, 7, 200, 50, 50), data);
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("disagree on its size");
+}
+
+TEST_F(RecvSide, WrongTagFails) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  sendChunk(wires.lane(0), chunk(cts, 0, 8, 10, 0, 10), pattern(10));
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("posted with another tag");
+  EXPECT_EQ(buf[0], 0xEE);
+}
+
+TEST_F(RecvSide, DataForAReceiveNotPostedFails) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  CtsHeader later = cts;
+  later.seq += 1;  // the next receive, not posted yet
+  sendChunk(wires.lane(1), chunk(later, 0, 7, 10, 0, 10), pattern(10));
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("which is not posted");
+  EXPECT_EQ(buf[0], 0xEE);
+}
+
+TEST_F(RecvSide, GarbageOnALaneFails) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  std::vector<uint8_t> junk(64);
+  for (size_t i = 0; i < junk.size(); i++) junk[i] = static_cast<uint8_t>(i * 37 + 11);
+  writeAll(wires.lane(1), junk.data(), junk.size());
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("garbage where a message header was expected");
+  EXPECT_TRUE(guardIntact());
+}
+
+TEST_F(RecvSide, PeerClosingFailsPendingReceive) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  wires.peer.clear();  // the peer's process exits: every socket closes
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("peer closed the connection");
+}
+
+TEST_F(RecvSide, CloseWithReceivesPendingDoesNotWaitForThePeer) {
+  CtsHeader cts;
+  post(7, &cts);
+  auto data = pattern(kPosted);
+  ChunkHeader h = chunk(cts, 0, 7, 900, 0, 500);  // a piece that stops a fifth of the way in
+  writeAll(wires.lane(1), &h, sizeof h);
+  writeAll(wires.lane(1), data.data(), 100);
+  usleep(20000);  // the helper is inside the piece now
+  auto t0 = Clock::now();
+  comm.reset();
+  double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  printf("closeRecv with a pending receive and an idle peer: %.2f ms\n", ms);
+  EXPECT_LT(ms, 500.0) << "close waited for the peer";
+}
+
+TEST_F(RecvSide, EagerMessagesBeforeTheirReceivesAreStagedInOrder) {
+  auto a = pattern(300), b = pattern(500);
+  for (auto& x : b) x ^= 0x5a;
+  sendChunk(wires.lane(0), eager(0, 7, 300, 0), a);
+  sendChunk(wires.lane(0), eager(0, 7, 500, 1), b);
+  usleep(20000);
+  CtsHeader cts;
+  Request* r = post(7, &cts);  // the first eager message of tag 7 belongs to the first receive of tag 7
+  int size = -1;
+  ASSERT_EQ(finish(r, &size), Status::Ok);
+  EXPECT_EQ(size, 300);
+  EXPECT_EQ(memcmp(buf.data(), a.data(), 300), 0);
+  EXPECT_TRUE(guardIntact());
+  Request* r2 = post(7, &cts);
+  EXPECT_EQ(cts.credits, 2) << "both eager messages are consumed by now: their credits come back with this record";
+  ASSERT_EQ(finish(r2, &size), Status::Ok);
+  EXPECT_EQ(size, 500);
+  EXPECT_EQ(memcmp(buf.data(), b.data(), 500), 0);
+}
+
+TEST_F(RecvSide, EagerMessageSkipsReceivesBeforeItsHorizon) {
+  CtsHeader first, second;
+  Request* r1 = post(7, &first);
+  // Record 0 was read and taken by a send that goes through the helper lanes; the eager message after it says
+  // so (horizon 1) and must wait for receive 1 even though receive 0 is still empty.
+  auto data = pattern(kPosted);
+  sendChunk(wires.lane(0), eager(1, 7, 10), data);
+  std::vector<uint8_t> other(kPosted + kGuard, 0xEE);
+  void* d = other.data();
+  size_t sz = kPosted;
+  int tag = 7;
+  Request* r2 = nullptr;
+  usleep(20000);
+  ASSERT_EQ(comm->irecv(1, &d, &sz, &tag, nullptr, &r2), Status::Ok);
+  int size = -1;
+  ASSERT_EQ(finish(r2, &size), Status::Ok);
+  EXPECT_EQ(size, 10);
+  EXPECT_EQ(memcmp(other.data(), data.data(), 10), 0);
+  sendChunk(wires.lane(1), chunk(first, 0, 7, 40, 0, 40), data);
+  ASSERT_EQ(finish(r1, &size), Status::Ok);
+  EXPECT_EQ(size, 40);
+  comm.reset();  // before `other` goes
+}
+
+TEST_F(RecvSide, MoreEagerMessagesThanCreditsFail) {
+  CtsHeader cts;
+  Request* r = post(9, &cts);  // a receive none of them belongs to
+  for (uint32_t i = 0; i <= kEagerCredits; i++) sendChunk(wires.lane(0), eager(1, 7, 8, i), pattern(8));
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn(("more eager messages than the " + std::to_string(kEagerCredits) + " credits").c_str());
+}
+
+TEST_F(RecvSide, RepeatedEagerNumberFails) {
+  CtsHeader cts;
+  Request* r = post(9, &cts);  // a receive neither belongs to: both wait
+  sendChunk(wires.lane(0), eager(1, 7, 8, 0), pattern(8));
+  sendChunk(wires.lane(0), eager(1, 7, 8, 0), pattern(8));
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("eager message number 0 repeated");
+}
+
+TEST_F(RecvSide, EagerMessageBeyondTheLimitFails) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  sendChunk(wires.lane(0), eager(0, 7, kEager + 1), pattern(kEager + 1));
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("eager message of 2049 bytes (limit 2048)");
+}
+
+TEST_F(RecvSide, EagerMessageOnAHelperLaneWaitsInItsSocketUntilItsReceiveIsPosted) {
+  auto data = pattern(kPosted);
+  sendChunk(wires.lane(1), eager(0, 7, 900, 0), data);  // larger than the lane-0 limit would allow: not staged
+  usleep(30000);
+  EXPECT_EQ(buf[0], 0xEE) << "landed before its receive was posted";
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  int size = -1;
+  ASSERT_EQ(finish(r, &size), Status::Ok);
+  EXPECT_EQ(size, 900);
+  EXPECT_EQ(memcmp(buf.data(), data.data(), 900), 0);
+  EXPECT_TRUE(guardIntact());
+  Request* r2 = post(7, &cts);
+  EXPECT_EQ(cts.earlyCredits, 1) << "its credit (of the large kind) comes back with the next record";
+  EXPECT_EQ(cts.credits, 0);
+  sendChunk(wires.lane(1), chunk(cts, 0, 7, 10, 0, 10), data);  // the lane reads on after it
+  ASSERT_EQ(finish(r2, &size), Status::Ok);
+  EXPECT_EQ(size, 10);
+  // The close line tells how long the lane held the message: at least the 30 ms before its receive was posted.
+  const auto held = waitsIn(closeLine(comm), std::regex(R"(2 messages received; the helper lanes held a message )"
+                                                         R"(that arrived before its receive (\d+) times, ([\d.]+) ms in all)"));
+  EXPECT_TRUE(held) << "no receive close line with the held time";
+  if (held) {
+    EXPECT_GE(held->count, 1);
+    EXPECT_GE(held->ms, 25.0);
+  }
+}
+
+TEST_F(RecvSide, EagerMessagesAcrossLanesArePlacedInNumberOrder) {
+  // Number 1 (lane 0) arrives before number 0 (a helper lane): number 0 still takes the first receive.
+  auto a = pattern(kPosted), b = pattern(300);
+  for (auto& x : b) x ^= 0x5a;
+  sendChunk(wires.lane(0), eager(0, 7, 300, 1), b);
+  usleep(20000);
+  std::vector<uint8_t> other(kPosted + kGuard, 0xEE);
+  CtsHeader cts;
+  Request* r1 = post(7, &cts);
+  void* d = other.data();
+  size_t sz = kPosted;
+  int tag = 7;
+  Request* r2 = nullptr;
+  ASSERT_EQ(comm->irecv(1, &d, &sz, &tag, nullptr, &r2), Status::Ok);
+  usleep(20000);
+  bool done = false;
+  ASSERT_EQ(r2->test(&done, nullptr), Status::Ok);
+  EXPECT_FALSE(done) << "number 1 was placed before number 0 was seen";
+  sendChunk(wires.lane(1), eager(0, 7, 900, 0), a);
+  int size = -1;
+  ASSERT_EQ(finish(r1, &size), Status::Ok);
+  EXPECT_EQ(size, 900);
+  EXPECT_EQ(memcmp(buf.data(), a.data(), 900), 0);
+  ASSERT_EQ(finish(r2, &size), Status::Ok);
+  EXPECT_EQ(size, 300);
+  EXPECT_EQ(memcmp(other.data(), b.data(), 300), 0);
+  comm.reset();  // before `other` goes
+}
+
+TEST_F(RecvSide, EagerMessageFindsItsReceiveAfterLaterOnesCompletedOutOfOrder) {
+  CtsHeader first, cts;
+  Request* r0 = post(7, &first);  // the eager message's receive: it stays open while later ones come and go
+  auto data = pattern(kPosted);
+  for (uint32_t k = 0; k < 2 * kMaxRequests; k++) {
+    Request* r = post(7, &cts);
+    sendChunk(wires.lane(0), chunk(cts, 0, 7, 10, 0, 10), data);
+    ASSERT_EQ(finish(r), Status::Ok);
+  }
+  auto e = pattern(20);
+  for (auto& x : e) x ^= 0x5a;
+  sendChunk(wires.lane(1), eager(0, 7, 20, 0), e);  // horizon 0: receive 0 is the first free one
+  int size = -1;
+  ASSERT_EQ(finish(r0, &size), Status::Ok);
+  EXPECT_EQ(size, 20);
+  EXPECT_EQ(memcmp(buf.data(), e.data(), 20), 0);
+}
+
+TEST_F(RecvSide, HeldEagerMessageLargerThanItsReceiveFailsAndWritesNothing) {
+  sendChunk(wires.lane(1), eager(0, 7, kPosted + 1, 0), pattern(kPosted + 1));
+  usleep(20000);
+  void* d = buf.data();
+  size_t sz = kPosted;
+  int tag = 7;
+  Request* r = nullptr;
+  Status st = comm->irecv(1, &d, &sz, &tag, nullptr, &r);  // the receive that the held message names
+  if (st == Status::Ok && r) st = finish(r);
+  EXPECT_EQ(st, Status::InvalidUsage);
+  expectWarn("for a receive buffer of 1000 bytes");
+  EXPECT_EQ(buf[0], 0xEE);
+  EXPECT_TRUE(guardIntact());
+}
+
+TEST_F(RecvSide, CloseWithAHeldEagerMessageDoesNotWait) {
+  sendChunk(wires.lane(1), eager(0, 7, 900, 0), pattern(900));
+  usleep(20000);  // the helper holds it now
+  auto t0 = Clock::now();
+  comm.reset();
+  double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  EXPECT_LT(ms, 500.0) << "close waited for the held lane";
+}
+
+TEST_F(RecvSide, EagerMessageLargerThanItsReceiveFails) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  sendChunk(wires.lane(0), eager(0, 7, kPosted + 1), pattern(kPosted + 1));
+  EXPECT_EQ(finish(r), Status::InvalidUsage);
+  expectWarn("for a receive buffer of 1000 bytes");
+  EXPECT_TRUE(guardIntact());
+}
+
+TEST_F(RecvSide, EagerMessageNamingAnUnsentRecordFails) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  sendChunk(wires.lane(0), eager(5, 7, 8), pattern(8));
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("which was never sent");
+}
+
+}  // namespace
+}  // namespace icn::tcp

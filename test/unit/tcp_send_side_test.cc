@@ -1,0 +1,404 @@
+// The TCP send comm against a scripted receiver: the test holds the far ends of socketpairs standing in for the
+// control socket and the lanes, reads what the comm sends and writes the clear-to-send records a correct, buggy or
+// hostile receiver would. Every bad record must fail the connection with a WARN naming the peer.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <regex>
+#include <thread>
+#include <vector>
+
+#include "tcp_test_wire.h"
+
+namespace icn::tcp {
+namespace {
+using namespace testwire;
+
+class SendSide : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::installLogCapture();
+    testing::takeWarnings();
+    wires.comm.eagerBytes = 2048;
+    comm = std::make_unique<TcpSendComm>(std::move(wires.comm), kPeer, NetCommInfo{});
+  }
+  void postCts(uint32_t seq, uint8_t slot, std::vector<CtsEntry> entries, uint8_t credits = 0, uint8_t early = 0) {
+    auto bytes = ctsRecord(seq, slot, entries, credits, early);
+    writeAll(wires.lane(0), bytes.data(), bytes.size());
+  }
+  // Records to write in one go: a socket pair holds far fewer small writes than bytes.
+  static std::vector<uint8_t> ctsRecord(uint32_t seq, uint8_t slot, const std::vector<CtsEntry>& entries,
+                                        uint8_t credits = 0, uint8_t early = 0) {
+    CtsHeader h;
+    h.seq = seq;
+    h.slot = slot;
+    h.credits = credits;
+    h.earlyCredits = early;
+    h.n = static_cast<uint8_t>(entries.size());
+    std::vector<uint8_t> out(sizeof h + entries.size() * sizeof(CtsEntry));
+    memcpy(out.data(), &h, sizeof h);
+    memcpy(out.data() + sizeof h, entries.data(), entries.size() * sizeof(CtsEntry));
+    return out;
+  }
+  // A 20-byte send with `tag`, queued until a clear-to-send record with its tag arrives.
+  Request* queuedSend(int tag) {
+    Request* r = nullptr;
+    EXPECT_EQ(comm->isend(small.data(), small.size(), tag, nullptr, &r), Status::Ok);
+    EXPECT_NE(r, nullptr);
+    return r;
+  }
+  // The request fails with a remote error and a WARN naming the peer and saying `what`.
+  void expectRemoteFailure(Request* r, const char* what) {
+    ASSERT_NE(r, nullptr) << "isend refused the send";
+    EXPECT_EQ(finish(r), Status::RemoteError);
+    EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, what}));
+  }
+  Wires wires{2};
+  std::unique_ptr<TcpSendComm> comm;
+  std::vector<uint8_t> small = pattern(20);
+};
+
+TEST_F(SendSide, LargeMessageIsSplitAcrossHelperLanes) {
+  const size_t n = 1 << 20;
+  auto data = pattern(n);
+  Request* r = nullptr;
+  ASSERT_EQ(comm->isend(data.data(), n, 3, nullptr, &r), Status::Ok);
+  ASSERT_NE(r, nullptr);
+  postCts(0, 5, {{3, 2u << 20}});
+  std::vector<uint8_t> got(n, 0);
+  uint64_t covered = 0;
+  std::thread reader([&] {  // the socketpairs hold far less than a piece: read while the helpers write
+    for (int lane = 1; lane <= 2; lane++) {
+      ChunkHeader h;
+      ASSERT_TRUE(readAll(wires.lane(lane), &h, sizeof h)) << "no piece on helper lane " << lane;
+      EXPECT_EQ(h.magic, kChunkMagic);
+      EXPECT_EQ(h.seq, 0u);
+      EXPECT_EQ(h.slot, 5);
+      EXPECT_EQ(h.tag, 3);
+      EXPECT_EQ(h.total, n);
+      ASSERT_LE(uint64_t{h.offset} + h.length, n);
+      ASSERT_TRUE(readAll(wires.lane(lane), got.data() + h.offset, h.length));
+      covered += h.length;
+    }
+  });
+  EXPECT_EQ(finish(r), Status::Ok);
+  reader.join();
+  EXPECT_EQ(covered, n);
+  EXPECT_EQ(got, data);
+}
+
+TEST_F(SendSide, SmallMessageGoesWholeOnLaneZero) {
+  auto data = pattern(100);
+  postCts(0, 0, {{1, 4096}});
+  Request* r = nullptr;
+  ASSERT_EQ(comm->isend(data.data(), 100, 1, nullptr, &r), Status::Ok);
+  ASSERT_EQ(finish(r), Status::Ok);
+  ChunkHeader h;
+  ASSERT_TRUE(readAll(wires.lane(0), &h, sizeof h));
+  EXPECT_EQ(h.total, 100u);
+  EXPECT_EQ(h.length, 100u);
+  std::vector<uint8_t> got(100);
+  ASSERT_TRUE(readAll(wires.lane(0), got.data(), got.size()));
+  EXPECT_EQ(got, data);
+}
+
+TEST_F(SendSide, SmallMessagesGoEagerOnlyAfterTheFirstRecordAndSettleLaterRecords) {
+  auto data = pattern(100);
+  Request* r = nullptr;
+  ASSERT_EQ(comm->isend(data.data(), 100, 1, nullptr, &r), Status::Ok);
+  bool done = false;
+  ASSERT_EQ(r->test(&done, nullptr), Status::Ok);
+  EXPECT_FALSE(done) << "nothing may be written on lane 0 before the receiver's first record";
+  postCts(0, 0, {{1, 4096}});
+  ASSERT_EQ(finish(r), Status::Ok);
+  ChunkHeader h;
+  ASSERT_TRUE(readAll(wires.lane(0), &h, sizeof h));
+  EXPECT_EQ(h.flags, 0);
+  std::vector<uint8_t> got(100);
+  ASSERT_TRUE(readAll(wires.lane(0), got.data(), 100));
+  // Every record read is used up: the next small sends leave at once, before their records.
+  for (int i = 0; i < 3; i++) {
+    ASSERT_EQ(comm->isend(data.data(), 100, 1, nullptr, &r), Status::Ok);
+    ASSERT_EQ(finish(r), Status::Ok);
+    ASSERT_TRUE(readAll(wires.lane(0), &h, sizeof h));
+    EXPECT_EQ(h.flags, kChunkEager);
+    EXPECT_EQ(h.seq, 1u) << "horizon: one record read";
+    ASSERT_TRUE(readAll(wires.lane(0), got.data(), 100));
+    EXPECT_EQ(got, data);
+  }
+  // Their records arrive later; a send too large to go eager must take the record after them.
+  const size_t bigBytes = std::max<size_t>(1 << 18, currentTuning().laneEagerBytes + 1);
+  postCts(1, 1, {{1, 4096}});
+  postCts(2, 2, {{1, 4096}});
+  postCts(3, 3, {{1, 4096}});
+  postCts(4, 4, {{1, static_cast<uint32_t>(bigBytes)}});
+  std::vector<uint8_t> big(bigBytes, 3);
+  ASSERT_EQ(comm->isend(big.data(), big.size(), 1, nullptr, &r), Status::Ok);
+  std::thread reader([&] {
+    for (int lane = 1; lane <= 2; lane++) {
+      ChunkHeader p;
+      ASSERT_TRUE(readAll(wires.lane(lane), &p, sizeof p));
+      EXPECT_EQ(p.seq, 4u);
+      EXPECT_EQ(p.slot, 4);
+      std::vector<uint8_t> sink(p.length);
+      ASSERT_TRUE(readAll(wires.lane(lane), sink.data(), p.length));
+    }
+  });
+  EXPECT_EQ(finish(r), Status::Ok);
+  reader.join();
+}
+
+TEST_F(SendSide, LargeEagerMessageGoesWholeOnAHelperLaneThatOtherPiecesAvoid) {
+  ASSERT_GE(currentTuning().laneEagerBytes, size_t{1} << 16) << "helper-lane eager messages are off";
+  auto data = pattern(1 << 16);
+  Request* r = nullptr;
+  postCts(0, 0, {{1, 16}});  // the first record, used up by a small send
+  ASSERT_EQ(comm->isend(data.data(), 16, 1, nullptr, &r), Status::Ok);
+  ASSERT_EQ(finish(r), Status::Ok);
+  ChunkHeader h;
+  std::vector<uint8_t> got(1 << 16);
+  ASSERT_TRUE(readAll(wires.lane(0), &h, sizeof h));
+  ASSERT_TRUE(readAll(wires.lane(0), got.data(), 16));
+  // A large send with no record to take leaves at once, whole, on one helper lane.
+  ASSERT_EQ(comm->isend(data.data(), data.size(), 1, nullptr, &r), Status::Ok);
+  int held = -1;
+  std::thread reader([&] {
+    for (auto deadline = Clock::now() + std::chrono::seconds(10); held < 0 && Clock::now() < deadline;)
+      for (int lane = 1; lane <= 2 && held < 0; lane++) {
+        pollfd q{wires.lane(lane), POLLIN, 0};
+        if (::poll(&q, 1, 10) > 0) held = lane;
+      }
+    ASSERT_GT(held, 0);
+    ASSERT_TRUE(readAll(wires.lane(held), &h, sizeof h));
+    ASSERT_TRUE(readAll(wires.lane(held), got.data(), got.size()));
+  });
+  ASSERT_EQ(finish(r), Status::Ok) << "an eager send completes before its record";
+  reader.join();
+  EXPECT_EQ(h.flags, kChunkEager);
+  EXPECT_EQ(h.seq, 1u);
+  EXPECT_EQ(h.eager, 0u) << "the first eager message (the small send took record 0)";
+  EXPECT_EQ(h.total, data.size());
+  EXPECT_EQ(h.length, data.size());
+  EXPECT_EQ(got, data);
+  // While its record is unread, a send with another tag waits for its own record, and its pieces avoid the lane
+  // the receiver may be holding.
+  std::vector<uint8_t> big(1 << 18, 3);
+  ASSERT_EQ(comm->isend(big.data(), big.size(), 2, nullptr, &r), Status::Ok);
+  bool done = false;
+  ASSERT_EQ(r->test(&done, nullptr), Status::Ok);
+  EXPECT_FALSE(done) << "another tag went eager while a held lane waits";
+  postCts(1, 1, {{2, 1 << 18}});
+  const int other = held == 1 ? 2 : 1;
+  std::thread reader2([&] {
+    ChunkHeader p;
+    ASSERT_TRUE(readAll(wires.lane(other), &p, sizeof p));
+    EXPECT_EQ(p.flags, 0);
+    EXPECT_EQ(p.seq, 1u);
+    EXPECT_EQ(p.length, 1u << 18) << "the whole message on the one clean lane";
+    std::vector<uint8_t> sink(p.length);
+    ASSERT_TRUE(readAll(wires.lane(other), sink.data(), p.length));
+  });
+  EXPECT_EQ(finish(r), Status::Ok);
+  reader2.join();
+  pollfd q{wires.lane(held), POLLIN, 0};
+  EXPECT_EQ(::poll(&q, 1, 50), 0) << "a piece queued behind the held eager message";
+}
+
+// A receiver that posts nothing (its process is off the GPU) lets a sender run ahead by every credit, and no
+// further: the next message waits for a record, and the close line counts the wait.
+TEST_F(SendSide, RunsAheadOfAReceiverThatPostsNothingByEveryCreditAndNoFurther) {
+  // NCCL's default step is 128 KiB; a sender on a GPU shared with its receiver stalled with 4 MiB ahead.
+  EXPECT_GE(size_t{kEarlyCredits} * (128 << 10), size_t{16} << 20) << "the window a shared-GPU alltoall needs";
+  const size_t n = 1 << 16;
+  ASSERT_GE(currentTuning().laneEagerBytes, n) << "helper-lane eager messages are off";
+  auto data = pattern(n);
+  postCts(0, 0, {{1, 16}});  // the first record, used up by a small send
+  Request* r = nullptr;
+  ASSERT_EQ(comm->isend(data.data(), 16, 1, nullptr, &r), Status::Ok);
+  ASSERT_EQ(finish(r), Status::Ok);
+  {
+    ChunkHeader h;
+    uint8_t got[16];
+    ASSERT_TRUE(readAll(wires.lane(0), &h, sizeof h));
+    ASSERT_TRUE(readAll(wires.lane(0), got, sizeof got));
+  }
+  std::atomic<size_t> early{0};
+  std::atomic<bool> stop{false};
+  std::vector<bool> seen(kEarlyCredits, false);
+  std::thread reader([&] {  // drains the helper lanes as a receiver's kernel buffers would hold them
+    std::vector<uint8_t> sink(n);
+    int64_t last[3] = {-1, -1, -1};
+    while (!stop) {
+      for (int lane = 1; lane <= 2; lane++) {
+        pollfd q{wires.lane(lane), POLLIN, 0};
+        if (::poll(&q, 1, 5) <= 0) continue;
+        ChunkHeader h;
+        ASSERT_TRUE(readAll(wires.lane(lane), &h, sizeof h));
+        ASSERT_EQ(h.flags, kChunkEager);
+        ASSERT_GT(int64_t{h.eager}, last[lane]) << "each lane carries its eager messages in number order";
+        ASSERT_LT(h.eager, kEarlyCredits);
+        last[lane] = h.eager;
+        seen[h.eager] = true;
+        ASSERT_TRUE(readAll(wires.lane(lane), sink.data(), h.length));
+        early++;
+      }
+    }
+  });
+  std::vector<Request*> ahead;
+  for (uint32_t i = 0; i < kEarlyCredits; i++) {
+    ASSERT_EQ(comm->isend(data.data(), n, 1, nullptr, &r), Status::Ok);
+    ASSERT_EQ(finish(r), Status::Ok) << "send " << i << " of " << kEarlyCredits << " did not leave early";
+  }
+  Request* waiting = nullptr;
+  ASSERT_EQ(comm->isend(data.data(), n, 1, nullptr, &waiting), Status::Ok);
+  bool done = false;
+  for (int k = 0; k < 20 && !done; k++, usleep(1000)) ASSERT_EQ(waiting->test(&done, nullptr), Status::Ok);
+  EXPECT_FALSE(done) << "a send left early with every credit spent";
+  // The receiver posts a receive for each early message (handing its credit back), then one more: the waiting
+  // send is the next message with its tag, so that one is its.
+  const uint32_t last = kEarlyCredits + 1;
+  std::vector<uint8_t> records;
+  for (uint32_t seq = 1; seq <= last; seq++) {
+    auto record = ctsRecord(seq, static_cast<uint8_t>(seq % kMaxRequests), {{1, static_cast<uint32_t>(n)}}, 0,
+                            seq < last ? 1 : 0);
+    records.insert(records.end(), record.begin(), record.end());
+  }
+  writeAll(wires.lane(0), records.data(), records.size());
+  std::thread matched([&] {  // small enough for lane 0: it goes there, against the last record
+    ChunkHeader h;
+    std::vector<uint8_t> got(n);
+    ASSERT_TRUE(readAll(wires.lane(0), &h, sizeof h));
+    EXPECT_EQ(h.flags, 0);
+    EXPECT_EQ(h.seq, last);
+    EXPECT_EQ(h.index, 0);
+    ASSERT_EQ(h.length, n);
+    ASSERT_TRUE(readAll(wires.lane(0), got.data(), n));
+    EXPECT_EQ(got, data);
+  });
+  EXPECT_EQ(finish(waiting), Status::Ok);
+  matched.join();
+  stop = true;
+  reader.join();
+  EXPECT_EQ(early.load(), kEarlyCredits);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), true), kEarlyCredits) << "every eager number exactly once";
+  const std::string line = closeLine(comm);
+  EXPECT_NE(line.find(std::to_string(kEarlyCredits) + " early"), std::string::npos) << line;
+  EXPECT_NE(line.find("1 large ones waited for an eager credit"), std::string::npos) << line;
+  EXPECT_NE(line.find("at most 2 of 2 lanes at once"), std::string::npos) << "spread over both helper lanes";
+}
+
+// A receiver that reads nothing for 30 ms makes the helper lanes wait for socket space; the close line says
+// how often and how long.
+TEST_F(SendSide, CloseLineCountsTheWaitsForSocketSpace) {
+  const size_t n = 4 << 20;  // far more than a socket pair holds
+  auto data = pattern(n);
+  postCts(0, 0, {{1, static_cast<uint32_t>(n)}});
+  Request* r = nullptr;
+  ASSERT_EQ(comm->isend(data.data(), n, 1, nullptr, &r), Status::Ok);
+  usleep(30000);
+  std::vector<std::thread> readers;
+  for (int lane = 1; lane <= 2; lane++)
+    readers.emplace_back([&, lane] {
+      ChunkHeader h;
+      ASSERT_TRUE(readAll(wires.lane(lane), &h, sizeof h));
+      std::vector<uint8_t> sink(h.length);
+      ASSERT_TRUE(readAll(wires.lane(lane), sink.data(), h.length));
+    });
+  EXPECT_EQ(finish(r), Status::Ok);
+  for (auto& t : readers) t.join();
+  const auto waits = waitsIn(closeLine(comm), std::regex(R"(waited for socket space (\d+) times, ([\d.]+) ms in all)"));
+  EXPECT_TRUE(waits) << "no close line with the waits for socket space";
+  if (waits) {
+    EXPECT_GE(waits->count, 2) << "each of the two lanes waited";
+    EXPECT_GE(waits->ms, 40.0) << "two lanes, 30 ms each at least";
+  }
+}
+
+TEST_F(SendSide, SendLargerThanThePostedReceiveFails) {
+  auto data = pattern(20);
+  postCts(0, 0, {{1, 10}});
+  Request* r = nullptr;
+  Status st = comm->isend(data.data(), 20, 1, nullptr, &r);
+  if (st == Status::Ok && r) st = finish(r);
+  EXPECT_EQ(st, Status::InvalidUsage);
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, "exceeds the 10 bytes the receiver posted"}));
+}
+
+TEST_F(SendSide, ClearToSendOutOfOrderFails) {
+  Request* r = queuedSend(1);
+  postCts(4, 0, {{1, 100}});
+  expectRemoteFailure(r, "out of order");
+}
+
+TEST_F(SendSide, ClearToSendWithTooManyReceivesFails) {
+  Request* r = queuedSend(1);
+  std::vector<CtsEntry> nine(9, CtsEntry{1, 100});
+  postCts(0, 0, nine);
+  expectRemoteFailure(r, "9 receives");
+}
+
+// A receiver that hands back eager credits the sender never spent would let it send without bound.
+TEST_F(SendSide, ClearToSendReturningUnspentCreditsFails) {
+  Request* r = queuedSend(1);
+  postCts(0, 0, {{1, 100}}, 1);
+  expectRemoteFailure(r, "hands back more eager credits than were spent");
+}
+
+TEST_F(SendSide, ClearToSendReturningUnspentEarlyCreditsFails) {
+  Request* r = queuedSend(1);
+  postCts(0, 0, {{1, 100}}, 0, 1);
+  expectRemoteFailure(r, "hands back more eager credits than were spent");
+}
+
+// Records the sender keeps until sends match them: a receiver posting more than it may at once is refused
+// before the sender's ring of records could overflow.
+TEST_F(SendSide, ClearToSendFloodFails) {
+  Request* r = queuedSend(9);  // matches none of the records
+  std::vector<uint8_t> flood;
+  for (uint32_t seq = 0; seq <= kMaxRequests + kEagerWindow; seq++) {
+    auto record = ctsRecord(seq, static_cast<uint8_t>(seq % kMaxRequests), {{1, 100}});
+    flood.insert(flood.end(), record.begin(), record.end());
+  }
+  writeAll(wires.lane(0), flood.data(), flood.size());
+  expectRemoteFailure(r, "receives posted at once");
+}
+
+TEST_F(SendSide, GarbageInsteadOfAClearToSendFails) {
+  Request* r = queuedSend(1);
+  std::vector<uint8_t> junk(64, 0x5A);
+  writeAll(wires.lane(0), junk.data(), junk.size());
+  expectRemoteFailure(r, "garbage where a clear-to-send record was expected");
+}
+
+TEST_F(SendSide, ReceiverClosingFailsQueuedSend) {
+  Request* r = queuedSend(1);
+  wires.peer.clear();
+  expectRemoteFailure(r, "peer closed the connection");
+}
+
+TEST_F(SendSide, CloseWithAPieceStuckInAFullSocketDoesNotWait) {
+  const size_t n = 64u << 20;  // far more than the socket buffers hold: helpers block until close
+  std::vector<uint8_t> data(n, 1);
+  Request* r = nullptr;
+  ASSERT_EQ(comm->isend(data.data(), n, 1, nullptr, &r), Status::Ok);
+  postCts(0, 0, {{1, static_cast<uint32_t>(n)}});
+  for (int i = 0; i < 100; i++) {
+    bool done = false;
+    ASSERT_EQ(r->test(&done, nullptr), Status::Ok);
+    ASSERT_FALSE(done);
+    usleep(1000);
+  }
+  auto t0 = Clock::now();
+  comm.reset();
+  double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  printf("closeSend with pieces stuck in full sockets: %.2f ms\n", ms);
+  EXPECT_LT(ms, 500.0) << "close waited for the peer";
+}
+
+}  // namespace
+}  // namespace icn::tcp
