@@ -128,6 +128,13 @@ int childMain(const ChildArgs& a) {
   auto* sh = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0));
   if (sfd < 0 || sh == MAP_FAILED) return 3;
   std::ofstream out(a.out);
+  // The plugin too: the build directory may itself lie under /tmp (a throw-away clone), which the private /tmp
+  // hides. dlopen through the descriptor loads the file opened here.
+  int pluginFd = open(a.plugin.c_str(), O_RDONLY | O_CLOEXEC);
+  if (pluginFd < 0) {
+    fprintf(stderr, "rank %d: cannot open the plugin %s: %s\n", a.rank, a.plugin.c_str(), strerror(errno));
+    return 4;
+  }
   if (!a.netns.empty() && enterNetns(a.netns) != 0) {
     fprintf(stderr, "rank %d: cannot enter netns %s: %s\n", a.rank, a.netns.c_str(), strerror(errno));
     return 2;
@@ -136,7 +143,8 @@ int childMain(const ChildArgs& a) {
     fprintf(stderr, "rank %d: cannot make a private /tmp: %s\n", a.rank, strerror(errno));
     return 2;
   }
-  void* lib = dlopen(a.plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
+  const std::string pluginPath = "/proc/self/fd/" + std::to_string(pluginFd);
+  void* lib = dlopen(pluginPath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     fprintf(stderr, "dlopen: %s\n", dlerror());
     return 4;
