@@ -5,8 +5,10 @@
 
 namespace icn {
 namespace {
-// An interface that reports no speed (loopback, veth, many VM NICs) is assumed to be 100G.
-constexpr int kUnknownSpeedMbps = 100000;
+// An interface that reports no speed (loopback, many VM NICs) is taken to be 10 Gbit/s, the speed NCCL's own Socket
+// transport assumes: NCCL's model sizes channels and picks algorithms from the speed, so over the same link ICN and
+// Socket are given the same choices.
+constexpr int kUnknownSpeedMbps = 10000;
 }  // namespace
 
 HostNic probeHostNic(const std::string& prefix, DeviceProps* p) {

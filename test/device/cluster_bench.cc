@@ -208,6 +208,7 @@ class Bench {
   int finish() {
     for (Config& c : configs_) NCCL_OK(ncclCommDestroy(c.comm));  // an online tuner writes its table here
     if (wrong_ > 0) {
+      fflush(stdout);
       fprintf(stderr, "icn-cluster-bench: rank %d saw %zu wrong elements\n", opt_.rank, wrong_);
       return 1;
     }
@@ -344,11 +345,14 @@ class Bench {
     const size_t per = s.sendCount / (op == Op::AllToAll ? n : 1);
     for (size_t i = 0; i < s.sendCount; ++i)
       hostSend_[i] = op == Op::AllToAll ? static_cast<float>(r * n + i / per) : static_cast<float>(r + 1 + i % 7);
-    CUDA_OK(cudaMemcpy(send_, hostSend_.data(), s.sendCount * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(recv_, 0xff, s.recvCount * sizeof(float)));
+    // On the benchmark's own stream: it does not wait for the legacy default stream, so plain cudaMemcpy and
+    // cudaMemset could still be writing the buffers while the collective reads them.
+    CUDA_OK(cudaMemcpyAsync(send_, hostSend_.data(), s.sendCount * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    CUDA_OK(cudaMemsetAsync(recv_, 0xff, s.recvCount * sizeof(float), stream_));
     launch(c, op, bytes, 1);
+    sync(c);  // bounded, with NCCL's errors checked, before the copy that waits for it
+    CUDA_OK(cudaMemcpyAsync(hostRecv_.data(), recv_, s.recvCount * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     sync(c);
-    CUDA_OK(cudaMemcpy(hostRecv_.data(), recv_, s.recvCount * sizeof(float), cudaMemcpyDeviceToHost));
     size_t wrong = 0;
     const double sumRanks = static_cast<double>(n * (n + 1) / 2);
     for (size_t i = 0; i < s.recvCount; ++i) {
@@ -366,6 +370,7 @@ class Bench {
       printf("CLUSTER {\"label\":%s,\"rank\":%d,\"config\":%s,\"op\":\"%s\",\"bytes\":%zu,\"wrong\":%zu}\n",
              icn::json::quote(opt_.label).c_str(), opt_.rank, icn::json::quote(c.name).c_str(), opName(op), bytes,
              wrong);
+    fflush(stdout);  // the log interleaves stdout and stderr: whole lines only
     return wrong;
   }
 

@@ -114,7 +114,8 @@ for nodes in $NODES; do
   "$bed" up --name $name --hosts "$nodes" --mtu 9000 ${RATE:+--rate "$RATE"} >/dev/null ||
     { device_fail "testbed $nodes" "icn-testbed up failed"; continue; }
   capacity 1 "$nodes"; capacity 4 "$nodes"
-  rm -rf "$OUT/rdv"; mkdir -p "$OUT/rdv"
+  # The tuner's rendezvous directory shared by the hosts' processes (private to the user, as ICN requires).
+  rm -rf "$OUT/rdv"; mkdir -m 700 -p "$OUT/rdv"
   if [ "$MODE" = tuner ]; then
     fixed=()
     for a in Tree Ring; do for p in LL LL128 Simple; do fixed+=("$a-$p:ICN_TUNER=off,NCCL_ALGO=$a,NCCL_PROTO=$p"); done; done

@@ -25,7 +25,10 @@ def load(path):
     recs = []
     for line in open(path, errors="replace"):
         if line.startswith("CLUSTER "):
-            recs.append(json.loads(line[len("CLUSTER "):]))
+            try:
+                recs.append(json.loads(line[len("CLUSTER "):]))
+            except json.JSONDecodeError:
+                print("summary: skipped a malformed line: " + line.strip()[:120], file=sys.stderr)
     return recs
 
 
