@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
-#include <stdarg.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include "abi/net_v10.h"
 #include "abi/net_v12.h"
 #include "abi/net_v9.h"
+#include "../tuner/nccl_log.h"
 #include "pair_runner.h"
 #include "two_ranks.h"
 
@@ -227,16 +227,9 @@ TEST(Abi, NetV12ContextCarriesItsCommunicator) {
 }
 
 namespace {
-std::string g_ibLog;
-void captureLog(ncclDebugLogLevel, unsigned long, const char*, int, const char* fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  g_ibLog += msg;
-  g_ibLog += '\n';
-}
+using icn::testing::ncclLogged;
+using icn::testing::ncclLogger;
+using icn::testing::ncclLogText;
 
 int countFds() { return testpair::openFds(); }
 }  // namespace
@@ -264,19 +257,19 @@ TEST(Abi, IbMakeVDeviceThroughTheCAbi) {
     const int fdsBefore = countFds();
     void* ctx = nullptr;
     ncclNetCommConfig_v12_t cfg{-1};
-    ncclResult_t init = v12->init(&ctx, 0x77, &cfg, captureLog, nullptr);
+    ncclResult_t init = v12->init(&ctx, 0x77, &cfg, ncclLogger, nullptr);
     ncclNetVDeviceProps_v12_t two{};
     int vd = -1;
     if (init != ncclSuccess) {
       EXPECT_EQ(init, ncclSystemError) << "init without RDMA devices";
       EXPECT_EQ(ctx, nullptr);
-      EXPECT_NE(g_ibLog.find("ICN_TRANSPORT=ib but the verbs transport is unusable"), std::string::npos) << g_ibLog;
+      EXPECT_TRUE(ncclLogged("ICN_TRANSPORT=ib but the verbs transport is unusable")) << ncclLogText();
       two.ndevs = 2;
       two.devs[0] = 0;
       two.devs[1] = 1;
       EXPECT_EQ(v12->makeVDevice(&vd, &two), ncclInvalidUsage);
       EXPECT_EQ(vd, -1);
-      EXPECT_NE(g_ibLog.find("called before a successful init"), std::string::npos) << g_ibLog;
+      EXPECT_TRUE(ncclLogged("called before a successful init")) << ncclLogText();
       EXPECT_EQ(v12->finalize(nullptr), ncclSuccess);
       EXPECT_EQ(countFds(), fdsBefore) << "descriptors left open by a failed init";
       printf("ib makeVDevice: no RDMA device here; init %d, makeVDevice %d, %d fds before and after\n", init,
