@@ -121,17 +121,22 @@ typedef union {
   } kernelCh;
 } ncclProfilerEventStateArgs_v5_t;
 
-typedef struct {
+}
+
+// The table of calls of v5 and later versions, over each version's descriptor, state and state-argument types
+// (the calls themselves have not changed since v5).
+template <typename EventDescr, typename EventState, typename EventStateArgs>
+struct icnProfilerTable {
   const char* name;
   ncclResult_t (*init)(void** ctx, uint64_t commId, int* eActivationMask, const char* commName, int nNodes,
                        int nranks, int rank, ncclDebugLogger_t logfn);
-  ncclResult_t (*startEvent)(void* ctx, void** eHandle, ncclProfilerEventDescr_v5_t* eDescr);
+  ncclResult_t (*startEvent)(void* ctx, void** eHandle, EventDescr* eDescr);
   ncclResult_t (*stopEvent)(void* eHandle);
-  ncclResult_t (*recordEventState)(void* eHandle, ncclProfilerEventState_v5_t eState,
-                                   ncclProfilerEventStateArgs_v5_t* eStateArgs);
+  ncclResult_t (*recordEventState)(void* eHandle, EventState eState, EventStateArgs* eStateArgs);
   ncclResult_t (*finalize)(void* ctx);
-} ncclProfiler_v5_t;
-}
+};
+typedef icnProfilerTable<ncclProfilerEventDescr_v5_t, ncclProfilerEventState_v5_t, ncclProfilerEventStateArgs_v5_t>
+    ncclProfiler_v5_t;
 
 static_assert(sizeof(ncclProfilerEventState_v5_t) == 4);
 static_assert(offsetof(ncclProfilerEventDescr_v5_t, parentObj) == 8);

@@ -1,5 +1,5 @@
-// ncclProfiler_v6_t (NCCL 2.29+): v5's calls; the event descriptor adds copy-engine collective events (CeColl,
-// CeSync, CeBatch) after v5's union members, whose offsets are unchanged. State arguments are v5's.
+// ncclProfiler_v6_t (NCCL 2.29+): v5's calls (icnProfilerTable); the event descriptor adds copy-engine collective
+// events (CeColl, CeSync, CeBatch) after v5's union members, whose offsets are unchanged. State arguments are v5's.
 #pragma once
 #include "abi/profiler_v5.h"
 
@@ -48,17 +48,10 @@ typedef struct {
   };
 } ncclProfilerEventDescr_v6_t;
 
-typedef struct {
-  const char* name;
-  ncclResult_t (*init)(void** ctx, uint64_t commId, int* eActivationMask, const char* commName, int nNodes,
-                       int nranks, int rank, ncclDebugLogger_t logfn);
-  ncclResult_t (*startEvent)(void* ctx, void** eHandle, ncclProfilerEventDescr_v6_t* eDescr);
-  ncclResult_t (*stopEvent)(void* eHandle);
-  ncclResult_t (*recordEventState)(void* eHandle, ncclProfilerEventState_v6_t eState,
-                                   ncclProfilerEventStateArgs_v6_t* eStateArgs);
-  ncclResult_t (*finalize)(void* ctx);
-} ncclProfiler_v6_t;
 }
+
+typedef icnProfilerTable<ncclProfilerEventDescr_v6_t, ncclProfilerEventState_v6_t, ncclProfilerEventStateArgs_v6_t>
+    ncclProfiler_v6_t;
 
 static_assert(offsetof(ncclProfilerEventDescr_v6_t, coll) == 24);
 static_assert(offsetof(ncclProfilerEventDescr_v6_t, ceColl.count) == 56);
