@@ -58,10 +58,10 @@ struct ProfilerCtx {
     // The tuner gets the collective's cost per call as a loop sees it: GPU time from the previous timed
     // collective's end to this one's end. Back to back that is the kernel plus whatever else the call costs
     // (launch, setup outside the kernel's work loop, host time when launches cannot keep up), the quantity
-    // nccl-tests and training loops feel; the kernel's own work time alone missed up to 20 us per call for
-    // Tree/Simple at 2-32 MiB on H200. The kernel time goes along: when launches cannot keep up the periods of
-    // all candidates are the host's pace and only kernel times still tell them apart. Without a timed
-    // predecessor there is no sample.
+    // nccl-tests and training loops feel; the kernel's own work time alone misses what some algorithms spend
+    // outside their work loop (measurements: docs/readme/tuner.md). The kernel time goes along: when launches
+    // cannot keep up the periods of all candidates are the host's pace and only kernel times still tell them
+    // apart. Without a timed predecessor there is no sample.
     std::array<icn::telemetry::PeriodSample, 2> ready;
     int n;
     {

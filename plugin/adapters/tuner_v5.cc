@@ -1,4 +1,5 @@
-// ncclTunerPlugin_v5 (NCCL 2.27+): the one version with a commId, so the only one fed by our profiler.
+// ncclTunerPlugin_v5 (NCCL 2.27+): the first version with a commId (v6 keeps it), so the first one our profiler
+// can feed: the commId pairs a communicator's tuner with its profiler.
 #include "abi/export.h"
 #include "abi/tuner_v5.h"
 #include "adapters/tuner_common.h"

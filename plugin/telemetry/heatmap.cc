@@ -4,14 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <tuple>
 #include <map>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include "core/json.h"
@@ -20,24 +15,15 @@
 #include "core/params.h"
 #include "core/private_file.h"
 #include "telemetry/coll_names.h"
+#include "telemetry/periodic_file.h"
 
 namespace icn::telemetry::heatmap {
 namespace {
 
-struct State {
-  std::mutex mu;
-  std::vector<std::shared_ptr<CommEntry>> entries;
-  std::vector<std::shared_ptr<CommEntry>> finalized;
-  std::thread writer;
-  std::condition_variable cv;
-  bool stopWriter = false;
-  std::string path;
-  bool defaultPath = false;  // ours to remove when the last communicator goes
-};
-
-State& state() {
-  static State* s = new State();  // never destroyed: the writer may still run during static teardown
-  return *s;
+PeriodicFile<>& file() {
+  // Never destroyed: its thread may outlive statics.
+  static auto* f = new PeriodicFile<>("heatmap", writeSnapshot);
+  return *f;
 }
 
 std::string hostName() {
@@ -51,23 +37,6 @@ void appendf(std::string& out, const char* fmt, A... args) {
   char buf[512];
   int n = snprintf(buf, sizeof buf, fmt, args...);
   if (n > 0) out.append(buf, std::min<size_t>(n, sizeof buf - 1));
-}
-
-void writerLoop(State* s) {
-  std::unique_lock<std::mutex> lock(s->mu);
-  auto interval = std::chrono::milliseconds(std::max<int64_t>(10, params::getInt(params::Id::HeatmapIntervalMs)));
-  bool warned = false;
-  while (!s->stopWriter) {
-    s->cv.wait_for(lock, interval, [s] { return s->stopWriter; });
-    std::string path = s->path;
-    lock.unlock();
-    std::string why;
-    if (!writeSnapshot(path, &why) && !warned) {
-      ICN_WARN(subsys::Tuning, "heatmap: cannot write %s: %s (further failures are silent)", path.c_str(), why.c_str());
-      warned = true;
-    }
-    lock.lock();
-  }
 }
 
 }  // namespace
@@ -89,66 +58,26 @@ std::shared_ptr<CommEntry> registerComm(uint64_t commId, int rank, int nranks) {
   e->commId = commId;
   e->rank = rank;
   e->nranks = nranks;
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.entries.push_back(e);
-  if (!s.writer.joinable()) {
-    s.path = snapshotPath();
-    s.defaultPath = !params::isSetByUser(params::Id::HeatmapFile);
-    if (!s.path.empty()) {
-      s.stopWriter = false;
-      s.writer = std::thread(writerLoop, &s);
-      ICN_INFO(subsys::Tuning, "heatmap: snapshots to %s every %lld ms", s.path.c_str(),
-               static_cast<long long>(params::getInt(params::Id::HeatmapIntervalMs)));
-    }
-  }
+  PeriodicWriter::Target target;
+  bool started = file().add({e, {}}, [&] {
+    // The default snapshot is a live view in the per-user runtime directory: it goes with the process. A file the
+    // user named keeps the final picture.
+    target = {snapshotPath(), !params::isSetByUser(params::Id::HeatmapFile)};
+    return target;
+  });
+  if (started)
+    ICN_INFO(subsys::Tuning, "heatmap: snapshots to %s every %lld ms", target.path.c_str(),
+             static_cast<long long>(params::getInt(params::Id::HeatmapIntervalMs)));
   return e;
 }
 
-void unregisterComm(const std::shared_ptr<CommEntry>& entry) {
-  State& s = state();
-  std::thread toJoin;
-  std::string path;
-  bool last = false;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    path = s.path;
-    s.finalized.push_back(entry);
-    // Finalized comms stay in the picture until the last one goes, so the final file shows every rank.
-    last = std::all_of(s.entries.begin(), s.entries.end(), [&](auto& e) {
-      return std::find(s.finalized.begin(), s.finalized.end(), e) != s.finalized.end();
-    });
-    if (last && s.writer.joinable()) {
-      s.stopWriter = true;
-      toJoin = std::move(s.writer);
-    }
-  }
-  s.cv.notify_all();
-  if (toJoin.joinable()) toJoin.join();
-  if (!last) return;
-  std::string why;
-  // The default snapshot is a live view in the per-user runtime directory: it goes with the process. A file the
-  // user named keeps the final picture.
-  if (!path.empty() && s.defaultPath)
-    unlink(path.c_str());
-  else if (!path.empty() && !writeSnapshot(path, &why))
-    ICN_WARN(subsys::Tuning, "heatmap: cannot write %s: %s", path.c_str(), why.c_str());
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.entries.clear();
-  s.finalized.clear();
-}
+void unregisterComm(const std::shared_ptr<CommEntry>& entry) { file().finalize(entry); }
 
 std::string renderJson() {
-  State& s = state();
-  std::vector<std::shared_ptr<CommEntry>> entries;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    entries = s.entries;
-  }
   std::vector<NetCommSample> net = netstats::snapshot();
   // Key every comm by (commId, rank); net connections whose local rank is unknown land under rank -1.
   std::map<std::pair<uint64_t, int>, std::pair<std::shared_ptr<CommEntry>, std::vector<const NetCommSample*>>> comms;
-  for (auto& e : entries) comms[{e->commId, e->rank}].first = e;
+  for (auto& m : file().members()) comms[{m.entry->commId, m.entry->rank}].first = m.entry;
   for (const auto& n : net) comms[{n.info.commId, n.info.localRank}].second.push_back(&n);
 
   std::string out;
@@ -221,20 +150,6 @@ bool writeSnapshot(const std::string& path, std::string* why) {
   return true;
 }
 
-void resetForTesting() {
-  State& s = state();
-  std::thread toJoin;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.entries.clear();
-    s.finalized.clear();
-    if (s.writer.joinable()) {
-      s.stopWriter = true;
-      toJoin = std::move(s.writer);
-    }
-  }
-  s.cv.notify_all();
-  if (toJoin.joinable()) toJoin.join();
-}
+void resetForTesting() { file().resetForTesting(); }
 
 }  // namespace icn::telemetry::heatmap

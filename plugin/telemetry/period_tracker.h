@@ -3,16 +3,14 @@
 //
 // Collectives end on the GPU in launch order, but the profiler learns of them in the order the proxy thread sees
 // their last channel stop, which may differ; matching only "the previous completion" then loses both calls'
-// samples (suspected on the net path, 2 H200: a duel got 2 of its 8 Tree/Simple samples at 8 MiB with no
-// collective dropped). So completions are kept by sequence number in a small window, and a call's period is
-// emitted once both it and its predecessor are known, whichever arrives first.
+// samples. So completions are kept by sequence number in a small window, and a call's period is emitted once both
+// it and its predecessor are known, whichever arrives first.
 //
-// Spans: profiling itself slows some calls (NCCL adds a proxy op per channel to read the kernel's timestamps; 2
-// H200, net path, 128 KiB: Tree/Simple 114-127 us a period while measured against 82-91 us unmeasured, Ring/LL
-// and Tree/LL barely moved), so the tuner may time only the first and last call of a run of identical calls. Two
-// timed collectives with nothing timed between them, the same function, size and choice, and NCCL's own sequence
-// numbers `calls` apart give one span sample: (end of the last - end of the first) / calls, the cost per call of
-// the untimed calls between and the last one.
+// Spans: profiling itself slows some calls, some protocols far more than others (NCCL adds a proxy op per channel
+// to read the kernel's timestamps; measurements in docs/readme/tuner.md), so the tuner may time only the first
+// and last call of a run of identical calls. Two timed collectives with nothing timed between them, the same
+// function, size and choice, and NCCL's own sequence numbers `calls` apart give one span sample: (end of the last -
+// end of the first) / calls, the cost per call of the untimed calls between and the last one.
 #pragma once
 #include <array>
 #include <cstdint>

@@ -1,21 +1,14 @@
 #include "telemetry/prometheus.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
-#include <mutex>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -24,6 +17,7 @@
 #include "core/params.h"
 #include "core/private_file.h"
 #include "telemetry/coll_names.h"
+#include "telemetry/periodic_file.h"
 
 namespace icn::telemetry::prometheus {
 namespace {
@@ -31,24 +25,12 @@ namespace {
 // Value of Inspector's "version" label is its own format version; ours names this format instead.
 constexpr const char* kFormatVersion = "icn1";
 
-struct Comm {
-  std::shared_ptr<CommEntry> entry;
-  CommLabels labels;
-};
+using Comm = PeriodicFile<CommLabels>::Member;
 
-struct State {
-  std::mutex mu;
-  std::vector<Comm> comms;
-  std::vector<std::shared_ptr<CommEntry>> finalized;
-  std::thread writer;
-  std::condition_variable cv;
-  bool stopWriter = false;
-  std::string path;
-};
-
-State& state() {
-  static State* s = new State();  // never destroyed: the writer may still run during static teardown
-  return *s;
+PeriodicFile<CommLabels>& file() {
+  // Never destroyed: its thread may outlive statics.
+  static auto* f = new PeriodicFile<CommLabels>("prometheus", writeFile);
+  return *f;
 }
 
 std::string hostName() {
@@ -164,75 +146,20 @@ std::string filePath() {
 }
 
 void addComm(const std::shared_ptr<CommEntry>& entry, const CommLabels& labels) {
-  State& s = state();
   std::string path = filePath();
   if (path.empty()) return;
   CommLabels l = labels;
   if (l.commName.empty()) l.commName = "unknown";
   if (l.gpu < 0) l.gpu = currentCudaDevice();
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.comms.push_back(Comm{entry, l});
-  if (s.writer.joinable()) return;
-  s.path = path;
-  s.stopWriter = false;
-  s.writer = std::thread([&s] {
-    std::unique_lock<std::mutex> lock(s.mu);
-    auto interval = std::chrono::milliseconds(std::max<int64_t>(10, params::getInt(params::Id::HeatmapIntervalMs)));
-    bool warned = false;
-    while (!s.stopWriter) {
-      s.cv.wait_for(lock, interval, [&s] { return s.stopWriter; });
-      std::string p = s.path;
-      lock.unlock();
-      std::string why;
-      if (!writeFile(p, &why) && !warned) {
-        ICN_WARN(subsys::Tuning, "prometheus: cannot write %s: %s (further failures are silent)", p.c_str(),
-                 why.c_str());
-        warned = true;
-      }
-      lock.lock();
-    }
-  });
-  ICN_INFO(subsys::Tuning | subsys::Profile, "prometheus: metrics to %s every %lld ms", path.c_str(),
-           static_cast<long long>(params::getInt(params::Id::HeatmapIntervalMs)));
+  if (file().add({entry, l}, [&] { return PeriodicWriter::Target{path}; }))
+    ICN_INFO(subsys::Tuning | subsys::Profile, "prometheus: metrics to %s every %lld ms", path.c_str(),
+             static_cast<long long>(params::getInt(params::Id::HeatmapIntervalMs)));
 }
 
-void removeComm(const std::shared_ptr<CommEntry>& entry) {
-  State& s = state();
-  std::thread toJoin;
-  std::string path;
-  bool last = false;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    auto known = std::find_if(s.comms.begin(), s.comms.end(), [&](const Comm& c) { return c.entry == entry; });
-    if (known == s.comms.end()) return;
-    path = s.path;
-    s.finalized.push_back(entry);
-    last = std::all_of(s.comms.begin(), s.comms.end(), [&](const Comm& c) {
-      return std::find(s.finalized.begin(), s.finalized.end(), c.entry) != s.finalized.end();
-    });
-    if (last && s.writer.joinable()) {
-      s.stopWriter = true;
-      toJoin = std::move(s.writer);
-    }
-  }
-  s.cv.notify_all();
-  if (toJoin.joinable()) toJoin.join();
-  if (!last) return;
-  std::string why;
-  if (!path.empty() && !writeFile(path, &why))
-    ICN_WARN(subsys::Tuning, "prometheus: cannot write %s: %s", path.c_str(), why.c_str());
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.comms.clear();
-  s.finalized.clear();
-}
+void removeComm(const std::shared_ptr<CommEntry>& entry) { file().finalize(entry); }
 
 std::string render() {
-  State& s = state();
-  std::vector<Comm> comms;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    comms = s.comms;
-  }
+  const std::vector<Comm> comms = file().members();
   const std::string node = hostName();
   const char* job = getenv("SLURM_JOB_ID");
   const std::string jobId = job && job[0] ? job : "unknown";
@@ -334,20 +261,6 @@ bool writeFile(const std::string& path, std::string* why) {
   return privfile::writeAtomic(path, render(), /*sync=*/false, why, 0644) == Status::Ok;
 }
 
-void resetForTesting() {
-  State& s = state();
-  std::thread toJoin;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.comms.clear();
-    s.finalized.clear();
-    if (s.writer.joinable()) {
-      s.stopWriter = true;
-      toJoin = std::move(s.writer);
-    }
-  }
-  s.cv.notify_all();
-  if (toJoin.joinable()) toJoin.join();
-}
+void resetForTesting() { file().resetForTesting(); }
 
 }  // namespace icn::telemetry::prometheus

@@ -88,7 +88,7 @@ bool BucketExplorer::enoughAfterGrace() const {
   // Stage 2 only waits for the unchanged channel count: NCCL may not honour a channel variant (tiny sizes run on
   // one channel whatever we ask), so its samples may never come; an unmeasured variant just cannot win. A duel
   // waits for all but one call's samples of every block: the first samples to arrive are a block's first calls,
-  // the ones that follow a switch (2 H200, 2 GiB: a duel decided on the first two of eight samples).
+  // the ones that follow a switch, which can cost less than calls back to back (measurements: docs/readme/tuner.md).
   if (quiet_) return spanRanked();
   int n = stage_ == kChannels ? std::min(nBins_, 1) : nBins_;
   for (int i = 0; i < n; ++i) {
@@ -398,9 +398,7 @@ bool BucketExplorer::beginDuel(uint64_t start) {
   // Challengers: the best other arm by period when it came close, and NCCL's own choice (the reference a new
   // choice must beat by ncclMargin) whenever the screen left it, however clearly: screening calls come in pairs
   // right after another arm's, and some arms' first calls after a switch cost far less than their calls back to
-  // back (2 H200, net path 8 MiB: Tree/Simple screened at 325-356 us, ran at 517-568 us, against Ring/Simple's
-  // 497-534; NVLink 2 MiB: Tree/LL screened at 22-25 us, costs 28 us a call, Ring/LL 24). A screen that lucky
-  // skipped a duel reserved for close calls.
+  // back, so a lucky screen would otherwise skip a duel reserved for close calls (measurements: docs/readme/tuner.md).
   std::array<double, kMaxArms> period{};  // stage 1's estimates, read once
   double bestUs = 0;
   periodEstimates(period, bestUs);
@@ -422,20 +420,18 @@ bool BucketExplorer::beginDuel(uint64_t start) {
   };
   bool ncclMeasured = ncclPick_ >= 0 && bins_[ncclPick_].n > 0;
   bool quiet = p_.quietDuelCalls >= 3;
-  // The best other arm when it came close; quiet duels also the runner-up, both within quietDuelRatio (2 H200, net
-  // path, 128 KiB: Tree/Simple, the fastest untimed, screened 1.22-1.32x above Tree/LL in 2 of 4 processes).
+  // The best other arm when it came close; quiet duels also the runner-up, both within quietDuelRatio: the profiler
+  // slows some arms' screening calls far above their untimed cost, which only a quiet duel's spans show.
   const double ratio = quiet ? p_.quietDuelRatio : p_.duelRatio;
   for (int k = 0; k < (quiet ? 2 : 1); ++k)
     if (others[k] >= 0 && period[others[k]] <= ratio * period[win]) arms[n++] = others[k];
   // Host-bound rounds too: they leave NCCL's choice when its period was over hostTieRatio the best, and the host's
-  // pace wanders enough for a screen to show that by luck (2 H200 NVLink, 128 KiB: periods 13.5-35 us for calls of
-  // 15-16; Ring/LL at 20.5 against a lucky Tree/LL128 at 13.5, which runs 1.05x slower back to back).
+  // pace wanders enough for a screen to show that by luck.
   if (ncclMeasured && !inDuel(ncclPick_)) arms[n++] = ncclPick_;
   if (n == 0) return false;
   // One node: the duel ends with the same-algorithm kernel rule (leader()), which can only pick among the duel's
   // arms, so an arm of NCCL's algorithm with a clearly shorter stage-1 kernel comes along. Without it a duel that
-  // kept NCCL's choice kept it over that arm (2 H200 NVLink, 2 MiB: a duel of Tree/SIMPLE, Tree/LL and Ring/SIMPLE
-  // kept NCCL's Ring/SIMPLE, 23.5 us kernel and 28 us a call, where Ring/LL, 17.5 and 22.4, was measured in stage 1).
+  // kept NCCL's choice kept it over that arm, even where stage 1 had measured the arm faster per call.
   if (ncclMeasured) {
     int shorter = sameAlgoShorterKernel(ncclPick_, period.data(), bestUs);
     if (!inDuel(shorter)) arms[n++] = shorter;

@@ -45,8 +45,7 @@ uint32_t BucketExplorer::dropFirst(uint32_t n) const {
 uint32_t BucketExplorer::dropHeld(const Bin& b) const {
   uint32_t held = std::min<uint32_t>(b.n, kRecent);
   // A duel with duelKeepCalls ranks each arm on its latest calls: across nodes an arm's calls get dearer over
-  // several calls back to back (net path, 8 MiB: Tree/Simple 325-356 us on the first calls after a switch,
-  // 396-459 us over calls 2-4 of a block, 482-560 us running on).
+  // several calls back to back, so its first calls after a switch flatter it (measurements: docs/readme/tuner.md).
   uint32_t keep = stage_ == kDuel ? static_cast<uint32_t>(std::max(0, p_.duelKeepCalls) * spc_) : 0;
   if (keep > 0 && b.n > keep) return held - std::min(keep, held);
   return b.n <= static_cast<uint32_t>(kRecent) ? dropFirst(b.n) : 0;  // wrapped: the first samples are gone
@@ -150,10 +149,8 @@ int BucketExplorer::leader(bool hostBound) const {
   double refUs = period[ref];
   // Host-bound, every arm's loop runs at the host's pace, and the periods measured (the profiler's own host work
   // included) cannot resolve what separates the arms: the reference stays unless its period is clearly worse.
-  // Inside one process on 2 H200 (paired_proof.sh) every choice costs the same per call within ~5% up to 512 KiB on
-  // NVLink, and NCCL's own choice is within 1.00-1.03x of the best there; ranking such rounds by kernel time
-  // instead picks arms 2-5% slower a call, and up to 1.25x where a short kernel hides a
-  // long call (Tree/Simple at 2 MiB: 16.5 us kernel, 29 us a call; Ring/LL 23.5).
+  // There every choice costs about the same per call, and ranking by kernel time instead picks arms slower a call,
+  // most where a short kernel hides a long call (measurements: docs/readme/tuner.md).
   if (hostBound) {
     if (refUs <= p_.hostTieRatio * winUs) return sameAlgoShorterKernel(ref, period.data(), winUs);
     // The reference is clearly slower; among the arms the host's pace hides alike, the shortest kernel.
@@ -171,15 +168,13 @@ int BucketExplorer::leader(bool hostBound) const {
     if (win == ref || bins_[win].chRel == 0 || winUs > kChannelWinRatio * refUs) return ref;  // clearly, not by noise
     // Fewer channels must not cost a longer kernel either: while it measures, the profiler adds host work per
     // channel, so a variant with fewer channels can show a shorter period only because the host kept up better
-    // (2 H200 NVLink, 2 MiB: Ring/LL128 with 12 channels 34.6 us a period against 39.4 with 24, kernels 23.7 vs
-    // 20.0 us; unprofiled, 24 channels are the faster ones).
+    // while the variant itself runs slower unprofiled (measurements: docs/readme/tuner.md).
     double kWin = kernelEstimate(bins_[win]), kRef = kernelEstimate(bins_[ref]);
     if (kWin > 0 && kRef > 0 && kWin > kChannelKernelSlack * kRef) return ref;
     return win;
   }
   // Leaving NCCL's own choice must pay: a few samples cannot resolve a difference of a few percent, except on long
-  // GPU-bound calls (2 H200 NVLink, 2 GiB: Tree/SIMPLE 6077-6120 us in five duels, NCCL's Ring/SIMPLE 6167-6290,
-  // 1.0-2.8% slower, and 2.6% slower unprofiled; a 3% margin kept Ring/SIMPLE in all five).
+  // GPU-bound calls, whose samples are steady enough for longCallMargin (measurements: docs/readme/tuner.md).
   double margin = p_.longCallUs > 0 && refUs >= p_.longCallUs ? std::min(p_.ncclMargin, p_.longCallMargin)
                                                                : p_.ncclMargin;
   int pick = ref != ncclPick_ || (win != ref && winUs <= (1.0 - margin) * refUs) ? win : ref;
@@ -187,12 +182,10 @@ int BucketExplorer::leader(bool hostBound) const {
 }
 
 int BucketExplorer::sameAlgoShorterKernel(int pick, const double* period, double bestUs) const {
-  // Within one algorithm the per-call cost outside the kernel is about the same for every protocol (2 H200 NVLink,
-  // 2 MiB, Ring: 5.2-6.7 us), so where periods cannot rank arms (the host's pace while the profiler measures,
-  // 30-48 us a call for real costs of 22-29) a clearly shorter kernel still decides: NCCL's Ring/SIMPLE there has
-  // a 23.6 us kernel and costs 29.3 us a call, Ring/LL 17.5 and 24.3 (kept at 1.26x in 2 of 3 processes, and lost
-  // to period noise in the third). Across algorithms kernels mislead (Tree/Simple: 16.2 us kernel, 29.5 us a
-  // call), and across nodes they miss the network (hostBoundRatio 0 there); stage 2 compares channel counts.
+  // Within one algorithm the per-call cost outside the kernel is about the same for every protocol, so where
+  // periods cannot rank arms (the host's pace while the profiler measures) a clearly shorter kernel still decides.
+  // Across algorithms kernels mislead (a short Tree kernel can hide a long call), and across nodes they miss the
+  // network (hostBoundRatio 0 there); stage 2 compares channel counts. Measurements: docs/readme/tuner.md.
   if (pick < 0 || p_.hostBoundRatio <= 0 || stage_ == kChannels) return pick;
   double pickK = kernelEstimate(bins_[pick]);
   int best = pick;

@@ -2,18 +2,20 @@
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
-#include <stdarg.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <set>
 #include <string>
 
 #include "abi/net_v10.h"
 #include "abi/net_v12.h"
 #include "abi/net_v9.h"
+#include "../tuner/nccl_log.h"
+#include "icn_exports.h"
 #include "pair_runner.h"
 #include "two_ranks.h"
 
@@ -35,11 +37,9 @@ std::set<std::string> exportedSymbols() {
 }
 
 TEST(Abi, ExportsOnlyNcclPluginSymbols) {
-  // Every version NCCL 2.24-2.30 may look up; the env plugin is its own library (shim/).
-  const std::set<std::string> allowed = {"ncclNetPlugin_v12",  "ncclNetPlugin_v11",  "ncclNetPlugin_v10",
-                                         "ncclNetPlugin_v9",   "ncclTunerPlugin_v6", "ncclTunerPlugin_v5",
-                                         "ncclTunerPlugin_v4", "ncclTunerPlugin_v3", "ncclTunerPlugin_v2",
-                                         "ncclProfiler_v6",    "ncclProfiler_v5"};
+  // plugin/export/exports.txt: every version NCCL 2.24-2.30 may look up; the env plugin is its own library (shim/).
+  const std::set<std::string> allowed(std::begin(kIcnExportedSymbols), std::end(kIcnExportedSymbols));
+  ASSERT_GE(allowed.size(), 3u) << "the generated export list is short";
   auto syms = exportedSymbols();
   ASSERT_FALSE(syms.empty()) << "could not read the dynamic symbol table of " << pluginPath();
   for (const auto& s : syms) EXPECT_TRUE(allowed.count(s)) << "unexpected exported symbol " << s;
@@ -227,16 +227,9 @@ TEST(Abi, NetV12ContextCarriesItsCommunicator) {
 }
 
 namespace {
-std::string g_ibLog;
-void captureLog(ncclDebugLogLevel, unsigned long, const char*, int, const char* fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  g_ibLog += msg;
-  g_ibLog += '\n';
-}
+using icn::testing::ncclLogged;
+using icn::testing::ncclLogger;
+using icn::testing::ncclLogText;
 
 int countFds() { return testpair::openFds(); }
 }  // namespace
@@ -264,19 +257,19 @@ TEST(Abi, IbMakeVDeviceThroughTheCAbi) {
     const int fdsBefore = countFds();
     void* ctx = nullptr;
     ncclNetCommConfig_v12_t cfg{-1};
-    ncclResult_t init = v12->init(&ctx, 0x77, &cfg, captureLog, nullptr);
+    ncclResult_t init = v12->init(&ctx, 0x77, &cfg, ncclLogger, nullptr);
     ncclNetVDeviceProps_v12_t two{};
     int vd = -1;
     if (init != ncclSuccess) {
       EXPECT_EQ(init, ncclSystemError) << "init without RDMA devices";
       EXPECT_EQ(ctx, nullptr);
-      EXPECT_NE(g_ibLog.find("ICN_TRANSPORT=ib but the verbs transport is unusable"), std::string::npos) << g_ibLog;
+      EXPECT_TRUE(ncclLogged("ICN_TRANSPORT=ib but the verbs transport is unusable")) << ncclLogText();
       two.ndevs = 2;
       two.devs[0] = 0;
       two.devs[1] = 1;
       EXPECT_EQ(v12->makeVDevice(&vd, &two), ncclInvalidUsage);
       EXPECT_EQ(vd, -1);
-      EXPECT_NE(g_ibLog.find("called before a successful init"), std::string::npos) << g_ibLog;
+      EXPECT_TRUE(ncclLogged("called before a successful init")) << ncclLogText();
       EXPECT_EQ(v12->finalize(nullptr), ncclSuccess);
       EXPECT_EQ(countFds(), fdsBefore) << "descriptors left open by a failed init";
       printf("ib makeVDevice: no RDMA device here; init %d, makeVDevice %d, %d fds before and after\n", init,

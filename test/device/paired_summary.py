@@ -20,6 +20,8 @@ import statistics
 import sys
 from collections import defaultdict
 
+from small_png import save_png
+
 FIXED = [f"{a}-{p}" for a in ("Tree", "Ring") for p in ("LL", "LL128", "Simple")]
 SHOWN = ["default", "online", "static"]
 TARGET = 1.03
@@ -76,7 +78,7 @@ def plot(series, out):
         ax.set_title(f"{path}: inside one process")
         ax.legend()
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    save_png(fig, out)
 
 
 def summarise(path, procs, series=None):

@@ -4,13 +4,11 @@
 # use, a non-zero exit) must fail with their reason printed. Checked three ways: the shared rules in checks.sh, the
 # Python summarisers' exit codes, and the scripts themselves run end to end against stand-ins for nccl-tests and
 # icn-paired-allreduce that replay the recorded logs.
-# Fixtures: test/fixtures/device (nccl-tests output recorded by the benchmark report, NCCL INFO lines recorded by
-# nccl_versions.sh) and the recorded results under docs/results.
+# Fixtures: test/fixtures/device, cut from recorded GPU runs (its README says which).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 FIX="$ROOT/test/fixtures/device"
-RESULTS="$ROOT/docs/results"
 T=$(mktemp -d /tmp/icn-device-checks.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 bad=0
@@ -74,7 +72,7 @@ expect "a sanitizer report fails" 1 "AddressSanitizer" -- \
 
 # nccl_versions.sh's checks on its recorded NCCL logs (one section per process).
 awk -v d="$T" '/^## single rank/ {f=d "/one.log"} /^## two processes, rank 0/ {f=d "/two0.log"}
-  /^## two processes, rank 1/ {f=d "/two1.log"} f {print > f}' "$RESULTS/nccl-versions/nccl-2.28.3_cuda13.0.log"
+  /^## two processes, rank 1/ {f=d "/two1.log"} f {print > f}' "$FIX/nccl_2.28.3.log"
 L="NET/Plugin: Loaded net plugin ICN"
 expect "nccl_versions: recorded single rank passes" 0 "all passed" -- \
   run_check "single" 0 "$T/one.log" --expect "$L" --expect "nccl_init: rank 0 done"
@@ -107,7 +105,7 @@ expect "net_summary: a missing transport fails" 1 "FAIL all_reduce_perf 524288 B
 rm "$T/net/icn_all_reduce_perf_r1.log"
 expect "net_summary: no results fail" 1 "FAIL no nccl-tests result rows" -- python3 "$HERE/net_summary.py" "$T/net"
 
-X="$RESULTS/cross-host/gpu-1xh200-raw.txt"
+X="$FIX/xhost_results.txt"
 expect "xhost_summary: recorded results pass" 0 "0 in every configuration" -- python3 "$HERE/xhost_summary.py" "$X"
 sed '0,/"wrong": 0/s//"wrong": 4/' "$X" >"$T/xhost-wrong.txt"
 expect "xhost_summary: wrong elements fail" 1 "FAIL icn-default: 4 wrong elements" -- python3 "$HERE/xhost_summary.py" "$T/xhost-wrong.txt"
@@ -117,7 +115,7 @@ expect "xhost_summary: unequal DDP parameters fail" 1 "FAIL .*: 1 wrong elements
 grep '"iperf3"' "$X" >"$T/xhost-none.txt"
 expect "xhost_summary: no measurements fail" 1 "FAIL no measurements" -- python3 "$HERE/xhost_summary.py" "$T/xhost-none.txt"
 
-P="$RESULTS/tuner/paired"
+P="$FIX/paired"
 expect "paired_summary: recorded results pass" 0 "ICN online: within" -- python3 "$HERE/paired_summary.py" "$P"
 mkdir -p "$T/paired"
 cp "$P"/paired-nvl-p*.json "$T/paired/"

@@ -10,6 +10,8 @@ import statistics
 import sys
 from collections import defaultdict
 
+from small_png import save_png
+
 LINE = re.compile(r"^\s*(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([0-9.]+)\s+\S+\s+\S+\s+\S+\s+([0-9.]+)")
 FIXED = ["Tree-LL", "Tree-LL128", "Tree-Simple", "Ring-LL", "Ring-LL128", "Ring-Simple"]
 TARGET = 1.03
@@ -179,7 +181,7 @@ def plot(out_dir, path, title, rows):
     ax2.set_xlabel("message size (bytes)")
     ax2.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, f"tuner_proof_{path}.png"), dpi=110)
+    save_png(fig, os.path.join(out_dir, f"tuner_proof_{path}.png"))
     plt.close(fig)
 
 

@@ -9,6 +9,8 @@ import statistics
 import sys
 from collections import defaultdict
 
+from small_png import save_png
+
 
 def human(n):
     for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -99,7 +101,7 @@ def plot(path, png):
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(png, dpi=110)
+    save_png(fig, png)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-// Host-side helpers of the scale-up probes: NVLink generation and per-link rate as icn-nvlink-bw derives
-// them (the H200 run that motivated these rules: NVML returned version enum 6 (NVLink 4.0) and no speed field;
-// the probe used to read 6 as a generation and reported a 0 GB/s link), and the JSON escaping of probe reports.
+// Host-side helpers of the scale-up probes: NVLink generation and per-link rate as icn-nvlink-bw derives them
+// (NVML's NVLink version is an enum, 6 meaning NVLink 4.0, not a generation, and a driver may report no link speed:
+// the rate then comes from the decoded generation), and the JSON escaping of probe reports.
 #include <gtest/gtest.h>
 
 #include "nvml_dl.h"

@@ -6,12 +6,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdarg>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -22,34 +20,16 @@
 #include "abi/tuner_v4.h"
 #include "abi/tuner_v5.h"
 #include "leak_check.h"
+#include "nccl_log.h"
 #include "nccl_pick.h"
 #include "core/json.h"
 
 namespace {
 
-std::mutex g_logMu;
-std::vector<std::string> g_logs;
-
-void logger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  char buf[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  std::lock_guard<std::mutex> lock(g_logMu);
-  g_logs.push_back(std::to_string(level) + ":" + std::to_string(flags) + ":" + buf);
-}
-
-bool logged(const std::string& needle, unsigned long flag = 0) {
-  std::lock_guard<std::mutex> lock(g_logMu);
-  for (const std::string& l : g_logs) {
-    if (l.find(needle) == std::string::npos) continue;
-    if (flag == 0) return true;
-    unsigned long f = std::stoul(l.substr(l.find(':') + 1));
-    if (f & flag) return true;
-  }
-  return false;
-}
+using icn::testing::clearNcclLog;
+using icn::testing::ncclLogged;
+using icn::testing::ncclLogger;
+using icn::testing::ncclLogLines;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -165,8 +145,8 @@ void initRanks(const Plugin& p, Rank (&ranks)[2], uint64_t commId, int* mask) {
   ncclNvlDomainInfo_v5_t nvl{1, 2, 2};
   ncclTunerConstants_v5_t constants{};
   for (int r = 0; r < 2; ++r) {
-    ASSERT_EQ(p.prof->init(&ranks[r].pctx, commId, mask, "abi", 1, 2, r, logger), ncclSuccess);
-    ASSERT_EQ(p.tuner->init(&ranks[r].tctx, commId, 2, 1, logger, &nvl, &constants), ncclSuccess);
+    ASSERT_EQ(p.prof->init(&ranks[r].pctx, commId, mask, "abi", 1, 2, r, ncclLogger), ncclSuccess);
+    ASSERT_EQ(p.tuner->init(&ranks[r].tctx, commId, 2, 1, ncclLogger, &nvl, &constants), ncclSuccess);
   }
 }
 
@@ -259,11 +239,11 @@ TEST(PluginAbi, OnlineConvergesThenStaticReplaysTheCache) {
     uint64_t clock = 1'000'000;
     Rank ranks[2];
     for (int r = 0; r < 2; ++r)
-      ASSERT_EQ(p.prof->init(&ranks[r].pctx, commId, &mask, "abi", 1, 2, r, logger), ncclSuccess);
+      ASSERT_EQ(p.prof->init(&ranks[r].pctx, commId, &mask, "abi", 1, 2, r, ncclLogger), ncclSuccess);
     ncclNvlDomainInfo_v5_t nvl{1, 2, 2};
     ncclTunerConstants_v5_t constants{};
     for (int r = 0; r < 2; ++r)
-      ASSERT_EQ(p.tuner->init(&ranks[r].tctx, commId, 2, 1, logger, &nvl, &constants), ncclSuccess);
+      ASSERT_EQ(p.tuner->init(&ranks[r].tctx, commId, 2, 1, ncclLogger, &nvl, &constants), ncclSuccess);
     bool maskWasOn = false;
     for (int it = 0; it < 120; ++it)
       for (Rank& r : ranks) {
@@ -276,9 +256,9 @@ TEST(PluginAbi, OnlineConvergesThenStaticReplaysTheCache) {
     EXPECT_EQ(ranks[0].picks.back(), std::make_pair(1, 1)) << "converges to the measured fastest (Ring/LL128)";
     std::set<std::pair<int, int>> tried(ranks[0].picks.begin(), ranks[0].picks.end());
     EXPECT_EQ(tried.size(), 6u) << "every supported algorithm/protocol pair was measured";
-    EXPECT_TRUE(logged("RING/LL128", NCCL_TUNING)) << "decision changes are logged under TUNING";
+    EXPECT_TRUE(ncclLogged("RING/LL128", NCCL_TUNING)) << "decision changes are logged under TUNING";
     if (getenv("ICN_TEST_VERBOSE"))
-      for (auto& l : g_logs) printf("%s\n", l.c_str());
+      for (auto& l : ncclLogLines()) printf("%d:%lu:%s\n", l.level, l.flags, l.text.c_str());
     // The live snapshot (rewritten every 20 ms here) shows both ranks' Ring/LL128 calls.
     icn::json::Value v;
     std::string why, heat;
@@ -350,8 +330,8 @@ std::vector<std::pair<int, int>> runTwoRanks(const char* tag, ncclNvlDomainInfo_
   Rank ranks[2];
   ncclTunerConstants_v5_t constants{};
   for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(p.prof->init(&ranks[r].pctx, 0xfeed, &mask, "abi", 1, 2, r, logger), ncclSuccess);
-    EXPECT_EQ(p.tuner->init(&ranks[r].tctx, 0xfeed, 2, 1, logger, &nvl, &constants), ncclSuccess);
+    EXPECT_EQ(p.prof->init(&ranks[r].pctx, 0xfeed, &mask, "abi", 1, 2, r, ncclLogger), ncclSuccess);
+    EXPECT_EQ(p.tuner->init(&ranks[r].tctx, 0xfeed, 2, 1, ncclLogger, &nvl, &constants), ncclSuccess);
   }
   for (int it = 0; it < calls; ++it)
     for (Rank& r : ranks) collective(p, r, &mask, &clock, 1 << 20);
@@ -404,10 +384,7 @@ TEST(PluginAbi, ReorderedCompletionsStillMeasure) {
   setenv("ICN_TUNER_EXPLORE_CALLS", "2", 1);
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
-  {
-    std::lock_guard<std::mutex> lock(g_logMu);
-    g_logs.clear();
-  }
+  clearNcclLog();
   Plugin p("reorder");
   ASSERT_NE(p.lib, nullptr) << dlerror();
   const uint64_t commId = 0x5eed4321dcbaULL;
@@ -425,21 +402,19 @@ TEST(PluginAbi, ReorderedCompletionsStillMeasure) {
   EXPECT_EQ(ranks[0].picks, ranks[1].picks);
   EXPECT_EQ(ranks[0].picks.front(), std::make_pair(1, 2)) << "NCCL's own choice at 4 MiB: Ring/Simple";
   EXPECT_EQ(ranks[0].picks.back(), std::make_pair(1, 1)) << "converges to the measured fastest (Ring/LL128)";
-  EXPECT_FALSE(logged("not enough measurements", NCCL_TUNING));
+  EXPECT_FALSE(ncclLogged("not enough measurements", NCCL_TUNING));
   for (Rank& r : ranks) {
     EXPECT_EQ(p.tuner->finalize(r.tctx), ncclSuccess);
     EXPECT_EQ(p.prof->finalize(r.pctx), ncclSuccess);
   }
   // The profiler's finalize line counts the periods of calls reported before their predecessor.
   int reordered = 0;
-  {
-    std::lock_guard<std::mutex> lock(g_logMu);
-    for (const std::string& l : g_logs) {
-      size_t at = l.find(" completed after their successor");
-      if (at == std::string::npos) continue;
-      size_t open = l.find_last_of("(,", at);  // "(N spans over untimed calls, M completed after their successor)"
-      reordered += std::stoi(l.substr(open + 1, at - open - 1));
-    }
+  for (const auto& line : ncclLogLines()) {
+    const std::string& l = line.text;
+    size_t at = l.find(" completed after their successor");
+    if (at == std::string::npos) continue;
+    size_t open = l.find_last_of("(,", at);  // "(N spans over untimed calls, M completed after their successor)"
+    reordered += std::stoi(l.substr(open + 1, at - open - 1));
   }
   EXPECT_GE(reordered, 10) << "half the calls timed while exploring were reported before their predecessor";
   unsetenv("ICN_TUNER");
@@ -468,10 +443,7 @@ TEST(PluginAbi, QuietDuelTimesOnlyTheEndsOfItsBlocks) {
       setenv("ICN_HEATMAP_FILE", heat.c_str(), 1);
     else
       unsetenv("ICN_HEATMAP_FILE");
-    {
-      std::lock_guard<std::mutex> lock(g_logMu);
-      g_logs.clear();
-    }
+    clearNcclLog();
     Plugin p((std::string("quiet") + k.quiet + "-" + std::to_string(k.nNodes) + (k.heatmap ? "-heat" : "")).c_str());
     ASSERT_NE(p.lib, nullptr) << dlerror();
     int mask = 0;
@@ -481,8 +453,8 @@ TEST(PluginAbi, QuietDuelTimesOnlyTheEndsOfItsBlocks) {
     ncclNvlDomainInfo_v5_t nvl{1, 2, 2};
     ncclTunerConstants_v5_t constants{};
     for (int r = 0; r < 2; ++r) {
-      ASSERT_EQ(p.prof->init(&ranks[r].pctx, commId, &mask, "abi", k.nNodes, 2, r, logger), ncclSuccess);
-      ASSERT_EQ(p.tuner->init(&ranks[r].tctx, commId, 2, k.nNodes, logger, &nvl, &constants), ncclSuccess);
+      ASSERT_EQ(p.prof->init(&ranks[r].pctx, commId, &mask, "abi", k.nNodes, 2, r, ncclLogger), ncclSuccess);
+      ASSERT_EQ(p.tuner->init(&ranks[r].tctx, commId, 2, k.nNodes, ncclLogger, &nvl, &constants), ncclSuccess);
     }
     std::vector<bool> timed;
     for (int it = 0; it < 160; ++it) {
@@ -491,7 +463,7 @@ TEST(PluginAbi, QuietDuelTimesOnlyTheEndsOfItsBlocks) {
     }
     EXPECT_EQ(ranks[0].picks, ranks[1].picks);
     EXPECT_EQ(ranks[0].picks.back(), std::make_pair(1, 1)) << "Ring/LL128";
-    EXPECT_TRUE(logged("duel: RING/LL128 stays RING/LL128", NCCL_TUNING));
+    EXPECT_TRUE(ncclLogged("duel: RING/LL128 stays RING/LL128", NCCL_TUNING));
     // Untimed runs between the first and the last timed call: the duel's blocks, 12 calls timed at the 4th
     // (before the span) and the last: 3 untimed, then 7.
     size_t first = 0, last = timed.size() - 1;
@@ -512,26 +484,23 @@ TEST(PluginAbi, QuietDuelTimesOnlyTheEndsOfItsBlocks) {
       EXPECT_EQ(p.prof->finalize(r.pctx), ncclSuccess);
     }
     int spans = 0;
-    {
-      std::lock_guard<std::mutex> lock(g_logMu);
-      for (const std::string& l : g_logs)
-        if (size_t at = l.find(" spans over untimed calls"); at != std::string::npos)
-          spans += std::stoi(l.substr(l.rfind('(', at) + 1));
-    }
+    for (const auto& line : ncclLogLines())
+      if (size_t at = line.text.find(" spans over untimed calls"); at != std::string::npos)
+        spans += std::stoi(line.text.substr(line.text.rfind('(', at) + 1));
     if (getenv("ICN_TEST_VERBOSE"))
-      for (auto& l : g_logs) printf("%s\n", l.c_str());
+      for (auto& l : ncclLogLines()) printf("%d:%lu:%s\n", l.level, l.flags, l.text.c_str());
     if (k.spans) {
       // The first block's first call was asked for before the duel began: timed, and its first run is 2.
       EXPECT_EQ(runs, (std::vector<int>{2, 7, 3, 7})) << "one block per arm";
       EXPECT_GE(spans, 4) << "a span per block and rank (the profiler also pairs the first block's 1st and 4th)";
-      EXPECT_TRUE(logged("(2 spans)", NCCL_TUNING)) << "the duel ranked spans";
+      EXPECT_TRUE(ncclLogged("(2 spans)", NCCL_TUNING)) << "the duel ranked spans";
     } else {
       EXPECT_TRUE(runs.empty()) << "every call of the exploration timed";
       if (k.heatmap) {
         EXPECT_NE(mask, 0) << "the explicit heatmap keeps timing on";
       }
       EXPECT_EQ(spans, 0);
-      EXPECT_FALSE(logged("spans)", NCCL_TUNING));
+      EXPECT_FALSE(ncclLogged("spans)", NCCL_TUNING));
     }
   }
   unsetenv("ICN_TUNER_QUIET_DUEL");
@@ -591,10 +560,7 @@ TEST(PluginAbi, ModelSkipIsLoggedAndCanBeTurnedOff) {
       setenv("ICN_TUNER_MODEL_SKIP", c.value, 1);
     else
       unsetenv("ICN_TUNER_MODEL_SKIP");
-    {
-      std::lock_guard<std::mutex> lock(g_logMu);
-      g_logs.clear();
-    }
+    clearNcclLog();
     Plugin p(c.value ? c.value : "skipdefault");
     ASSERT_NE(p.lib, nullptr) << dlerror();
     int mask = 0;
@@ -608,13 +574,13 @@ TEST(PluginAbi, ModelSkipIsLoggedAndCanBeTurnedOff) {
     const char* v = c.value ? c.value : "(unset)";
     if (c.llScreened) {
       EXPECT_GE(ll, 2) << "ICN_TUNER_MODEL_SKIP=" << v;
-      EXPECT_FALSE(logged("NCCL's model puts them")) << v;
+      EXPECT_FALSE(ncclLogged("NCCL's model puts them")) << v;
     } else {
       EXPECT_EQ(ll, 0) << "ICN_TUNER_MODEL_SKIP=" << v;
-      EXPECT_TRUE(logged("2 LL skipped: NCCL's model puts them over 1.5x its choice (", 0x40)) << v;
-      EXPECT_TRUE(logged("RING/LL 7.")) << v;  // realisticTable: Ring/LL 7.x times Ring/Simple at 512 MiB
+      EXPECT_TRUE(ncclLogged("2 LL skipped: NCCL's model puts them over 1.5x its choice (", 0x40)) << v;
+      EXPECT_TRUE(ncclLogged("RING/LL 7.")) << v;  // realisticTable: Ring/LL 7.x times Ring/Simple at 512 MiB
     }
-    EXPECT_EQ(logged("ICN_TUNER_MODEL_SKIP=fast is not 0 or a ratio"), std::string(v) == "fast");
+    EXPECT_EQ(ncclLogged("ICN_TUNER_MODEL_SKIP=fast is not 0 or a ratio"), std::string(v) == "fast");
     for (int r = 0; r < 2; ++r) {
       EXPECT_EQ(p.tuner->finalize(ranks[r].tctx), ncclSuccess);
       EXPECT_EQ(p.prof->finalize(ranks[r].pctx), ncclSuccess);
@@ -631,7 +597,7 @@ TEST(PluginAbi, UserAlgoProtoWin) {
     void* ctx = nullptr;
     ncclNvlDomainInfo_v5_t nvl{1, 2, 2};
     ncclTunerConstants_v5_t constants{};
-    ASSERT_EQ(p.tuner->init(&ctx, 0x77, 2, 1, logger, &nvl, &constants), ncclSuccess);
+    ASSERT_EQ(p.tuner->init(&ctx, 0x77, 2, 1, ncclLogger, &nvl, &constants), ncclSuccess);
     float table[7][3], before[7][3];
     realisticTable(&table[0][0], 4096);
     std::copy(&table[0][0], &table[0][0] + 21, &before[0][0]);
@@ -642,7 +608,7 @@ TEST(PluginAbi, UserAlgoProtoWin) {
                 ncclSuccess);
     EXPECT_EQ(0, memcmp(table, before, sizeof table));
     EXPECT_EQ(nChannels, 0);
-    EXPECT_TRUE(logged("stands aside"));
+    EXPECT_TRUE(ncclLogged("stands aside"));
     p.tuner->finalize(ctx);
   }
   unsetenv("NCCL_ALGO");
@@ -662,7 +628,7 @@ TEST(PluginAbi, RulesFileDrivesV5AndV2) {
     void* ctx = nullptr;
     ncclNvlDomainInfo_v5_t nvl{1, 2, 2};
     ncclTunerConstants_v5_t constants{};
-    ASSERT_EQ(p.tuner->init(&ctx, 0x88, 2, 1, logger, &nvl, &constants), ncclSuccess);
+    ASSERT_EQ(p.tuner->init(&ctx, 0x88, 2, 1, ncclLogger, &nvl, &constants), ncclSuccess);
     float table[7][3];
     realisticTable(&table[0][0], 1 << 20);  // the model prefers Ring here
     int nChannels = 0;
@@ -681,7 +647,7 @@ TEST(PluginAbi, RulesFileDrivesV5AndV2) {
     auto* v2 = static_cast<const ncclTuner_v2_t*>(dlsym(p.lib, "ncclTunerPlugin_v2"));
     ASSERT_NE(v2, nullptr);
     void* c2 = nullptr;
-    ASSERT_EQ(v2->init(2, 1, logger, &c2), ncclSuccess);
+    ASSERT_EQ(v2->init(2, 1, ncclLogger, &c2), ncclSuccess);
     int algo = -1, proto = -1, ch = 0;
     ASSERT_EQ(v2->getCollInfo(c2, ncclFuncAllReduce, 1024, 0, 0, 1, &algo, &proto, &ch), ncclSuccess);
     EXPECT_EQ(algo, 0);
@@ -692,7 +658,7 @@ TEST(PluginAbi, RulesFileDrivesV5AndV2) {
     auto* v4 = static_cast<const ncclTuner_v4_t*>(dlsym(p.lib, "ncclTunerPlugin_v4"));
     ASSERT_NE(v4, nullptr);
     void* c4 = nullptr;
-    ASSERT_EQ(v4->init(2, 1, logger, &c4), ncclSuccess);
+    ASSERT_EQ(v4->init(2, 1, ncclLogger, &c4), ncclSuccess);
     realisticTable(&table[0][0], 1 << 20);
     ASSERT_EQ(v4->getCollInfo(c4, ncclFuncAllReduce, 100, 1, reinterpret_cast<float**>(table), 7, 3, 0, &ch),
               ncclSuccess);
@@ -715,8 +681,8 @@ TEST(PluginAbi, BadRulesFileIsReportedNotFatal) {
     Plugin p("badrules");
     ASSERT_NE(p.lib, nullptr) << dlerror();
     void* ctx = nullptr;
-    ASSERT_EQ(p.tuner->init(&ctx, 0x99, 2, 1, logger, nullptr, nullptr), ncclSuccess);
-    EXPECT_TRUE(logged(rules + ":1: field 5 (proto)"));
+    ASSERT_EQ(p.tuner->init(&ctx, 0x99, 2, 1, ncclLogger, nullptr, nullptr), ncclSuccess);
+    EXPECT_TRUE(ncclLogged(rules + ":1: field 5 (proto)"));
     p.tuner->finalize(ctx);
   }
   unsetenv("ICN_TUNER_RULES");

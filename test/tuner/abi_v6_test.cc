@@ -7,13 +7,11 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -23,29 +21,13 @@
 #include "abi/profiler_v6.h"
 #include "abi/tuner_v5.h"
 #include "abi/tuner_v6.h"
+#include "nccl_log.h"
 #include "nccl_pick.h"
 
 namespace {
 
-std::mutex g_logMu;
-std::vector<std::string> g_logs;
-
-void logger(ncclDebugLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
-  char buf[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  std::lock_guard<std::mutex> lock(g_logMu);
-  g_logs.push_back(std::to_string(level) + ":" + buf);
-}
-
-bool logged(const std::string& needle) {
-  std::lock_guard<std::mutex> lock(g_logMu);
-  for (const std::string& l : g_logs)
-    if (l.find(needle) != std::string::npos) return true;
-  return false;
-}
+using icn::testing::ncclLogged;
+using icn::testing::ncclLogger;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -201,8 +183,8 @@ TEST(PluginAbiV6, PrometheusFileParsesAndMatchesWhatRan) {
   ncclNvlDomainInfo_v6_t nvl{1, 2, 2};
   ncclTunerConstants_v6_t constants{};
   for (int r = 0; r < 2; ++r) {
-    ASSERT_EQ(p.prof->init(&pctx[r], commId, &mask, "train dp \"0\"", 1, 2, r, logger), ncclSuccess);
-    ASSERT_EQ(p.tuner->init(&tctx[r], commId, 2, 1, logger, &nvl, &constants), ncclSuccess);
+    ASSERT_EQ(p.prof->init(&pctx[r], commId, &mask, "train dp \"0\"", 1, 2, r, ncclLogger), ncclSuccess);
+    ASSERT_EQ(p.tuner->init(&tctx[r], commId, 2, 1, ncclLogger, &nvl, &constants), ncclSuccess);
   }
   EXPECT_EQ(mask & (ncclProfileColl | ncclProfileKernelCh), ncclProfileColl | ncclProfileKernelCh);
   EXPECT_EQ(mask & (ncclProfileCeColl | ncclProfileCeSync | ncclProfileCeBatch), 0) << "CE events stay off";
@@ -272,7 +254,7 @@ TEST(PluginAbiV6, PrometheusFileParsesAndMatchesWhatRan) {
   while (fgets(buf, sizeof buf, pipe)) out += buf;
   int rc = pclose(pipe);
   EXPECT_EQ(rc, 0) << out << "\n--- file:\n" << slurp(prom);
-  EXPECT_TRUE(logged("prometheus: metrics to " + prom));
+  EXPECT_TRUE(ncclLogged("prometheus: metrics to " + prom));
   clearEnv();
   unsetenv("ICN_HEATMAP_INTERVAL_MS");
 }
@@ -286,10 +268,10 @@ TEST(PluginAbiV6, UnwritablePrometheusDirIsAWarningNotAFailure) {
   ASSERT_NE(p.lib, nullptr) << dlerror();
   int mask = 0;
   void* pctx = nullptr;
-  ASSERT_EQ(p.prof->init(&pctx, 0x77, &mask, nullptr, 1, 1, 0, logger), ncclSuccess);
+  ASSERT_EQ(p.prof->init(&pctx, 0x77, &mask, nullptr, 1, 1, 0, ncclLogger), ncclSuccess);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_EQ(p.prof->finalize(pctx), ncclSuccess);
-  EXPECT_TRUE(logged("prometheus: cannot write /nonexistent/icn-prom/icn-"));
+  EXPECT_TRUE(ncclLogged("prometheus: cannot write /nonexistent/icn-prom/icn-"));
   clearEnv();
   unsetenv("ICN_HEATMAP_INTERVAL_MS");
 }

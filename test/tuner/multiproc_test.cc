@@ -25,13 +25,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
@@ -42,6 +40,7 @@
 
 #include "abi/profiler_v5.h"
 #include "abi/tuner_v5.h"
+#include "nccl_log.h"
 #include "nccl_pick.h"
 
 namespace {
@@ -76,21 +75,7 @@ const char* kProtoNames[] = {"LL", "LL128", "SIMPLE"};
 // ---------------------------------------------------------------------------------------------------------------
 // Child: one rank.
 
-std::mutex g_logMu;
-std::vector<std::string> g_logs;
-
-void logger(ncclDebugLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  static const auto t0 = std::chrono::steady_clock::now();
-  char ms[32];
-  snprintf(ms, sizeof ms, " [%.1f ms]", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  std::lock_guard<std::mutex> lock(g_logMu);
-  g_logs.push_back((level == NCCL_LOG_WARN ? "WARN " : "INFO ") + std::string(buf) + ms);
-}
+using icn::testing::ncclLogger;
 
 struct ChildArgs {
   int rank = 0, nRanks = 3, nNodes = 1, calls = 4000, view = 0;
@@ -155,8 +140,8 @@ int childMain(const ChildArgs& a) {
   void *pctx = nullptr, *tctx = nullptr;
   ncclNvlDomainInfo_v5_t nvl{a.nNodes, a.nRanks / a.nNodes, a.nRanks / a.nNodes};
   ncclTunerConstants_v5_t constants{};
-  if (prof->init(&pctx, a.commId, &mask, "multiproc", a.nNodes, a.nRanks, a.rank, logger) != ncclSuccess ||
-      tuner->init(&tctx, a.commId, a.nRanks, a.nNodes, logger, &nvl, &constants) != ncclSuccess)
+  if (prof->init(&pctx, a.commId, &mask, "multiproc", a.nNodes, a.nRanks, a.rank, ncclLogger) != ncclSuccess ||
+      tuner->init(&tctx, a.commId, a.nRanks, a.nNodes, ncclLogger, &nvl, &constants) != ncclSuccess)
     return 5;
   std::mt19937 rng(1234 + a.rank);
   uint64_t gpuClock = 1'000'000, seq = 0;
@@ -230,8 +215,11 @@ int childMain(const ChildArgs& a) {
   prof->finalize(pctx);
   out << "maxCallUs " << maxCallUs << '\n';
   out << "maxAnyUs " << maxAnyUs << '\n';
-  std::lock_guard<std::mutex> lock(g_logMu);
-  for (const std::string& l : g_logs) out << "log " << l << '\n';
+  for (const auto& l : icn::testing::ncclLogLines()) {
+    char ms[32];
+    snprintf(ms, sizeof ms, " [%.1f ms]", l.ms);
+    out << "log " << (l.level == NCCL_LOG_WARN ? "WARN " : "INFO ") << l.text << ms << '\n';
+  }
   return 0;
 }
 

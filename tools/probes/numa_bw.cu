@@ -2,7 +2,6 @@
 // show what a wrong-node buffer (or a proxy thread on the wrong socket) costs each GPU.
 // Host memory is mmap'ed, bound to one node with mbind(2), touched, then pinned with
 // cudaHostRegister; the measuring thread runs on that node's CPUs.
-#include <cuda_runtime.h>
 #include <dirent.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -16,17 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "probe_util.h"
-
-#define CUDA_OK(call)                                                                     \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
-      fprintf(stderr, "icn-numa-bw: %s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), \
-              __FILE__, __LINE__);                                                        \
-      return false;                                                                       \
-    }                                                                                     \
-  } while (0)
+#include "probe_cuda.h"
 
 namespace {
 
@@ -127,19 +116,9 @@ bool pinToCpus(const std::vector<int>& cpus) {
 }
 
 bool timeCopies(void* dst, const void* src, size_t size, int iters, cudaMemcpyKind kind, cudaStream_t s, double* gbps) {
-  cudaEvent_t e0, e1;
-  CUDA_OK(cudaEventCreate(&e0));
-  CUDA_OK(cudaEventCreate(&e1));
-  CUDA_OK(cudaMemcpyAsync(dst, src, size, kind, s));  // warm-up
-  CUDA_OK(cudaEventRecord(e0, s));
-  for (int i = 0; i < iters; i++) CUDA_OK(cudaMemcpyAsync(dst, src, size, kind, s));
-  CUDA_OK(cudaEventRecord(e1, s));
-  CUDA_OK(cudaEventSynchronize(e1));
   float ms = 0;
-  CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-  *gbps = ms > 0 ? (double)size * iters / (ms * 1e6) : 0;
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  if (!icnprobe::timeOnStream(s, iters, [&] { return cudaMemcpyAsync(dst, src, size, kind, s); }, &ms)) return false;
+  *gbps = icnprobe::gbps(static_cast<double>(size), iters, ms);
   return true;
 }
 
@@ -155,36 +134,16 @@ struct Cell { double h2d = 0, d2h = 0; };
 }  // namespace
 
 int main(int argc, char** argv) {
-  icnprobe::Options opt("icn-numa-bw", "pinned host memory on each NUMA node to/from each GPU (copy-engine bandwidth)");
-  opt.add("size", "256M", "bytes per copy (K/M/G)");
-  opt.add("iters", "10", "copies per measurement");
-  opt.add("devices", "", "comma list or range of CUDA devices (default: all)");
-  opt.add("nodes", "", "NUMA nodes to test (default: every node with memory)");
-  opt.add("json", "", "also write the results to this JSON file");
+  icnprobe::ProbeCli cli("icn-numa-bw", "pinned host memory on each NUMA node to/from each GPU (copy-engine bandwidth)",
+                         "bytes per copy (K/M/G)", "10");
+  cli.options().add("nodes", "", "NUMA nodes to test (default: every node with memory)");
   int rc = 0;
-  if (!opt.parse(argc, argv, &rc)) return rc;
-  size_t size = opt.size("size");
-  int iters = (int)opt.integer("iters");
-  if (size == 0 || iters < 1) {
-    fprintf(stderr, "icn-numa-bw: --size must be > 0 and --iters >= 1\n");
-    return 2;
-  }
-  int count = 0;
-  cudaError_t ce = cudaGetDeviceCount(&count);
-  if (ce != cudaSuccess || count == 0) {
-    fprintf(stderr, "icn-numa-bw: no CUDA device (%s)\n", ce != cudaSuccess ? cudaGetErrorString(ce) : "count is 0");
-    return 1;
-  }
-  std::vector<int> devs = icnprobe::parseIntList(opt.str("devices"));
-  if (devs.empty()) for (int d = 0; d < count; d++) devs.push_back(d);
-  for (int d : devs) {
-    if (d < 0 || d >= count) {
-      fprintf(stderr, "icn-numa-bw: device %d does not exist (%d present)\n", d, count);
-      return 2;
-    }
-  }
+  if (!cli.parse(argc, argv, 1, &rc) || !icnprobe::resolveDevices(cli, &rc)) return rc;
+  const size_t size = cli.size;
+  const int iters = cli.iters;
+  const std::vector<int>& devs = cli.devices;
   std::vector<Node> nodes = memoryNodes();
-  std::vector<int> wanted = icnprobe::parseIntList(opt.str("nodes"));
+  std::vector<int> wanted = icnprobe::parseIntList(cli.options().str("nodes"));
   if (!wanted.empty()) {
     std::vector<Node> kept;
     for (const Node& n : nodes)
@@ -204,12 +163,12 @@ int main(int argc, char** argv) {
   auto setup = [&]() -> bool {
     for (size_t g = 0; g < devs.size(); g++) {
       char b[32] = {};
-      CUDA_OK(cudaDeviceGetPCIBusId(b, sizeof(b), devs[g]));
+      ICN_CUDA_OK(cudaDeviceGetPCIBusId(b, sizeof(b), devs[g]));
       bus[g] = b;
       gpuNode[g] = gpuNumaNode(bus[g]);
-      CUDA_OK(cudaSetDevice(devs[g]));
-      CUDA_OK(cudaMalloc(&dbuf[g], size));
-      CUDA_OK(cudaStreamCreateWithFlags(&streams[g], cudaStreamNonBlocking));
+      ICN_CUDA_OK(cudaSetDevice(devs[g]));
+      ICN_CUDA_OK(cudaMalloc(&dbuf[g], size));
+      ICN_CUDA_OK(cudaStreamCreateWithFlags(&streams[g], cudaStreamNonBlocking));
     }
     return true;
   };
@@ -268,26 +227,22 @@ int main(int argc, char** argv) {
     } else {
       printf("  GPU %d: %s\n", devs[g], local < 0 ? "its NUMA node is unknown or untested" : "no other node with memory to compare");
     }
-    char buf[512];
-    snprintf(buf, sizeof(buf), "%s{\"dev\":%d,\"pci\":\"%s\",\"numa_node\":%d,\"h2d_penalty_pct\":%.2f,\"d2h_penalty_pct\":%.2f}",
-             gpusJson.empty() ? "" : ",", devs[g], bus[g].c_str(), gpuNode[g], penH2d, penD2h);
-    gpusJson += buf;
+    icnprobe::appendJsonItem(gpusJson,
+                             "{\"dev\":%d,\"pci\":\"%s\",\"numa_node\":%d,\"h2d_penalty_pct\":%.2f,\"d2h_penalty_pct\":%.2f}",
+                             devs[g], bus[g].c_str(), gpuNode[g], penH2d, penD2h);
   }
 
   std::string cellsJson;
   for (size_t k = 0; k < nodes.size(); k++) {
     for (size_t g = 0; g < devs.size(); g++) {
-      char buf[512];
-      snprintf(buf, sizeof(buf),
-               "%s{\"node\":%d,\"placed_node\":%d,\"dev\":%d,\"local\":%s,\"h2d_GBps\":%.3f,\"d2h_GBps\":%.3f,\"note\":\"%s\"}",
-               cellsJson.empty() ? "" : ",", nodes[k].id, placed[k], devs[g], gpuNode[g] == nodes[k].id ? "true" : "false",
-               cells[k][g].h2d, cells[k][g].d2h, icnprobe::jsonEscape(nodeNotes[k]).c_str());
-      cellsJson += buf;
+      icnprobe::appendJsonItem(
+          cellsJson,
+          "{\"node\":%d,\"placed_node\":%d,\"dev\":%d,\"local\":%s,\"h2d_GBps\":%.3f,\"d2h_GBps\":%.3f,\"note\":\"%s\"}",
+          nodes[k].id, placed[k], devs[g], gpuNode[g] == nodes[k].id ? "true" : "false", cells[k][g].h2d,
+          cells[k][g].d2h, icnprobe::jsonEscape(nodeNotes[k]).c_str());
     }
   }
-  std::string json = "{\"tool\":\"icn-numa-bw\",\"size\":" + std::to_string(size) + ",\"iters\":" + std::to_string(iters) +
-                     ",\"gpus\":[" + gpusJson + "],\"cells\":[" + cellsJson + "]}\n";
-  if (!icnprobe::writeTextFile(opt.str("json"), json)) return 1;
+  if (!cli.writeReport(",\"gpus\":[" + gpusJson + "],\"cells\":[" + cellsJson + "]")) return 1;
   for (size_t g = 0; g < devs.size(); g++) {
     cudaSetDevice(devs[g]);
     cudaFree(dbuf[g]);

@@ -3,8 +3,6 @@
 //   - copy-engine bandwidth (cudaMemcpyPeerAsync), one direction and both directions at once;
 //   - SM bandwidth: a kernel on the source GPU writing into the peer's memory;
 //   - latency: an 8-byte peer memcpy, and a one-way SM ping-pong through peer memory flags.
-#include <cuda_runtime.h>
-
 #include <chrono>
 #include <algorithm>
 #include <cstdio>
@@ -13,19 +11,9 @@
 #include <vector>
 
 #include "nvml_dl.h"
-#include "probe_util.h"
+#include "probe_cuda.h"
 
 using icnprobe::NvlinkInfo;
-
-#define CUDA_OK(call)                                                                       \
-  do {                                                                                      \
-    cudaError_t e_ = (call);                                                                \
-    if (e_ != cudaSuccess) {                                                                \
-      fprintf(stderr, "icn-nvlink-bw: %s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), \
-              __FILE__, __LINE__);                                                          \
-      return false;                                                                         \
-    }                                                                                       \
-  } while (0)
 
 namespace {
 
@@ -89,34 +77,25 @@ double seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 }
 
 bool measureCe(const Buffers& b, int src, int dst, size_t size, int iters, double* gbps) {
-  cudaEvent_t e0, e1;
-  CUDA_OK(cudaSetDevice(src));
-  CUDA_OK(cudaEventCreate(&e0));
-  CUDA_OK(cudaEventCreate(&e1));
-  CUDA_OK(cudaMemcpyPeerAsync(b.big2[dst], dst, b.big[src], src, size, b.stream[src]));  // warm-up
-  CUDA_OK(cudaEventRecord(e0, b.stream[src]));
-  for (int i = 0; i < iters; i++) CUDA_OK(cudaMemcpyPeerAsync(b.big2[dst], dst, b.big[src], src, size, b.stream[src]));
-  CUDA_OK(cudaEventRecord(e1, b.stream[src]));
-  CUDA_OK(cudaEventSynchronize(e1));
+  ICN_CUDA_OK(cudaSetDevice(src));
   float ms = 0;
-  CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-  *gbps = ms > 0 ? (double)size * iters / (ms * 1e6) : 0;
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  auto copy = [&] { return cudaMemcpyPeerAsync(b.big2[dst], dst, b.big[src], src, size, b.stream[src]); };
+  if (!icnprobe::timeOnStream(b.stream[src], iters, copy, &ms)) return false;
+  *gbps = icnprobe::gbps(static_cast<double>(size), iters, ms);
   return true;
 }
 
 bool measureBidir(const Buffers& b, int x, int y, size_t size, int iters, double* gbps) {
   for (int d : {x, y}) {
-    CUDA_OK(cudaSetDevice(d));
-    CUDA_OK(cudaDeviceSynchronize());
+    ICN_CUDA_OK(cudaSetDevice(d));
+    ICN_CUDA_OK(cudaDeviceSynchronize());
   }
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; i++) {
-    CUDA_OK(cudaMemcpyPeerAsync(b.big2[y], y, b.big[x], x, size, b.stream[x]));
-    CUDA_OK(cudaMemcpyPeerAsync(b.big2[x], x, b.big[y], y, size, b.stream[y]));
+    ICN_CUDA_OK(cudaMemcpyPeerAsync(b.big2[y], y, b.big[x], x, size, b.stream[x]));
+    ICN_CUDA_OK(cudaMemcpyPeerAsync(b.big2[x], x, b.big[y], y, size, b.stream[y]));
   }
-  for (int d : {x, y}) CUDA_OK(cudaStreamSynchronize(b.stream[d]));
+  for (int d : {x, y}) ICN_CUDA_OK(cudaStreamSynchronize(b.stream[d]));
   double s = seconds(t0, std::chrono::steady_clock::now());
   *gbps = s > 0 ? 2.0 * size * iters / (s * 1e9) : 0;
   return true;
@@ -125,43 +104,25 @@ bool measureBidir(const Buffers& b, int x, int y, size_t size, int iters, double
 bool measureSm(const Buffers& b, int src, int dst, size_t size, int iters, double* gbps) {
   size_t n = size / sizeof(int4);
   int sms = 0;
-  CUDA_OK(cudaSetDevice(src));
-  CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, src));
+  ICN_CUDA_OK(cudaSetDevice(src));
+  ICN_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, src));
   int blocks = sms * 4, threads = 512;
-  cudaEvent_t e0, e1;
-  CUDA_OK(cudaEventCreate(&e0));
-  CUDA_OK(cudaEventCreate(&e1));
-  copyKernel<<<blocks, threads, 0, b.stream[src]>>>((int4*)b.big2[dst], (const int4*)b.big[src], n);
-  CUDA_OK(cudaGetLastError());
-  CUDA_OK(cudaEventRecord(e0, b.stream[src]));
-  for (int i = 0; i < iters; i++)
+  auto launch = [&] {
     copyKernel<<<blocks, threads, 0, b.stream[src]>>>((int4*)b.big2[dst], (const int4*)b.big[src], n);
-  CUDA_OK(cudaGetLastError());
-  CUDA_OK(cudaEventRecord(e1, b.stream[src]));
-  CUDA_OK(cudaEventSynchronize(e1));
+    return cudaGetLastError();
+  };
   float ms = 0;
-  CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-  *gbps = ms > 0 ? (double)n * sizeof(int4) * iters / (ms * 1e6) : 0;
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  if (!icnprobe::timeOnStream(b.stream[src], iters, launch, &ms)) return false;
+  *gbps = icnprobe::gbps(static_cast<double>(n * sizeof(int4)), iters, ms);
   return true;
 }
 
 bool measureCeLatency(const Buffers& b, int src, int dst, int iters, double* us) {
-  CUDA_OK(cudaSetDevice(src));
-  cudaEvent_t e0, e1;
-  CUDA_OK(cudaEventCreate(&e0));
-  CUDA_OK(cudaEventCreate(&e1));
-  CUDA_OK(cudaMemcpyPeerAsync(b.big2[dst], dst, b.big[src], src, 8, b.stream[src]));
-  CUDA_OK(cudaEventRecord(e0, b.stream[src]));
-  for (int i = 0; i < iters; i++) CUDA_OK(cudaMemcpyPeerAsync(b.big2[dst], dst, b.big[src], src, 8, b.stream[src]));
-  CUDA_OK(cudaEventRecord(e1, b.stream[src]));
-  CUDA_OK(cudaEventSynchronize(e1));
+  ICN_CUDA_OK(cudaSetDevice(src));
   float ms = 0;
-  CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+  auto copy = [&] { return cudaMemcpyPeerAsync(b.big2[dst], dst, b.big[src], src, 8, b.stream[src]); };
+  if (!icnprobe::timeOnStream(b.stream[src], iters, copy, &ms)) return false;
   *us = ms * 1000.0 / iters;
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   return true;
 }
 
@@ -169,34 +130,34 @@ bool measurePingPong(const Buffers& b, int x, int y, int rounds, double* oneWayU
   // flag[d] holds two ints on GPU d: [0] the flag, [1] a failure marker; plus a timer slot.
   unsigned long long* elapsed = nullptr;
   int* failed[2] = {nullptr, nullptr};
-  CUDA_OK(cudaSetDevice(x));
-  CUDA_OK(cudaMalloc(&elapsed, sizeof(unsigned long long)));
+  ICN_CUDA_OK(cudaSetDevice(x));
+  ICN_CUDA_OK(cudaMalloc(&elapsed, sizeof(unsigned long long)));
   for (int side = 0; side < 2; side++) {
     int d = side == 0 ? x : y;
-    CUDA_OK(cudaSetDevice(d));
-    CUDA_OK(cudaMalloc(&failed[side], sizeof(int)));
-    CUDA_OK(cudaMemset(failed[side], 0, sizeof(int)));
-    CUDA_OK(cudaMemset(b.flag[d], 0, sizeof(int)));
-    CUDA_OK(cudaDeviceSynchronize());
+    ICN_CUDA_OK(cudaSetDevice(d));
+    ICN_CUDA_OK(cudaMalloc(&failed[side], sizeof(int)));
+    ICN_CUDA_OK(cudaMemset(failed[side], 0, sizeof(int)));
+    ICN_CUDA_OK(cudaMemset(b.flag[d], 0, sizeof(int)));
+    ICN_CUDA_OK(cudaDeviceSynchronize());
   }
-  CUDA_OK(cudaSetDevice(y));
+  ICN_CUDA_OK(cudaSetDevice(y));
   pingPong<<<1, 1, 0, b.stream[y]>>>(b.flag[y], b.flag[x], rounds, false, nullptr, failed[1]);
-  CUDA_OK(cudaGetLastError());
-  CUDA_OK(cudaSetDevice(x));
+  ICN_CUDA_OK(cudaGetLastError());
+  ICN_CUDA_OK(cudaSetDevice(x));
   pingPong<<<1, 1, 0, b.stream[x]>>>(b.flag[x], b.flag[y], rounds, true, elapsed, failed[0]);
-  CUDA_OK(cudaGetLastError());
-  CUDA_OK(cudaStreamSynchronize(b.stream[x]));
-  CUDA_OK(cudaSetDevice(y));
-  CUDA_OK(cudaStreamSynchronize(b.stream[y]));
+  ICN_CUDA_OK(cudaGetLastError());
+  ICN_CUDA_OK(cudaStreamSynchronize(b.stream[x]));
+  ICN_CUDA_OK(cudaSetDevice(y));
+  ICN_CUDA_OK(cudaStreamSynchronize(b.stream[y]));
   int f0 = 0, f1 = 0;
   unsigned long long ns = 0;
-  CUDA_OK(cudaMemcpy(&f1, failed[1], sizeof(int), cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaFree(failed[1]));
-  CUDA_OK(cudaSetDevice(x));
-  CUDA_OK(cudaMemcpy(&f0, failed[0], sizeof(int), cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaMemcpy(&ns, elapsed, sizeof(ns), cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaFree(failed[0]));
-  CUDA_OK(cudaFree(elapsed));
+  ICN_CUDA_OK(cudaMemcpy(&f1, failed[1], sizeof(int), cudaMemcpyDeviceToHost));
+  ICN_CUDA_OK(cudaFree(failed[1]));
+  ICN_CUDA_OK(cudaSetDevice(x));
+  ICN_CUDA_OK(cudaMemcpy(&f0, failed[0], sizeof(int), cudaMemcpyDeviceToHost));
+  ICN_CUDA_OK(cudaMemcpy(&ns, elapsed, sizeof(ns), cudaMemcpyDeviceToHost));
+  ICN_CUDA_OK(cudaFree(failed[0]));
+  ICN_CUDA_OK(cudaFree(elapsed));
   if (f0 || f1) {
     *note = "ping-pong timed out (kernels on both GPUs did not run at the same time)";
     *oneWayUs = 0;
@@ -224,36 +185,22 @@ void printMatrix(const char* title, const std::vector<Gpu>& gpus, const std::vec
 }  // namespace
 
 int main(int argc, char** argv) {
-  icnprobe::Options opt("icn-nvlink-bw", "GPU-pair NVLink/PCIe copy bandwidth and latency versus the NVML link rate");
-  opt.add("size", "256M", "bytes per copy for the bandwidth tests (K/M/G)");
-  opt.add("iters", "20", "copies per bandwidth measurement");
-  opt.add("lat_iters", "2000", "8-byte copies / ping-pong round trips per latency measurement");
-  opt.add("devices", "", "comma list or range of CUDA devices (default: all)");
-  opt.add("json", "", "also write the results to this JSON file");
+  icnprobe::ProbeCli cli("icn-nvlink-bw", "GPU-pair NVLink/PCIe copy bandwidth and latency versus the NVML link rate",
+                         "bytes per copy for the bandwidth tests (K/M/G)", "20");
+  cli.options().add("lat_iters", "2000", "8-byte copies / ping-pong round trips per latency measurement");
   int rc = 0;
-  if (!opt.parse(argc, argv, &rc)) return rc;
-  size_t size = opt.size("size");
-  int iters = (int)opt.integer("iters"), latIters = (int)opt.integer("lat_iters");
-  size = (size / sizeof(int4)) * sizeof(int4);
-  if (size == 0 || iters < 1 || latIters < 1) {
-    fprintf(stderr, "icn-nvlink-bw: --size must be >= 16 bytes, --iters and --lat_iters >= 1\n");
+  if (!cli.parse(argc, argv, sizeof(int4), &rc)) return rc;
+  const int latIters = static_cast<int>(cli.options().integer("lat_iters"));
+  if (latIters < 1) {
+    fprintf(stderr, "icn-nvlink-bw: --lat_iters must be >= 1\n");
     return 2;
   }
-
-  int count = 0;
-  cudaError_t ce = cudaGetDeviceCount(&count);
-  if (ce != cudaSuccess || count == 0) {
-    fprintf(stderr, "icn-nvlink-bw: no CUDA device (%s)\n", ce != cudaSuccess ? cudaGetErrorString(ce) : "count is 0");
-    return 1;
-  }
-  std::vector<int> devs = icnprobe::parseIntList(opt.str("devices"));
-  if (devs.empty()) for (int d = 0; d < count; d++) devs.push_back(d);
+  if (!icnprobe::resolveDevices(cli, &rc)) return rc;
+  const size_t size = cli.size;
+  const int iters = cli.iters;
+  const std::vector<int>& devs = cli.devices;
   std::vector<Gpu> gpus;
   for (int d : devs) {
-    if (d < 0 || d >= count) {
-      fprintf(stderr, "icn-nvlink-bw: device %d does not exist (%d present)\n", d, count);
-      return 2;
-    }
     Gpu g;
     g.dev = d;
     cudaDeviceProp p;
@@ -289,19 +236,19 @@ int main(int argc, char** argv) {
   b.stream.assign(maxDev + 1, nullptr);
   auto setup = [&]() -> bool {
     for (int d : devs) {
-      CUDA_OK(cudaSetDevice(d));
-      CUDA_OK(cudaMalloc(&b.big[d], size));
-      CUDA_OK(cudaMalloc(&b.big2[d], size));
-      CUDA_OK(cudaMemset(b.big[d], 1, size));
-      CUDA_OK(cudaMalloc(&b.flag[d], sizeof(int)));
-      CUDA_OK(cudaStreamCreateWithFlags(&b.stream[d], cudaStreamNonBlocking));
+      ICN_CUDA_OK(cudaSetDevice(d));
+      ICN_CUDA_OK(cudaMalloc(&b.big[d], size));
+      ICN_CUDA_OK(cudaMalloc(&b.big2[d], size));
+      ICN_CUDA_OK(cudaMemset(b.big[d], 1, size));
+      ICN_CUDA_OK(cudaMalloc(&b.flag[d], sizeof(int)));
+      ICN_CUDA_OK(cudaStreamCreateWithFlags(&b.stream[d], cudaStreamNonBlocking));
       for (int peer : devs) {
         int can = 0;
         if (peer == d) continue;
-        CUDA_OK(cudaDeviceCanAccessPeer(&can, d, peer));
+        ICN_CUDA_OK(cudaDeviceCanAccessPeer(&can, d, peer));
         if (can) {
           cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
-          if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) CUDA_OK(e);
+          if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) ICN_CUDA_OK(e);
           cudaGetLastError();  // clear "already enabled"
         }
       }
@@ -356,35 +303,33 @@ int main(int argc, char** argv) {
         printf("  GPU %d <-> GPU %d: %s; best measured %.1f GB/s\n", a.dev, c.dev,
                r.peer ? "NVLink rate unknown (NVML)" : "no peer access", best);
       if (!r.note.empty()) printf("    note: %s\n", r.note.c_str());
-      char buf[1024];
-      snprintf(buf, sizeof(buf),
-               "%s{\"a\":%d,\"b\":%d,\"peer\":%s,\"links\":%d,\"link_GBps\":%.3f,\"peak_GBps\":%.3f,"
-               "\"ce_a_to_b_GBps\":%.3f,\"ce_b_to_a_GBps\":%.3f,\"ce_bidir_GBps\":%.3f,\"sm_a_to_b_GBps\":%.3f,"
-               "\"sm_b_to_a_GBps\":%.3f,\"ce_latency_us\":%.3f,\"pingpong_one_way_us\":%.3f,\"best_GBps\":%.3f,"
-               "\"pct_of_peak\":%.2f,\"note\":\"%s\"}",
-               pairsJson.empty() ? "" : ",", a.dev, c.dev, r.peer ? "true" : "false", links, rate, peak, r.ceUni,
-               res[j][i].ceUni, r.ceBidir, r.smWrite, res[j][i].smWrite, r.ceLatUs, r.pingOneWayUs, best,
-               peak > 0 ? 100.0 * best / peak : 0.0, icnprobe::jsonEscape(r.note).c_str());
-      pairsJson += buf;
+      icnprobe::appendJsonItem(
+          pairsJson,
+          "{\"a\":%d,\"b\":%d,\"peer\":%s,\"links\":%d,\"link_GBps\":%.3f,\"peak_GBps\":%.3f,"
+          "\"ce_a_to_b_GBps\":%.3f,\"ce_b_to_a_GBps\":%.3f,\"ce_bidir_GBps\":%.3f,\"sm_a_to_b_GBps\":%.3f,"
+          "\"sm_b_to_a_GBps\":%.3f,\"ce_latency_us\":%.3f,\"pingpong_one_way_us\":%.3f,\"best_GBps\":%.3f,"
+          "\"pct_of_peak\":%.2f,\"note\":\"%s\"}",
+          a.dev, c.dev, r.peer ? "true" : "false", links, rate, peak, r.ceUni, res[j][i].ceUni, r.ceBidir,
+          r.smWrite, res[j][i].smWrite, r.ceLatUs, r.pingOneWayUs, best, peak > 0 ? 100.0 * best / peak : 0.0,
+          icnprobe::jsonEscape(r.note).c_str());
     }
   }
 
   std::string gpusJson;
   for (const Gpu& g : gpus) {
-    char buf[1024];
-    snprintf(buf, sizeof(buf),
-             "%s{\"dev\":%d,\"name\":\"%s\",\"pci\":\"%s\",\"nvml\":%s,\"nvlink_active\":%d,\"nvlink_version\":%d,"
-             "\"nvml_nvlink_version_enum\":%d,\"link_MBps\":%.1f,\"link_rate_source\":\"%s\",\"error\":\"%s\","
-             "\"note\":\"%s\"}",
-             gpusJson.empty() ? "" : ",", g.dev, icnprobe::jsonEscape(g.name).c_str(), g.busId.c_str(),
-             g.nvl.nvmlAvailable ? "true" : "false", g.nvl.activeLinks, g.nvl.version, g.nvl.nvmlVersion,
-             g.nvl.linkMBps, g.nvl.linkRateSource == 1 ? "nvml" : g.nvl.linkRateSource == 2 ? "generation" : "none",
-             icnprobe::jsonEscape(g.nvl.error).c_str(), icnprobe::jsonEscape(g.nvl.note).c_str());
-    gpusJson += buf;
+    icnprobe::appendJsonItem(
+        gpusJson,
+        "{\"dev\":%d,\"name\":\"%s\",\"pci\":\"%s\",\"nvml\":%s,\"nvlink_active\":%d,\"nvlink_version\":%d,"
+        "\"nvml_nvlink_version_enum\":%d,\"link_MBps\":%.1f,\"link_rate_source\":\"%s\",\"error\":\"%s\","
+        "\"note\":\"%s\"}",
+        g.dev, icnprobe::jsonEscape(g.name).c_str(), g.busId.c_str(), g.nvl.nvmlAvailable ? "true" : "false",
+        g.nvl.activeLinks, g.nvl.version, g.nvl.nvmlVersion, g.nvl.linkMBps,
+        g.nvl.linkRateSource == 1 ? "nvml" : g.nvl.linkRateSource == 2 ? "generation" : "none",
+        icnprobe::jsonEscape(g.nvl.error).c_str(), icnprobe::jsonEscape(g.nvl.note).c_str());
   }
-  std::string json = "{\"tool\":\"icn-nvlink-bw\",\"size\":" + std::to_string(size) + ",\"iters\":" + std::to_string(iters) +
-                     ",\"lat_iters\":" + std::to_string(latIters) + ",\"gpus\":[" + gpusJson + "],\"pairs\":[" + pairsJson + "]}\n";
-  if (!icnprobe::writeTextFile(opt.str("json"), json)) return 1;
+  if (!cli.writeReport(",\"lat_iters\":" + std::to_string(latIters) + ",\"gpus\":[" + gpusJson + "],\"pairs\":[" +
+                       pairsJson + "]"))
+    return 1;
 
   for (int d : devs) {
     cudaSetDevice(d);

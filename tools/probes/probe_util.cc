@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdarg>
 #include <cstdlib>
 #include <cstring>
 
@@ -60,6 +61,46 @@ size_t Options::size(const std::string& name) const {
   size_t v = 0;
   parseSize(str(name), &v);
   return v;
+}
+
+ProbeCli::ProbeCli(const std::string& tool, const std::string& summary, const std::string& sizeHelp,
+                   const std::string& itersDefault)
+    : tool_(tool), opt_(tool, summary) {
+  opt_.add("size", "256M", sizeHelp);
+  opt_.add("iters", itersDefault, "copies per bandwidth measurement");
+  opt_.add("devices", "", "comma list or range of CUDA devices (default: all)");
+  opt_.add("json", "", "also write the results to this JSON file");
+}
+
+bool ProbeCli::parse(int argc, char** argv, size_t sizeAlign, int* exitCode) {
+  if (!opt_.parse(argc, argv, exitCode)) return false;
+  size = opt_.size("size") / sizeAlign * sizeAlign;
+  iters = static_cast<int>(opt_.integer("iters"));
+  devices = parseIntList(opt_.str("devices"));
+  json = opt_.str("json");
+  if (size == 0 || iters < 1) {
+    std::string least = sizeAlign > 1 ? ">= " + std::to_string(sizeAlign) + " bytes" : "> 0";
+    fprintf(stderr, "%s: --size must be %s and --iters >= 1\n", tool_.c_str(), least.c_str());
+    *exitCode = 2;
+    return false;
+  }
+  return true;
+}
+
+bool ProbeCli::writeReport(const std::string& fields) const {
+  return writeTextFile(json, "{\"tool\":\"" + tool_ + "\",\"size\":" + std::to_string(size) +
+                                 ",\"iters\":" + std::to_string(iters) + fields + "}\n");
+}
+
+void appendJsonItem(std::string& list, const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if (!list.empty()) list += ',';
+  list.append(buf, std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1));
 }
 
 bool parseSize(const std::string& text, size_t* out) {
