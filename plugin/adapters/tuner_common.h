@@ -18,6 +18,16 @@ static_assert(coll::kTree == NCCL_ALGO_TREE && coll::kRing == NCCL_ALGO_RING &&
 static_assert(coll::kLL == NCCL_PROTO_LL && coll::kLL128 == NCCL_PROTO_LL128 && coll::kSimple == NCCL_PROTO_SIMPLE &&
               coll::kNumProtos == NCCL_NUM_PROTOCOLS_V5);
 
+// What keys the persisted table beyond the communicator's size (v5 and later): NCCL's NVLink domains and a hash of
+// its tuning constants, so a table learned under one machine shape or NCCL build is not applied to another.
+template <class NvlDomainInfo, class Constants>
+tuner::ShapeHints shapeHints(const NvlDomainInfo* nvl, const Constants* constants) {
+  tuner::ShapeHints hints;
+  if (nvl) hints = {nvl->nNvlDomains, nvl->minRanksPerNvlDomain, nvl->maxRanksPerNvlDomain, 0};
+  if (constants) hints.constantsHash = tuner::fnv1a(constants, sizeof *constants);
+  return hints;
+}
+
 inline ncclResult_t tunerInit(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, ncclDebugLogger_t logFn,
                               bool shareByCommId, const tuner::ShapeHints& hints = {}) {
   if (!ctx) return ncclInvalidArgument;

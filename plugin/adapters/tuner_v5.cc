@@ -7,10 +7,8 @@
 namespace {
 ncclResult_t init(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, ncclDebugLogger_t logFn,
                   ncclNvlDomainInfo_v5_t* nvl, ncclTunerConstants_v5_t* constants) {
-  icn::tuner::ShapeHints hints;  // keys the persisted table
-  if (nvl) hints = {nvl->nNvlDomains, nvl->minRanksPerNvlDomain, nvl->maxRanksPerNvlDomain, 0};
-  if (constants) hints.constantsHash = icn::tuner::fnv1a(constants, sizeof *constants);
-  return icn::adapters::tunerInit(ctx, commId, nRanks, nNodes, logFn, /*shareByCommId=*/true, hints);
+  return icn::adapters::tunerInit(ctx, commId, nRanks, nNodes, logFn, /*shareByCommId=*/true,
+                                  icn::adapters::shapeHints(nvl, constants));
 }
 ncclResult_t getCollInfo(void* ctx, ncclFunc_t collType, size_t nBytes, int numPipeOps, float** collCostTable,
                          int numAlgo, int numProto, int regBuff, int* nChannels) {

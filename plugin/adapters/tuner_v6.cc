@@ -6,8 +6,9 @@
 
 namespace {
 ncclResult_t init(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, ncclDebugLogger_t logFn,
-                  ncclNvlDomainInfo_v6_t*, ncclTunerConstants_v6_t*) {
-  return icn::adapters::tunerInit(ctx, commId, nRanks, nNodes, logFn, /*shareByCommId=*/true);
+                  ncclNvlDomainInfo_v6_t* nvl, ncclTunerConstants_v6_t* constants) {
+  return icn::adapters::tunerInit(ctx, commId, nRanks, nNodes, logFn, /*shareByCommId=*/true,
+                                  icn::adapters::shapeHints(nvl, constants));
 }
 ncclResult_t getCollInfo(void* ctx, ncclFunc_t collType, size_t nBytes, int numPipeOps, float** collCostTable,
                          int numAlgo, int numProto, int regBuff, int* nChannels) {

@@ -161,6 +161,26 @@ TEST(PluginAbiV6, ExportsNewAndOldVersions) {
     EXPECT_NE(dlsym(p.lib, sym), nullptr) << sym;
 }
 
+// The v6 init's NVLink domains and NCCL's tuning constants key the learned table, as v5's do: a table learned
+// under another machine shape or NCCL build is never replayed.
+TEST(PluginAbiV6, InitKeysTheTableByNvlinkDomainsAndConstants) {
+  clearEnv();
+  Plugin p("key");
+  ASSERT_NE(p.lib, nullptr) << dlerror();
+  ASSERT_TRUE(p.tuner);
+  ncclNvlDomainInfo_v6_t nvl{3, 2, 5};
+  ncclTunerConstants_v6_t constants{};
+  void* ctx = nullptr;
+  ASSERT_EQ(p.tuner->init(&ctx, 0x6e71, 10, 3, ncclLogger, &nvl, &constants), ncclSuccess);
+  ASSERT_EQ(p.tuner->finalize(ctx), ncclSuccess);
+  std::string key;
+  for (const auto& l : icn::testing::ncclLogLines())
+    if (l.text.find("table key:") != std::string::npos && l.text.find("nRanks=10 ") != std::string::npos) key = l.text;
+  ASSERT_FALSE(key.empty()) << "no table key logged at init";
+  EXPECT_NE(key.find("nvl=3:2:5"), std::string::npos) << key;
+  EXPECT_EQ(key.find("consts=0000000000000000"), std::string::npos) << "constants not hashed: " << key;
+}
+
 // Two ranks of one communicator through the v6 tables with every collective timed (ICN_HEATMAP_FILE) and
 // ICN_PROM_DIR set: the file appears while the job runs, is replaced atomically, and says what was timed.
 TEST(PluginAbiV6, PrometheusFileParsesAndMatchesWhatRan) {
