@@ -495,13 +495,13 @@ void Service::lookForLeader(Entry& e) {
   Agreement& a = *e.a;
   if (e.tcp) {
     stepRegistryClient(e);
-    if (e.leader || a.frozen() || e.contested || e.found.empty()) return;
+    if (e.leader || a.frozen() || e.contested || e.found.empty() || Clock::now() < e.nextLook) return;
     // The registry's word is only a hint: the leader still has to prove the communicator's secret. The lookup stays
-    // open until START, for the registry to say if another process claims the leader's place meanwhile.
+    // open until START, for the registry to say if another process claims the leader's place meanwhile; the
+    // address stays too, for another try where a connection failed.
     auto c = std::make_unique<Conn>();
     SockAddr sa;
-    std::string addr = std::move(e.found);
-    e.found.clear();
+    std::string addr = e.found;
     if (!parseAddr(addr, &sa) || startConnect(sa, &c->fd) != Status::Ok) return;
     c->peer = addr;
     c->state = Conn::State::Connecting;
