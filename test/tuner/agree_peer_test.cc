@@ -297,6 +297,19 @@ TEST_F(HostileFollower, MembersAfterDropIsALie) {
   expectStoppedAt(0, *liar, "after it gave up");
 }
 
+// ---- CONTESTED ----
+
+// A follower passing on the registry's word that two processes claim rank 0: the leader stops before START (a
+// follower may have been led elsewhere) and names who said it.
+TEST_F(HostileFollower, ContestedFromAFollowerStopsBeforeStart) {
+  startLeader(3);
+  auto member = join();
+  member->send(kMembers, hostile::members({1}));
+  member->send(kContested);
+  expectStoppedAt(0, *member, "two claims of rank 0", false);
+  EXPECT_EQ(leader_->start(), Agreement::kNever);
+}
+
 // ---- frames only the leader sends, or out of order ----
 
 TEST_F(HostileFollower, LeaderFramesFromAFollowerAreLies) {
@@ -323,17 +336,6 @@ TEST_F(HostileFollower, FrameLongerThanTheLimitIsRefusedBeforeItArrives) {
   EXPECT_EQ(leader_->frozenFrom(), st.h + 1);
   EXPECT_TRUE(warned({liar->name(), "malformed frame"})) << warnings();
   EXPECT_TRUE(liar->closedWithin(2000));
-}
-
-// ---- BYE ----
-
-TEST_F(HostileFollower, ByeStopsQuietlyAtTheAnnouncedHorizon) {
-  hostile::Start st;
-  auto member = joinAndStart({1}, &st);
-  member->send(kBye);
-  ASSERT_TRUE(eventually([&] { return leader_->frozen(); }));
-  EXPECT_EQ(leader_->frozenFrom(), st.h + 1) << "a normal end moves nothing already announced either";
-  EXPECT_TRUE(leader_->frozenQuietly());
 }
 
 // ---- flood ----
