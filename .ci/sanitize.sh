@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 KINDS=${*:-address thread}
-TARGETS="nccl-net-icn icn-conformance icn_core_unit icn_reliability_unit icn-reliability icn_tuner_unit icn_tuner_abi
+TARGETS="nccl-net-icn icn-conformance icn_core_unit icn_reliability_unit icn-reliability icn_tuner_unit icn_tuner_agree_peer icn_tuner_abi
          icn_tuner_multiproc icn-adversary"
 ASAN_TARGETS="icn_ib_tests topo_tests shim_tests icn-probe-tests"
 # Tests: unit + conformance labels, the adversary suite (hostile peers against a victim rank), plus the

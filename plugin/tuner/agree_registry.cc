@@ -3,6 +3,7 @@
 #include <netdb.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -117,11 +118,11 @@ void Service::serveRegistry() {
 
 void Service::stepRegistryClient(Entry& e) {
   Agreement& a = *e.a;
-  // A leader stays registered until START (every follower found it by then); a follower asks until it reached
-  // the leader. Every attempt is bounded (connect and handshake deadlines) and the agreement's own waits bound
-  // how long anyone cares.
-  bool want = !a.frozen() && (a.role() == Agreement::Role::Leader ? a.start() == Agreement::kNever
-                                                                  : !e.leader && e.found.empty());
+  // A leader stays registered until START (every follower found it by then); a follower stays until START too, so
+  // that the registry can tell it when a second process claims the leader's place. Every attempt is bounded
+  // (connect and handshake deadlines) and the agreement's own waits bound how long anyone cares.
+  bool want = !a.frozen() && !e.contested && a.start() == Agreement::kNever &&
+              (a.role() == Agreement::Role::Leader ? !a.inFlight() : true);
   if (e.reg && (e.reg->dead || !want)) e.reg.reset();
   if (!want || e.reg || Clock::now() < e.nextReg) return;
   serveRegistry();  // the process that served it may have left: whoever binds next takes over
@@ -146,6 +147,25 @@ void Service::regFailed(Entry& e, Conn& c, const char* what) {
   e.regWarned = true;
 }
 
+bool Service::isContested(uint64_t commId, int nRanks) const {
+  return std::find(contested_.begin(), contested_.end(), std::make_pair(commId, nRanks)) != contested_.end();
+}
+
+void Service::contested(Entry& e, const std::string& first, const std::string& second) {
+  Agreement& a = *e.a;
+  if (e.contested) return;
+  e.contested = true;
+  e.found.clear();
+  std::string why = "the registry reports two processes claiming rank 0 (leaders at " + first + " and " + second + ")";
+  ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: %s; %s", static_cast<unsigned long long>(a.commId()), why.c_str(),
+           a.role() == Agreement::Role::Leader ? "the agreement stops"
+           : e.leader                          ? "telling the leader this process joined"
+                                               : "this process joins neither");
+  // Only the leader stops the agreement: it alone knows whether START is out. A follower tells its leader; one
+  // that has none yet never joins, so no leader can start with it.
+  if (a.role() == Agreement::Role::Leader) a.stop(why.c_str());
+}
+
 void Service::handleRegistry(Conn& c, uint8_t type, Reader& r) {
   auto same = [&](const Conn& o) {
     return &o != &c && !o.dead && o.state == Conn::State::Ready && o.regComm == c.regComm &&
@@ -157,19 +177,38 @@ void Service::handleRegistry(Conn& c, uint8_t type, Reader& r) {
     for (auto& o : regConns_)
       if (same(*o)) fn(*o);
   };
+  auto tellContested = [&](Conn& o, const std::string& first, const std::string& second) {
+    Writer w;
+    putAddr(w, first);
+    putAddr(w, second);
+    send(o, kContested, w.b);
+  };
   if (type == kRegister) {
     std::string addr;
     SockAddr sa;
     if (!c.regAddr.empty() || !getAddr(r, &addr, &sa) || !r.done())
       return fail(c, "broke the registry protocol");
-    bool taken = false;
-    each([&](Conn& o) { taken = taken || !o.regAddr.empty(); });
-    if (taken) {
-      ICN_WARN(subsys::Tuning, "tuner: agreement registry: %s registers comm 0x%llx, which another live leader "
-               "holds; refused", c.peer.c_str(), static_cast<unsigned long long>(c.regComm));
-      return fail(c, "duplicate registration");
+    if (isContested(c.regComm, c.regRanks)) return tellContested(c, addr, "an earlier claimant");
+    std::string held;
+    each([&](Conn& o) {
+      if (!o.regAddr.empty()) held = o.regAddr;
+    });
+    if (!held.empty() && held != addr) {
+      // Two processes claim rank 0 of one communicator; the registry cannot tell which one holds it. Neither is
+      // given to followers, and everyone of that communicator hears it: its leader stops before START.
+      ICN_WARN(subsys::Tuning, "tuner: agreement registry: comm 0x%llx: %s registers leader %s while leader %s is "
+               "registered: two processes claim rank 0; neither is given to followers",
+               static_cast<unsigned long long>(c.regComm), c.peer.c_str(), addr.c_str(), held.c_str());
+      if (contested_.size() >= kMaxContested) contested_.pop_front();
+      contested_.emplace_back(c.regComm, c.regRanks);
+      tellContested(c, held, addr);
+      each([&](Conn& o) {
+        o.regAddr.clear();
+        tellContested(o, held, addr);
+      });
+      return;
     }
-    c.regAddr = addr;
+    c.regAddr = addr;  // the same address again is the same leader, registering after the registry moved
     Writer w;
     putAddr(w, addr);
     each([&](Conn& o) {
@@ -180,6 +219,7 @@ void Service::handleRegistry(Conn& c, uint8_t type, Reader& r) {
   if (type == kLookup) {
     if (!r.done() || c.lookup) return fail(c, "broke the registry protocol");
     c.lookup = true;
+    if (isContested(c.regComm, c.regRanks)) return tellContested(c, "an earlier claimant", "another");
     std::string addr;
     each([&](Conn& o) {
       if (!o.regAddr.empty()) addr = o.regAddr;

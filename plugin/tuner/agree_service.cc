@@ -89,9 +89,11 @@ bool Service::attach(const std::shared_ptr<Agreement>& a, int nNodes, std::strin
       } else {
         auth::fillNonce(std::span<uint8_t, 16>(e->token.data(), 16));
         auth::fillNonce(std::span<uint8_t, 16>(e->token.data() + 16, 16));
-        std::string text =
-            "icn-agree 1\naddr " + listenAddr_ + "\ntoken " + hex(e->token.data(), e->token.size()) + "\n";
+        std::string text = "icn-agree " + std::to_string(kProtocol) + "\naddr " + listenAddr_ + "\ntoken " +
+                           hex(e->token.data(), e->token.size()) + "\n";
         if (privfile::writeAtomic(e->file, text, false, why) != Status::Ok) return false;
+        e->fileText = text;
+        e->nextFileCheck = Clock::now() + kFileCheckEvery;
         ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: agreement leader at %s (rendezvous %s)",
                  static_cast<unsigned long long>(a->commId()), listenAddr_.c_str(), e->file.c_str());
       }
@@ -187,15 +189,19 @@ void Service::fail(Conn& c, const char* what) {
     return;  // a handshake that did not finish: the follower looks again, the leader forgets it
   }
   Agreement& a = *e->a;
-  uint64_t h = a.start() == Agreement::kNever ? 0 : a.horizon() + 1;
+  // Either side stops where no rank can have passed: the leader at the horizon it announced + 1, a follower at the
+  // horizon it holds + 1 (0 before START).
   if (c.bye) {
-    a.freeze(h, "the other side finalized the communicator", /*quiet=*/true);
+    char why[160];
+    snprintf(why, sizeof why, "%s %s finalized the communicator",
+             a.role() == Agreement::Role::Leader ? "follower" : "the leader's process", c.peer.c_str());
+    a.stop(why, /*quiet=*/true);
     return;
   }
   char why[160];
   snprintf(why, sizeof why, "%s %s: %s", a.role() == Agreement::Role::Leader ? "follower" : "leader", c.peer.c_str(),
            what);
-  a.freeze(h, why);
+  a.stop(why);
 }
 
 void Service::readConn(Conn& c) {
@@ -229,6 +235,13 @@ void Service::readConn(Conn& c) {
   }
 }
 
+const char* frameName(uint8_t type) {
+  static const char* names[] = {"?",     "CHALLENGE", "HELLO",  "WELCOME", "MEMBERS", "START",  "HORIZON",
+                                "FREEZE", "DROP",      "BYE",    "REGISTER", "LOOKUP", "FOUND", "REPORT",
+                                "CONTESTED"};
+  return type < sizeof names / sizeof names[0] ? names[type] : "an unknown frame";
+}
+
 void Service::handle(Conn& c, uint8_t type, Reader& r) {
   using S = Conn::State;
   auto bad = [&] { fail(c, "broke the agreement protocol"); };
@@ -258,6 +271,7 @@ void Service::handle(Conn& c, uint8_t type, Reader& r) {
     Writer w;
     w.bytes(m.data(), m.size());
     send(c, kWelcome, w.b);
+    if (!registry) join(c);
     return;
   }
   if (c.kind == Conn::Kind::RegServer) return handleRegistry(c, type, r);
@@ -307,92 +321,187 @@ void Service::handle(Conn& c, uint8_t type, Reader& r) {
     return;
   }
   if (c.kind == Conn::Kind::RegClient) {
-    std::string addr;
+    std::string addr, other;
     SockAddr sa;
+    if (type == kContested) {
+      if (!getText(r, &addr) || !getText(r, &other) || !r.done()) return bad();
+      return contested(e, addr, other);
+    }
     if (type != kFound || a.role() != Agreement::Role::Follower || !getAddr(r, &addr, &sa) || !r.done())
       return bad();
-    e.found = addr;
+    // Once connected, a follower keeps its leader: a later registration is either the same leader (after the
+    // registry moved) or a claim the registry reports as contested.
+    if (!e.leader && !e.contested) e.found = addr;
+    return;
+  }
+  if (a.role() == Agreement::Role::Leader) return fromFollower(c, type, r);
+  fromLeader(c, type, r);
+}
+
+void Service::join(Conn& c) {
+  Entry& e = *c.entry;
+  Agreement& a = *e.a;
+  switch (a.join(c.peer, &c.member)) {
+    case Agreement::Join::Member:
+      return;
+    case Agreement::Join::TooMany: {
+      ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: follower %s joins after %d processes of a %d-rank communicator: "
+               "more processes than ranks, so some member holds no rank; dropped",
+               static_cast<unsigned long long>(a.commId()), c.peer.c_str(), a.nRanks() - 1, a.nRanks());
+      std::string why = "follower " + c.peer + " joined as one process more than the communicator has ranks";
+      a.stop(why.c_str());
+      c.dead = true;
+      return;
+    }
+    case Agreement::Join::Late:
+      break;
+  }
+  // Every rank was held before this process came, so somebody claimed ranks it does not hold. The newcomer may be
+  // an honest one that was pushed out: it gets everything announced, then the stop, and so chooses as the others.
+  std::string why = "follower " + c.peer + " joined after START, when every rank was held: a member claimed ranks "
+                    "it does not hold";
+  ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: %s; it gets what was announced and the agreement stops",
+           static_cast<unsigned long long>(a.commId()), why.c_str());
+  a.stop(why.c_str());
+  sendHistory(c, a);
+}
+
+void Service::sendHistory(Conn& c, const Agreement& a) {
+  for (const Agreement::Announcement& m : a.history()) {
+    Writer w;
+    if (m.start) w.u64(m.s);
+    w.u64(m.h);
+    putDecisions(w, m.decisions);
+    send(c, m.start ? kStart : kHorizon, w.b);
+  }
+}
+
+void Service::lie(Conn& c, const std::string& what, bool drop) {
+  Agreement& a = *c.entry->a;
+  ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: follower %s %s; %s", static_cast<unsigned long long>(a.commId()),
+           c.peer.c_str(), what.c_str(), drop ? "dropped" : "the agreement stops for every process");
+  std::string why = "follower " + c.peer + " " + what;
+  a.stop(why.c_str());
+  if (drop) c.dead = true;  // stopped already: its closing says nothing more
+}
+
+void Service::fromFollower(Conn& c, uint8_t type, Reader& r) {
+  Agreement& a = *c.entry->a;
+  char buf[200];
+  if (type == kMembers) {
+    std::vector<int> ranks;
+    if (!getRanks(r, &ranks)) return lie(c, "sent a malformed MEMBERS (ranks not increasing, none, or too many)");
+    if (c.membersSeen) return lie(c, "reported its ranks a second time");
+    if (c.dropSeen) return lie(c, "reported its ranks after it gave up (DROP)");
+    c.membersSeen = true;
+    std::string l = a.claimRanks(c.member, ranks);
+    if (!l.empty()) lie(c, l, /*drop=*/false);
+    return;
+  }
+  if (type == kReport) {
+    int rc = 0, rb = 0;
+    std::vector<ArmEstimate> arms;
+    if (!getReport(r, &rc, &rb, &arms)) return lie(c, "sent a malformed REPORT");
+    if (!c.membersSeen) return lie(c, "reported measurements before its ranks");
+    if (c.reported[rc][rb]) {
+      snprintf(buf, sizeof buf, "reported %s 2^%d B a second time", coll::collName(rc), rb);
+      return lie(c, buf);
+    }
+    c.reported[rc][rb] = true;  // one per bucket: at most kNumColls x kNumBuckets reports a connection
+    std::string l = a.onReport(c.member, rc, rb, arms);
+    if (!l.empty()) lie(c, l);
+    return;
+  }
+  if (type == kDrop) {
+    uint64_t h = r.u64();
+    if (!r.done()) return lie(c, "sent a malformed DROP");
+    if (c.dropSeen) return lie(c, "gave up a second time (DROP)");
+    c.dropSeen = true;
+    uint64_t announced = a.announcedHorizon();  // 0: no START out
+    if (h != Agreement::kNever && h > announced) {
+      snprintf(buf, sizeof buf, "claims to have given up at horizon %llu, beyond any announced (%llu)",
+               static_cast<unsigned long long>(h), static_cast<unsigned long long>(announced));
+      return lie(c, buf);
+    }
+    // A follower stops at the horizon it holds + 1; the leader at the one it announced + 1, which no rank can have
+    // passed. They differ only where an announcement reached the kernel but not the follower within the wait.
+    if (announced > 0 && (h == Agreement::kNever || h < announced))
+      ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: follower %s froze %s while horizon %llu was announced: its "
+               "choices may differ from the others' after that call", static_cast<unsigned long long>(a.commId()),
+               c.peer.c_str(), h == Agreement::kNever ? "before START" : ("at call " + std::to_string(h + 1)).c_str(),
+               static_cast<unsigned long long>(announced));
+    snprintf(buf, sizeof buf, "follower %s waited in vain past call %llu", c.peer.c_str(),
+             static_cast<unsigned long long>(h == Agreement::kNever ? 0 : h));
+    a.stop(buf);
+    return;
+  }
+  if (type == kContested) {
+    if (!r.done()) return lie(c, "sent a malformed CONTESTED");
+    snprintf(buf, sizeof buf, "follower %s: the registry holds two claims of rank 0 of this communicator",
+             c.peer.c_str());
+    ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: %s; the agreement stops", static_cast<unsigned long long>(a.commId()),
+             buf);
+    a.stop(buf);
+    return;
+  }
+  if (type == kBye) {
+    if (!r.done()) return lie(c, "sent a malformed BYE");
+    c.bye = true;
+    return fail(c, "finalized");
+  }
+  snprintf(buf, sizeof buf, "sent %s out of order (after its handshake a follower sends only MEMBERS, REPORT, DROP, "
+           "CONTESTED and BYE)", frameName(type));
+  lie(c, buf);
+}
+
+void Service::fromLeader(Conn& c, uint8_t type, Reader& r) {
+  Agreement& a = *c.entry->a;
+  auto bad = [&](const char* what) {
+    char why[160];
+    snprintf(why, sizeof why, "sent %s", what);
+    fail(c, why);
+  };
+  std::vector<AgreedDecision> ds;
+  if (type == kStart) {
+    uint64_t s = r.u64(), h = r.u64();
+    if (!getDecisions(r, &ds) || !r.done() || !a.onStart(s, h, ds)) return bad("a START out of order or range");
+    return;
+  }
+  if (type == kHorizon) {
+    uint64_t h = r.u64();
+    if (!getDecisions(r, &ds) || !r.done() || !a.onHorizon(h, ds)) return bad("a HORIZON out of order");
+    return;
+  }
+  if (type == kFreeze) {
+    uint64_t f = r.u64();
+    uint8_t quiet = r.u8();
+    if (!r.done() || quiet > 1) return bad("a malformed FREEZE");
+    const char* why = quiet ? "another process finalized the communicator" : "the leader's process stopped the agreement";
+    if (!a.onFreeze(f, why, quiet != 0))
+      ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: leader %s stops the agreement at call %llu, not where the "
+               "horizons it sent end (%llu): this process stops there",
+               static_cast<unsigned long long>(a.commId()), c.peer.c_str(), static_cast<unsigned long long>(f),
+               static_cast<unsigned long long>(a.frozenFrom()));
     return;
   }
   if (type == kBye) {
     c.bye = true;
     return fail(c, "finalized");
   }
-  if (a.role() == Agreement::Role::Leader) {
-    if (type == kMembers) {
-      uint32_t n = r.u32();
-      if (!r.done() || n == 0 || n > static_cast<uint32_t>(a.nRanks())) return bad();
-      c.members = static_cast<int>(n);
-      int sum = 0, procs = 0;  // followers of this communicator, including any authenticated in this round
-      for (auto& f : e.followers)
-        if (!f->dead && f->members > 0) sum += f->members, ++procs;
-      for (auto& p : pending_)
-        if (p && !p->dead && p->entry == &e && p->state == Conn::State::Ready && p->members > 0)
-          sum += p->members, ++procs;
-      a.onMembers(sum, procs);
-      return;
-    }
-    if (type == kReport) {
-      // One report per bucket and follower: at most kNumColls x kNumBuckets messages a connection.
-      int rc = 0, rb = 0;
-      std::vector<ArmEstimate> arms;
-      if (!getReport(r, &rc, &rb, &arms) || c.reported[rc][rb]) return bad();
-      c.reported[rc][rb] = true;
-      if (!a.onReport(rc, rb, arms)) return bad();
-      return;
-    }
-    if (type == kDrop) {
-      uint64_t h = r.u64();
-      if (!r.done()) return bad();
-      char why[160];
-      snprintf(why, sizeof why, "follower %s waited in vain past call %llu", c.peer.c_str(),
-               static_cast<unsigned long long>(h == Agreement::kNever ? 0 : h));
-      uint64_t at = h == Agreement::kNever ? 0 : h + 1;
-      if (a.start() != Agreement::kNever && at <= a.horizon() && h != Agreement::kNever && a.horizon() > h)
-        ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: follower %s froze at call %llu while horizon %llu was on its "
-                 "way: its choices may differ from the others' after that call",
-                 static_cast<unsigned long long>(a.commId()), c.peer.c_str(), static_cast<unsigned long long>(at),
-                 static_cast<unsigned long long>(a.horizon()));
-      a.freeze(at, why);
-      return;
-    }
-    return bad();
-  }
-  std::vector<AgreedDecision> ds;
-  if (type == kStart) {
-    uint64_t s = r.u64(), h = r.u64();
-    if (!getDecisions(r, &ds) || !r.done() || !a.onStart(s, h, ds)) return bad();
-    return;
-  }
-  if (type == kHorizon) {
-    uint64_t h = r.u64();
-    if (!getDecisions(r, &ds) || !r.done() || !a.onHorizon(h, ds)) return bad();
-    return;
-  }
-  if (type == kFreeze) {
-    uint64_t f = r.u64();
-    uint8_t quiet = r.u8();
-    if (!r.done() || quiet > 1) return bad();
-    if (quiet)
-      a.freeze(f, "another process finalized the communicator", true);
-    else
-      a.freeze(f, "the leader's process stopped the agreement");
-    return;
-  }
-  bad();
+  bad(frameName(type));
 }
 
 void Service::lookForLeader(Entry& e) {
   Agreement& a = *e.a;
   if (e.tcp) {
     stepRegistryClient(e);
-    if (e.leader || a.frozen() || e.found.empty()) return;
-    // The registry's word is only a hint: the leader still has to prove the communicator's secret.
+    if (e.leader || a.frozen() || e.contested || e.found.empty() || Clock::now() < e.nextLook) return;
+    // The registry's word is only a hint: the leader still has to prove the communicator's secret. The lookup stays
+    // open until START, for the registry to say if another process claims the leader's place meanwhile; the
+    // address stays too, for another try where a connection failed.
     auto c = std::make_unique<Conn>();
     SockAddr sa;
-    std::string addr = std::move(e.found);
-    e.found.clear();
-    e.reg.reset();
+    std::string addr = e.found;
     if (!parseAddr(addr, &sa) || startConnect(sa, &c->fd) != Status::Ok) return;
     c->peer = addr;
     c->state = Conn::State::Connecting;
@@ -423,7 +532,7 @@ void Service::lookForLeader(Entry& e) {
     size_t nl = text.find('\n', at);
     std::string line = text.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
     at = nl == std::string::npos ? text.size() : nl + 1;
-    if (line == "icn-agree 1") header = true;
+    if (line == "icn-agree " + std::to_string(kProtocol)) header = true;
     if (line.rfind("addr ", 0) == 0) addr = line.substr(5);
     if (line.rfind("token ", 0) == 0) token = line.substr(6);
   }
@@ -438,25 +547,77 @@ void Service::lookForLeader(Entry& e) {
   e.leader = std::move(c);
 }
 
+bool Service::makeRoom(const std::string& source, Clock::time_point now) {
+  int live = 0, fromSource = 0;
+  Conn *oldest = nullptr, *oldestHere = nullptr;
+  for (auto& p : pending_) {
+    if (!p || p->dead || p->state == Conn::State::Ready) continue;  // proven ones leave pending_ this round
+    ++live;
+    bool here = p->source == source;
+    fromSource += here ? 1 : 0;
+    if (now - p->born < kFloodGrace) continue;  // too young to have failed a handshake
+    if (!oldest || p->born < oldest->born) oldest = p.get();
+    if (here && (!oldestHere || p->born < oldestHere->born)) oldestHere = p.get();
+  }
+  Conn* evict = fromSource >= kMaxPendingPerSource ? oldestHere : live >= kMaxPending ? oldest : nullptr;
+  if (!evict) return fromSource < kMaxPendingPerSource && live < kMaxPending;
+  evict->dead = true;
+  noteFlood(evict->source, now);
+  return true;
+}
+
+void Service::noteFlood(const std::string& source, Clock::time_point now) {
+  auto it = flood_.find(source);
+  if (it != flood_.end())
+    ++it->second;
+  else if (flood_.size() < 16)
+    flood_.emplace(source, 1);
+  else
+    ++floodOthers_;
+  if (floodFirst_ == Clock::time_point{}) floodFirst_ = now;
+  reportFlood(now);
+}
+
+void Service::reportFlood(Clock::time_point now) {
+  uint64_t total = floodOthers_;
+  for (auto& [src, n] : flood_) total += n;
+  // One line a second at most, the first once the drops add up (a lone one may be a follower's slow handshake).
+  if (total == 0 || now < floodNext_ || (total < kFloodReportAt && now - floodFirst_ < kFloodReportEvery)) return;
+  std::string from;
+  for (auto& [src, n] : flood_) from += (from.empty() ? "" : ", ") + src + ": " + std::to_string(n);
+  if (floodOthers_) from += ", others: " + std::to_string(floodOthers_);
+  ICN_WARN(subsys::Tuning, "tuner: agreement: %llu connections that had not proven the secret dropped or refused "
+           "(%s; at most %d pending, %d from one address): someone floods the agreement port; the oldest unproven "
+           "ones make room, so followers still get in", static_cast<unsigned long long>(total), from.c_str(),
+           kMaxPending, kMaxPendingPerSource);
+  flood_.clear();
+  floodOthers_ = 0;
+  floodFirst_ = {};
+  floodNext_ = now + kFloodReportEvery;
+}
+
 void Service::acceptAll(Fd& listener, Conn::Kind kind) {
+  auto now = Clock::now();
   for (int i = 0; i < 64 && listener.valid(); ++i) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
     int fd = accept4(listener.get(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
-    if (static_cast<int>(pending_.size()) >= kMaxPending) {
-      close(fd);
-      continue;
-    }
     auto c = std::make_unique<Conn>();
     c->fd.reset(fd);
     SockAddr a;
     memcpy(&a.storage, &ss, len);
     a.len = len;
     c->peer = a.str();
+    c->source = c->peer.substr(0, c->peer.rfind(':'));
+    if (!makeRoom(c->source, now)) {
+      noteFlood(c->source, now);
+      continue;  // closed with c
+    }
+    c->born = now;
     c->kind = kind;
     c->state = Conn::State::AwaitHello;
-    c->deadline = Clock::now() + kHandshake;
+    c->deadline = now + kHandshake;
     auth::fillNonce(std::span<uint8_t, 16>(c->nl.data(), 16));
     Writer w;
     w.bytes(c->nl.data(), c->nl.size());
@@ -466,16 +627,42 @@ void Service::acceptAll(Fd& listener, Conn::Kind kind) {
   }
 }
 
+void Service::checkFile(Entry& e) {
+  Agreement& a = *e.a;
+  if (e.tcp || a.frozen() || a.start() != Agreement::kNever || a.inFlight() || Clock::now() < e.nextFileCheck) return;
+  e.nextFileCheck = Clock::now() + kFileCheckEvery;
+  std::string text;
+  int fd = open(e.file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) {
+    Fd file(fd);
+    char buf[512];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) text.assign(buf, static_cast<size_t>(n));
+  }
+  if (text == e.fileText) return;
+  // Another process wrote the leader's file: it claims rank 0 too, and followers reading the file now go there.
+  // Before START nobody runs a tuned call, so stopping now keeps every process of this leader on NCCL's choice.
+  std::string other = "nobody";
+  size_t at = text.find("\naddr ");
+  if (at != std::string::npos) other = text.substr(at + 6, text.find('\n', at + 1) - at - 6);
+  std::string why = "the rendezvous file " + e.file + " now names " + other +
+                    " as the leader: another process claims rank 0";
+  ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: %s; the agreement stops", static_cast<unsigned long long>(a.commId()),
+           why.c_str());
+  a.stop(why.c_str());
+}
+
 void Service::step(Entry& e) {
   Agreement& a = *e.a;
   if (a.role() == Agreement::Role::Leader) {
     if (e.tcp) stepRegistryClient(e);
+    checkFile(e);
     auto all = [&](uint8_t type, const std::string& payload) {
       for (auto& f : e.followers) send(*f, type, payload);
     };
-    // START and horizons count as sent (the leader's own calls may use them) only once every follower's socket
-    // took them: from there the kernel delivers them even while this process is stopped, so a follower that gives
-    // up waiting holds the same horizon the leader's calls are held to.
+    // START and horizons count as delivered (the leader's own calls may use them) only once every follower's
+    // socket took them: from there the kernel delivers them even while this process is stopped, so a follower that
+    // gives up waiting holds the same horizon the leader's calls are held to.
     auto delivered = [&] {
       for (auto& f : e.followers) {
         flush(*f);
@@ -483,6 +670,7 @@ void Service::step(Entry& e) {
       }
       return true;
     };
+    Agreement::Announcement m;
     if (a.frozen()) {
       if (!e.freezeSent) {
         Writer w;
@@ -491,38 +679,15 @@ void Service::step(Entry& e) {
         all(kFreeze, w.b);
         e.freezeSent = true;
       }
-    } else if (e.inFlight) {
-      if (delivered()) {
-        e.inFlight = false;
-        if (e.inFlightStart)
-          a.sentStart(e.flightS, e.flightH, e.flightDecisions);
-        else
-          a.sentHorizon(e.flightH, e.flightDecisions);
-      }
-    } else {
-      uint64_t s = 0, h = 0;
-      std::vector<AgreedDecision> ds;
-      bool start = a.takeStart(&s, &h, &ds);
-      if (start || a.takeHorizon(&h, &ds)) {
-        if (ds.size() > kMaxDecisions) ds.resize(kMaxDecisions);
-        Writer w;
-        if (start) w.u64(s);
-        w.u64(h);
-        putDecisions(w, ds);
-        all(start ? kStart : kHorizon, w.b);
-        e.inFlight = true;
-        e.inFlightStart = start;
-        e.flightS = s;
-        e.flightH = h;
-        e.flightDecisions = std::move(ds);
-        if (delivered()) {
-          e.inFlight = false;
-          if (start)
-            a.sentStart(s, h, e.flightDecisions);
-          else
-            a.sentHorizon(h, e.flightDecisions);
-        }
-      }
+    } else if (a.inFlight()) {
+      if (delivered()) a.delivered();
+    } else if (a.takeAnnouncement(&m)) {
+      Writer w;
+      if (m.start) w.u64(m.s);
+      w.u64(m.h);
+      putDecisions(w, m.decisions);
+      all(m.start ? kStart : kHorizon, w.b);
+      if (delivered()) a.delivered();
     }
     for (auto& f : e.followers) flush(*f);
     e.followers.erase(std::remove_if(e.followers.begin(), e.followers.end(), [](auto& f) { return f->dead; }),
@@ -532,13 +697,26 @@ void Service::step(Entry& e) {
   lookForLeader(e);
   if (!e.leader) return;
   Conn& c = *e.leader;
-  // A follower that already gave up never reports its ranks: without them the leader cannot start, so no process
-  // tunes a call this one runs untuned.
-  if (c.state == Conn::State::Ready && !e.membersSent && a.localRanks() > 0 && !a.frozen()) {
-    Writer w;
-    w.u32(static_cast<uint32_t>(a.localRanks()));
-    send(c, kMembers, w.b);
+  // A follower that gave up before START never reports its ranks: without them the leader cannot start, so no
+  // process tunes a call this one runs untuned. Once it holds START its ranks change nothing but let the leader name
+  // whoever else claimed them. One that knows none of its ranks (no profiler told them) cannot join.
+  bool mayReport = !a.frozen() || a.start() != Agreement::kNever;
+  if (c.state == Conn::State::Ready && !e.membersSent && a.localRanks() > 0 && mayReport) {
+    std::vector<int> ranks = a.ranks();
     e.membersSent = true;
+    if (!ranks.empty()) {
+      Writer w;
+      putRanks(w, ranks);
+      send(c, kMembers, w.b);
+    } else {
+      ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: this process knows none of its ranks (the profiler's init "
+               "tells them): it cannot join the agreement, which therefore never starts",
+               static_cast<unsigned long long>(a.commId()));
+    }
+  }
+  if (c.state == Conn::State::Ready && e.contested && !e.contestSent) {
+    send(c, kContested, {});
+    e.contestSent = true;
   }
   int rc = 0, rb = 0;
   std::vector<ArmEstimate> arms;
@@ -593,6 +771,7 @@ void Service::loop() {
     acceptAll(listener_, Conn::Kind::Agree);
     acceptAll(registry_, Conn::Kind::RegServer);
     auto now = Clock::now();
+    reportFlood(now);
     auto serve = [&](Conn& c) {
       short ev = events.count(c.fd.get()) ? events[c.fd.get()] : 0;
       if (c.state == Conn::State::Connecting) {
@@ -631,7 +810,14 @@ void Service::loop() {
         }
         regConns_.push_back(std::move(c));
       } else if (c->entry) {
-        c->entry->followers.push_back(std::move(c));
+        Entry& e = *c->entry;
+        if (e.freezeSent) {  // it joined after the stop went out: it gets it too
+          Writer w;
+          w.u64(e.a->frozenFrom());
+          w.u8(e.a->frozenQuietly() ? 1 : 0);
+          send(*c, kFreeze, w.b);
+        }
+        e.followers.push_back(std::move(c));
       }
     }
     regConns_.erase(std::remove_if(regConns_.begin(), regConns_.end(), [](auto& c) { return c->dead; }),

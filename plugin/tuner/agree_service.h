@@ -12,14 +12,18 @@
 // Rendezvous over the network (ICN_TUNER_RENDEZVOUS=tcp://host:port, for communicators spanning nodes, where no
 // directory need be shared): a registry keyed by (commId, nRanks), served by whichever process of the host owning
 // that address binds it first (wildcard, the given port). The leader registers its address until START; followers
-// ask for it and connect. The job key (ICN_AUTH_KEY) is the only secret: the registry's and every communicator's
+// ask for it, connect, and keep asking until START. A registration claims rank 0: two live ones for a communicator
+// void both, and the registry tells every client of it (its leader stops before START). The job key
+// (ICN_AUTH_KEY) is the only secret: the registry's and every communicator's
 // secret are HMACs of it, both ends of each connection prove theirs, and without a key the network form is refused
 // (the communicator keeps NCCL's choice, with a WARN). An empty host is MASTER_ADDR, else NCCL_COMM_ID's host.
 //
 // Both ends prove knowledge of the secret (HMAC-SHA256 over both nonces and the commId) before anything else is
 // read; a peer is otherwise untrusted: fixed-size frames, every field range-checked, bounded buffers, deadlines on
-// connects and handshakes. A peer that breaks the protocol is dropped with a WARN naming it, and its communicator
-// freezes (agreement.h), which never blocks a collective.
+// connects and handshakes, at most 256 unproven connections (64 from one address; the oldest past 100 ms make room).
+// A peer that breaks the protocol, or a follower that lies about its ranks or what it measured (agreement.h), is
+// named in a WARN and its communicator stops where no rank has passed, which never blocks a collective. A leader
+// re-reads its rendezvous file until START: another process writing there claims rank 0 too, and it stops.
 #pragma once
 #include <memory>
 #include <string>

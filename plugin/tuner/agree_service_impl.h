@@ -5,6 +5,8 @@
 #include <sys/eventfd.h>
 
 #include <array>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,35 +33,38 @@ struct Conn {
   bool lookup = false;   // RegServer: a follower waits for that communicator's leader
   Fd fd;
   std::string peer;
+  std::string source;    // accepted connections: the peer's address without its port (flood accounting)
+  Clock::time_point born{};
   std::string in, out;
   State state;
   Nonce nl{}, nf{};
   Clock::time_point deadline;
   Entry* entry = nullptr;
-  int members = 0;
   bool dead = false, bye = false;
-  std::array<std::array<bool, coll::kNumBuckets>, coll::kNumColls> reported{};  // leader: this follower's reports
+  // Leader side: the follower's id in the agreement and what it sent so far (the protocol's order).
+  int member = 0;
+  bool membersSeen = false, dropSeen = false;
+  std::array<std::array<bool, coll::kNumBuckets>, coll::kNumColls> reported{};
 };
 
 struct Entry {
   std::shared_ptr<Agreement> a;
   Token token{};
-  std::string file;  // the leader's rendezvous file
+  std::string file;      // the rendezvous file
+  std::string fileText;  // leader: what it wrote there (re-read until START: another text means another leader)
+  Clock::time_point nextFileCheck{};
   std::vector<std::unique_ptr<Conn>> followers;  // leader: authenticated followers
   std::unique_ptr<Conn> leader;                  // follower: its connection to the leader
   // Network rendezvous (ICN_TUNER_RENDEZVOUS=tcp://...): the leader registers its address until START, a follower
-  // looks it up until it reached the leader.
+  // looks it up and stays until START (the registry tells it when two processes claim the leader's place).
   bool tcp = false;
   std::unique_ptr<Conn> reg;
   std::string found;  // follower: the leader's address the registry gave
+  bool contested = false, contestSent = false;  // follower: the registry says two processes claim rank 0
   Clock::time_point nextReg{};
   bool regWarned = false, regDistrustWarned = false;
   Clock::time_point nextLook{};
   bool membersSent = false, freezeSent = false, warnedStale = false;
-  // Leader: a START or horizon queued but not yet taken by every follower's socket.
-  bool inFlight = false, inFlightStart = false;
-  uint64_t flightS = 0, flightH = 0;
-  std::vector<AgreedDecision> flightDecisions;
 };
 
 class Service {
@@ -72,11 +77,27 @@ class Service {
   void step(Entry& e);
   void readConn(Conn& c);
   void handle(Conn& c, uint8_t type, Reader& r);
+  void fromFollower(Conn& c, uint8_t type, Reader& r);  // leader side, after the handshake
+  void fromLeader(Conn& c, uint8_t type, Reader& r);    // follower side, after the handshake
+  // Leader: a follower that proved the secret becomes a member (a late one gets what was announced so far).
+  void join(Conn& c);
+  // Leader: follower `c` lied: WARN naming it and what it said, stop the agreement, and drop it (`drop`: its
+  // stream is worthless; a rank claimed twice keeps both claimants, one of whom may be honest).
+  void lie(Conn& c, const std::string& what, bool drop = true);
+  // Leader: every announcement so far, as a late follower needs them.
+  void sendHistory(Conn& c, const Agreement& a);
+  // Leader (directory rendezvous): its file still names it, else another process claims rank 0.
+  void checkFile(Entry& e);
   void send(Conn& c, uint8_t type, const std::string& payload);
   void flush(Conn& c);
   void fail(Conn& c, const char* what);
   void lookForLeader(Entry& e);
   void acceptAll(Fd& listener, Conn::Kind kind);
+  // Room for one more unproven connection from `source` (evicting the oldest one past kFloodGrace where a bound is
+  // reached); false: refuse the newcomer.
+  bool makeRoom(const std::string& source, Clock::time_point now);
+  void noteFlood(const std::string& source, Clock::time_point now);
+  void reportFlood(Clock::time_point now);
   // The registry (ICN_TUNER_RENDEZVOUS=tcp://host:port): its address, serving it where this host owns it, a
   // registry client's steps and the registry's side of a client.
   bool resolveRegistry(const std::string& spec, std::string* why);  // lifeMu_ held (resolving may take a while)
@@ -84,6 +105,9 @@ class Service {
   void stepRegistryClient(Entry& e);
   void handleRegistry(Conn& c, uint8_t type, Reader& r);
   void regFailed(Entry& e, Conn& c, const char* what);
+  // A registry client told that two processes claim rank 0 of its communicator (`a`, `b`: their addresses).
+  void contested(Entry& e, const std::string& a, const std::string& b);
+  bool isContested(uint64_t commId, int nRanks) const;
   Entry* find(uint64_t commId, int nRanks, Agreement::Role role);
   void wake() {
     uint64_t one = 1;
@@ -100,6 +124,11 @@ class Service {
   SockAddr registryAddr_;
   Fd registry_;               // this process serves the registry
   std::vector<std::unique_ptr<Conn>> regConns_;  // the registry's authenticated clients
+  std::deque<std::pair<uint64_t, int>> contested_;  // the registry: communicators two processes registered for
+  // Unproven connections dropped or refused since the last WARN, per source address (at most 16 named).
+  std::map<std::string, uint64_t> flood_;
+  uint64_t floodOthers_ = 0;
+  Clock::time_point floodFirst_{}, floodNext_{};
   std::thread thread_;
   bool stop_ = false;
 };

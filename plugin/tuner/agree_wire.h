@@ -25,21 +25,42 @@ using Nonce = std::array<uint8_t, 16>;
 
 // Frame: magic u32 | type u8 | 3 zero bytes | payload length u32 | payload (little-endian integers).
 constexpr uint32_t kMagic = 0x49434e41;  // "ICNA"
+// The protocol's version: in every proof, the rendezvous file's first line and the derived secrets, so that
+// processes speaking another version never get past the handshake.
+constexpr uint8_t kProtocol = 2;
 enum : uint8_t {
   kChallenge = 1, kHello, kWelcome, kMembers, kStart, kHorizon, kFreeze, kDrop, kBye,
   kRegister, kLookup, kFound,  // the registry (ICN_TUNER_RENDEZVOUS=tcp://host:port)
   kReport,                     // a follower's measurements of one size bucket
+  // Two processes claim rank 0 of a communicator (both registered as its leader): the registry tells every client
+  // of that communicator (payload: both addresses), and a follower tells its leader (no payload).
+  kContested,
 };
+// What each side may send once the handshake is done: anything else is a lie about the protocol.
+//   follower -> leader: MEMBERS (once, before any REPORT), REPORT (once per bucket), DROP (once), CONTESTED, BYE
+//   leader -> follower: START (once, first), HORIZON, FREEZE, BYE
+//   registry client -> registry: REGISTER (a leader, once) or LOOKUP (a follower, once)
+//   registry -> client: FOUND, CONTESTED
 constexpr size_t kHeader = 12;
 constexpr uint32_t kMaxPayload = 4096;
 constexpr size_t kMaxQueued = 1 << 20;  // bytes waiting for a slow peer before it is dropped
 constexpr size_t kMaxDecisions = (kMaxPayload - 20) / 8;
+static_assert(Agreement::kMaxPerMessage <= kMaxDecisions, "an announcement must fit one frame");
 constexpr auto kHandshake = std::chrono::seconds(5);
 constexpr auto kConnect = std::chrono::seconds(1);
 constexpr auto kLookEvery = std::chrono::milliseconds(2);
-constexpr int kMaxPending = 256;  // accepted connections that have not proven the secret yet
-constexpr size_t kMaxAddr = 128;
-constexpr size_t kMaxRegistryClients = 4096;  // authenticated registry connections (one per process and comm)  // an address as text ("[v6%scope]:port")
+// Accepted connections that have not proven the secret yet: at most kMaxPending, kMaxPendingPerSource of them from
+// one address. Past either bound the oldest one older than kFloodGrace (time enough for a handshake) makes room,
+// so a flood of idle connections never keeps a follower out; a newcomer finding none that old is refused.
+constexpr int kMaxPending = 256;
+constexpr int kMaxPendingPerSource = 64;
+constexpr auto kFloodGrace = std::chrono::milliseconds(100);
+constexpr auto kFloodReportEvery = std::chrono::seconds(1);  // WARN about connections dropped unproven ...
+constexpr uint64_t kFloodReportAt = 64;                      // ... at once when this many add up
+constexpr size_t kMaxAddr = 128;  // an address as text ("[v6%scope]:port")
+constexpr size_t kMaxRegistryClients = 4096;  // authenticated registry connections (one per process and comm)
+constexpr size_t kMaxContested = 4096;        // communicators the registry remembers as claimed twice
+constexpr auto kFileCheckEvery = std::chrono::milliseconds(20);  // a leader re-reads its rendezvous file
 // A registry client that could not reach the registry (or was refused) tries again after this long.
 constexpr auto kRegistryRetry = std::chrono::milliseconds(20);
 
@@ -124,6 +145,7 @@ inline bool getDecisions(Reader& r, std::vector<AgreedDecision>* out) {
 
 inline Digest proof(const Token& t, char role, uint64_t commId, const Nonce& nl, const Nonce& nf) {
   Writer w;
+  w.u8(kProtocol);
   w.u8(static_cast<uint8_t>(role));
   w.u64(commId);
   w.bytes(nl.data(), nl.size());
@@ -236,6 +258,27 @@ inline bool getReport(Reader& r, int* coll, int* bucket, std::vector<ArmEstimate
   return r.done();
 }
 
+// The ranks one process holds (MEMBERS): u32 count | count x u32 rank, increasing.
+inline void putRanks(Writer& w, const std::vector<int>& ranks) {
+  w.u32(static_cast<uint32_t>(ranks.size()));
+  for (int r : ranks) w.u32(static_cast<uint32_t>(r));
+}
+
+// False when malformed: no rank, more than Agreement::kMaxLocalRanks, not increasing (a rank twice), trailing bytes.
+// Ranges against the communicator are the leader's to check (Agreement::claimRanks).
+inline bool getRanks(Reader& r, std::vector<int>* out) {
+  uint32_t n = r.u32();
+  if (!r.ok || n == 0 || n > static_cast<uint32_t>(Agreement::kMaxLocalRanks)) return false;
+  out->clear();
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t v = r.u32();
+    if (!r.ok || v > static_cast<uint32_t>(INT32_MAX) || (!out->empty() && static_cast<int>(v) <= out->back()))
+      return false;
+    out->push_back(static_cast<int>(v));
+  }
+  return r.done();
+}
+
 inline void putAddr(Writer& w, const std::string& a) {
   w.u32(static_cast<uint32_t>(a.size()));
   w.bytes(reinterpret_cast<const uint8_t*>(a.data()), a.size());
@@ -250,21 +293,40 @@ inline bool getAddr(Reader& r, std::string* out, SockAddr* parsed) {
   return parseAddr(*out, parsed);
 }
 
+// A short text as it travels (an address, or a few words where there is none): false when longer than kMaxAddr or
+// not printable ASCII (it goes into a log line).
+inline bool getText(Reader& r, std::string* out) {
+  uint32_t n = r.u32();
+  if (!r.ok || n > kMaxAddr || !r.need(n)) return false;
+  out->assign(reinterpret_cast<const char*>(r.p + r.off), n);
+  r.off += n;
+  for (char ch : *out)
+    if (ch < 0x20 || ch > 0x7e) return false;
+  return true;
+}
+
 // Secrets of a network rendezvous, derived from the job key (ICN_AUTH_KEY): every process of the job computes the
-// same ones, and nobody without the key can. Only called when auth::enabled().
-inline Token derivedToken(const char* label, uint64_t commId, uint32_t nRanks) {
+// same ones, and nobody without the key can. Only used when auth::enabled().
+constexpr const char* kRegistryLabel = "icn-agree-registry 2";
+constexpr const char* kCommLabel = "icn-agree-comm 2";
+// What the job key signs for one secret: label, NUL, commId, nRanks.
+inline std::string derivation(const char* label, uint64_t commId, uint32_t nRanks) {
   Writer w;
   w.bytes(reinterpret_cast<const uint8_t*>(label), strlen(label) + 1);
   w.u64(commId);
   w.u32(nRanks);
-  Digest d = auth::tag(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(w.b.data()), w.b.size()));
+  return w.b;
+}
+inline Token derivedToken(const char* label, uint64_t commId, uint32_t nRanks) {
+  std::string m = derivation(label, commId, nRanks);
+  Digest d = auth::tag(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(m.data()), m.size()));
   Token t;
   memcpy(t.data(), d.data(), t.size());
   return t;
 }
-inline Token registryToken() { return derivedToken("icn-agree-registry 1", 0, 0); }
+inline Token registryToken() { return derivedToken(kRegistryLabel, 0, 0); }
 inline Token commToken(uint64_t commId, int nRanks) {
-  return derivedToken("icn-agree-comm 1", commId, static_cast<uint32_t>(nRanks));
+  return derivedToken(kCommLabel, commId, static_cast<uint32_t>(nRanks));
 }
 
 }  // namespace icn::tuner::agree

@@ -40,7 +40,13 @@ bool Agreement::waitFor(const std::function<bool()>& ready, int ms) {
 Agreement::Gate Agreement::gate(uint64_t k, int localRanks) {
   if (localRanks_.load(std::memory_order_relaxed) < 0) {
     int expected = -1;
-    if (localRanks_.compare_exchange_strong(expected, localRanks)) wake();  // followers report it; START needs it
+    if (localRanks_.compare_exchange_strong(expected, localRanks)) {
+      if (role_ == Role::Leader) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ownCounted_ = true;  // every local rank was noted before its first call: START may count them
+      }
+      wake();  // followers report their ranks now
+    }
   }
   uint64_t s = start_.load();
   if (s == kNever) {
@@ -54,10 +60,9 @@ Agreement::Gate Agreement::gate(uint64_t k, int localRanks) {
       dropAt_ = kNever;
       dropPending_ = role_ == Role::Follower;
     }
-    if (start_.load() == kNever) {
-      freeze(0, role_ == Role::Leader ? "not every rank's process joined in time" : "no word from the leader");
-      return Gate::Untuned;
-    }
+    if (start_.load() == kNever)
+      stop(role_ == Role::Leader ? "not every rank's process joined in time" : "no word from the leader");
+    if (start_.load() == kNever) return Gate::Untuned;  // a START in flight counts as delivered once stopped
     s = start_.load();
   }
   if (k < s) return Gate::Untuned;
@@ -74,13 +79,12 @@ Agreement::Gate Agreement::gate(uint64_t k, int localRanks) {
   }
   if (k <= horizon_.load() || frozen()) return Gate::Tuned;
   if (!waitFor([&] { return k <= horizon_.load(); }, p_.waitMs)) {
-    uint64_t h = horizon_.load();
     if (role_ == Role::Follower) {
       std::lock_guard<std::mutex> lock(mu_);
-      dropAt_ = h;
+      dropAt_ = horizon_.load();
       dropPending_ = true;
     }
-    freeze(h + 1, role_ == Role::Leader ? "the agreement service fell behind" : "no horizon from the leader in time");
+    stop(role_ == Role::Leader ? "the agreement service fell behind" : "no horizon from the leader in time");
   }
   return Gate::Tuned;
 }
@@ -102,6 +106,8 @@ Decision Agreement::decisionAt(int c, int b, uint64_t k) const {
 void Agreement::propose(int c, int b, const Decision& d) {
   if (role_ != Role::Leader || c < 0 || c >= coll::kNumColls || b < 0 || b >= coll::kNumBuckets) return;
   std::lock_guard<std::mutex> lock(mu_);
+  if (proposed_ >= kMaxQueuedDecisions) return;  // bounds what a late joiner's history can hold
+  ++proposed_;
   pending_.push_back(AgreedDecision{c, b, d});
 }
 
@@ -119,10 +125,71 @@ void Agreement::publish(const std::vector<AgreedDecision>& ds, uint64_t from) {
   }
 }
 
-void Agreement::onMembers(int followerRanks, int followerProcesses) {
+void Agreement::noteRank(int r) {
+  if (r < 0 || r >= nRanks_) return;
+  std::string lie;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto at = std::lower_bound(ranks_.begin(), ranks_.end(), r);
+    if ((at != ranks_.end() && *at == r) || ranks_.size() >= static_cast<size_t>(kMaxLocalRanks)) return;
+    ranks_.insert(at, r);
+    if (role_ == Role::Leader) lie = claimOwn(r);
+  }
+  if (lie.empty()) return;
+  ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: %s", static_cast<unsigned long long>(commId_), lie.c_str());
+  stop(lie.c_str());
+}
+
+std::vector<int> Agreement::ranks() const {
   std::lock_guard<std::mutex> lock(mu_);
-  followerRanks_ = followerRanks;
-  followerProcs_ = followerProcesses;
+  return ranks_;
+}
+
+std::string Agreement::claimOwn(int r) {
+  auto [it, fresh] = owner_.emplace(r, 0);
+  if (fresh || it->second == 0) return "";
+  std::string lie = "follower " + members_[it->second - 1].name + " claimed rank " + std::to_string(r) +
+                    ", which this process holds: it lied about its ranks";
+  it->second = 0;
+  return lie;
+}
+
+Agreement::Join Agreement::join(const std::string& name, int* id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool late = announcedStart_ != kNever;
+  size_t most = static_cast<size_t>(std::min(nRanks_ - 1, kMaxMembers));
+  if (!late && members_.size() >= most) return Join::TooMany;
+  if (members_.size() >= static_cast<size_t>(kMaxMembers)) return Join::TooMany;
+  members_.push_back(Member{name, 0});
+  *id = static_cast<int>(members_.size());
+  return late ? Join::Late : Join::Member;
+}
+
+std::string Agreement::claimRanks(int id, std::span<const int> ranks) {
+  std::string lie;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (role_ != Role::Leader || id < 1 || id > static_cast<int>(members_.size())) return "is no member";
+    Member& m = members_[id - 1];
+    if (m.ranks > 0) return "reports its ranks a second time";
+    if (ranks.empty()) return "reports holding no rank";
+    for (int r : ranks) {
+      if (r < 0 || r >= nRanks_) {
+        lie = "claims rank " + std::to_string(r) + " of a communicator of " + std::to_string(nRanks_) + " ranks";
+        return lie;
+      }
+      auto it = owner_.find(r);
+      if (it == owner_.end()) continue;
+      lie = "claims rank " + std::to_string(r) + ", which " +
+            (it->second == 0 ? std::string("this process (the leader) holds")
+                             : "follower " + members_[it->second - 1].name + " claimed first: one of them lies");
+      return lie;
+    }
+    for (int r : ranks) owner_.emplace(r, id);
+    m.ranks = static_cast<int>(ranks.size());
+  }
+  wake();  // START may be due
+  return "";
 }
 
 void Agreement::report(int c, int b, std::span<const ArmEstimate> arms, const Decision& ncclPick) {
@@ -143,14 +210,28 @@ void Agreement::report(int c, int b, std::span<const ArmEstimate> arms, const De
   if (send) wake();
 }
 
-bool Agreement::onReport(int c, int b, std::span<const ArmEstimate> arms) {
+std::string Agreement::onReport(int id, int c, int b, std::span<const ArmEstimate> arms) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (role_ != Role::Leader || start_.load() == kNever) return false;
+  if (role_ != Role::Leader || id < 1 || id > static_cast<int>(members_.size())) return "is no member";
   if (c < 0 || c >= coll::kNumColls || b < 0 || b >= coll::kNumBuckets || arms.size() > BucketExplorer::kMaxArms)
-    return false;
-  if (frozen()) return true;
-  combine(c, b, arms, false);
-  return true;
+    return "reports out of range";
+  const Member& m = members_[id - 1];
+  if (m.ranks == 0) return "reports measurements while holding no rank";
+  if (announcedStart_ == kNever) return "reports measurements before START (no plan runs before it)";
+  // Every sample is one tuned call of one local rank, and no rank runs a tuned call outside [START, horizon].
+  uint64_t samples = 0;
+  for (const ArmEstimate& a : arms) samples += a.usable;
+  uint64_t h = flying_ ? flight_.h : horizon_.load();
+  uint64_t calls = h >= announcedStart_ ? h - announcedStart_ + 1 : 0;
+  if (samples > calls * static_cast<uint64_t>(m.ranks)) {
+    char buf[200];
+    snprintf(buf, sizeof buf, "reports %llu samples of %s 2^%d B, more than its %d ranks can have taken in the "
+             "%llu calls announced since START", static_cast<unsigned long long>(samples), coll::collName(c), b,
+             m.ranks, static_cast<unsigned long long>(calls));
+    return buf;
+  }
+  if (!frozen()) combine(c, b, arms, false);
+  return "";
 }
 
 bool Agreement::takeReport(int* c, int* b, std::vector<ArmEstimate>* arms) {
@@ -216,53 +297,94 @@ void Agreement::combine(int c, int b, std::span<const ArmEstimate> arms, bool lo
   if (best != ref) pending_.push_back(AgreedDecision{c, b, win});
 }
 
-bool Agreement::takeStart(uint64_t* s, uint64_t* h, std::vector<AgreedDecision>* decisions) {
+bool Agreement::takeAnnouncement(Announcement* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  int local = localRanks_.load();
-  if (role_ != Role::Leader || startSent_ || frozen() || local < 0 || local + followerRanks_ != nRanks_) return false;
-  // Past every rank: followers never pass call `window` without START, and the leader's calls so far are below
-  // next_ (its own gate waits at `window` for start_, which is only set once every follower has START queued).
-  *s = std::max(p_.window, next_ + 1);
-  processes_ = followerProcs_ + 1;
-  *h = *s + p_.window;
-  *decisions = initial_;
-  startSent_ = true;
+  if (role_ != Role::Leader || flying_ || frozen()) return false;
+  Announcement a;
+  if (announcedStart_ == kNever) {
+    // Every rank held exactly once (claims are checked as they come): only then did every rank's process join.
+    if (!ownCounted_ || localRanks_.load() < 0 || owner_.size() != static_cast<size_t>(nRanks_)) return false;
+    // Past every rank: followers never pass call `window` without START, and the leader's calls so far are below
+    // next_ (its own gate waits at `window` for start_, which is only set once START is delivered).
+    a.start = true;
+    a.s = std::max(p_.window, next_ + 1);
+    a.h = a.s + p_.window;
+    a.decisions = initial_;
+    if (a.decisions.size() > kMaxPerMessage) a.decisions.resize(kMaxPerMessage);
+    processes_ = 1;
+    for (const Member& m : members_) processes_ += m.ranks > 0 ? 1 : 0;
+    announcedStart_ = a.s;
+  } else {
+    if (start_.load() == kNever || wantHorizon_ <= horizon_.load()) return false;
+    a.h = wantHorizon_;
+    size_t n = std::min(pending_.size(), kMaxPerMessage);
+    a.decisions.assign(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  flight_ = a;
+  flying_ = true;
+  *out = std::move(a);
   return true;
 }
 
-void Agreement::sentStart(uint64_t s, uint64_t h, const std::vector<AgreedDecision>& decisions) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (frozen()) return;
-    publish(decisions, s);
-    horizon_.store(h);
-    wantHorizon_ = h;
-    start_.store(s);
-  }
-  cv_.notify_all();
-  ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: every rank's process joined; tuning from call %llu (%zu cached "
-           "decisions agreed)", static_cast<unsigned long long>(commId_), static_cast<unsigned long long>(s),
-           decisions.size());
-}
-
-bool Agreement::takeHorizon(uint64_t* h, std::vector<AgreedDecision>* decisions) {
+bool Agreement::inFlight() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (start_.load() == kNever || frozen() || wantHorizon_ <= horizon_.load()) return false;
-  *h = wantHorizon_;
-  *decisions = std::move(pending_);
-  pending_.clear();
-  return true;
+  return flying_;
 }
 
-void Agreement::sentHorizon(uint64_t h, const std::vector<AgreedDecision>& decisions) {
+uint64_t Agreement::announcedHorizon() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return flying_ ? flight_.h : start_.load() == kNever ? 0 : horizon_.load();
+}
+
+void Agreement::settle() {
+  if (!flying_) return;
+  flying_ = false;
+  const Announcement& a = flight_;
+  if (a.start) {
+    publish(a.decisions, a.s);
+    horizon_.store(a.h);
+    wantHorizon_ = std::max(wantHorizon_, a.h);
+    start_.store(a.s);
+  } else {
+    publish(a.decisions, a.h + 1);
+    horizon_.store(a.h);
+  }
+  // Bounded: START, then only horizons carrying decisions (at most kMaxQueuedDecisions are ever proposed, and
+  // combine() adds one per bucket).
+  if (a.start || !a.decisions.empty()) log_.push_back(a);
+}
+
+void Agreement::delivered() {
+  Announcement a;
+  bool was = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (frozen()) return;
-    publish(decisions, h + 1);
-    horizon_.store(h);
+    was = flying_;
+    a = flight_;
+    settle();
   }
+  if (!was) return;
   cv_.notify_all();
-  logDecisions(decisions, h + 1, "every process takes");
+  if (a.start)
+    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: every rank's process joined; tuning from call %llu (%zu cached "
+             "decisions agreed)", static_cast<unsigned long long>(commId_), static_cast<unsigned long long>(a.s),
+             a.decisions.size());
+  else
+    logDecisions(a.decisions, a.h + 1, "every process takes");
+}
+
+std::vector<Agreement::Announcement> Agreement::history() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Announcement> out = log_;
+  if (flying_ && (flight_.start || !flight_.decisions.empty())) out.push_back(flight_);
+  uint64_t h = flying_ ? flight_.h : start_.load() == kNever ? 0 : horizon_.load();
+  if (!out.empty() && out.back().h < h) {
+    Announcement last;
+    last.h = h;
+    out.push_back(last);
+  }
+  return out;
 }
 
 bool Agreement::onStart(uint64_t s, uint64_t h, const std::vector<AgreedDecision>& decisions) {
@@ -302,12 +424,24 @@ void Agreement::logDecisions(const std::vector<AgreedDecision>& decisions, uint6
   }
 }
 
-uint64_t Agreement::freeze(uint64_t from, const char* why, bool quiet) {
+bool Agreement::onFreeze(uint64_t from, const char* why, bool quiet) {
+  bool already = frozen();
+  uint64_t at = stop(why, quiet);  // the follower's own safe point: the leader's, when both hold the same stream
+  return already || from == at;
+}
+
+uint64_t Agreement::stop(const char* why, bool quiet) { return freezeAt(true, 0, why, quiet); }
+
+uint64_t Agreement::freeze(uint64_t from, const char* why, bool quiet) { return freezeAt(false, from, why, quiet); }
+
+uint64_t Agreement::freezeAt(bool safePoint, uint64_t from, const char* why, bool quiet) {
   uint64_t now;
   bool first = false;
   std::string hint;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    settle();  // an announcement handed out stays valid for the leader too (a follower may hold it)
+    if (safePoint) from = start_.load() == kNever ? 0 : horizon_.load() + 1;
     hint = hint_;
     uint64_t cur = frozenFrom_.load();
     now = std::min(cur, from);

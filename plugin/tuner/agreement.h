@@ -17,6 +17,11 @@
 //     H + 1 on are void for it, it tells the leader (DROP), and the leader freezes the same way and tells the
 //     others (FREEZE). A frozen communicator keeps the decisions in force before the freeze point, finishes its
 //     fixed plans (every rank computes them alike) and never waits again.
+//   - Nobody is trusted about ranks: each process says which ranks it holds (MEMBERS), the leader accepts each rank
+//     once (its own included) and starts only when every rank is held exactly once. A claim it cannot accept, a
+//     process joining after START, or a report no member could have made is a lie: the leader stops the agreement
+//     at the one call no rank can have passed (stop(): its announced horizon + 1, or 0 before START), and a late
+//     joiner first gets everything announced so far, so it makes the same choices up to there.
 //
 // Threads: gate()/decisionAt() run on NCCL's threads (lock-free unless a wait is needed), the on*() handlers and
 // take*() on the agreement service's thread.
@@ -28,7 +33,9 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "telemetry/coll_names.h"
@@ -85,7 +92,8 @@ class Agreement {
   Gate gate(uint64_t k, int localRanks);
   // The agreed decision in force at call k for (coll, bucket); invalid when none. Lock-free.
   Decision decisionAt(int coll, int bucket, uint64_t k) const;
-  // Leader: a measured winner to announce with the next horizon (it takes effect one horizon later).
+  // Leader: a measured winner to announce with the next horizon (it takes effect one horizon later). At most
+  // kMaxQueuedDecisions over the agreement's life; later ones are dropped.
   void propose(int coll, int bucket, const Decision& d);
   // This process's measurements of (coll, bucket) after its fixed plan (`ncclPick`: NCCL's own choice there).
   // A collective takes as long as its slowest rank, so the leader combines every process's report per arm by the
@@ -105,32 +113,66 @@ class Agreement {
   // ---- the service's side ----
   // Wakes the service thread (set by the service when it attaches).
   void setWake(std::function<void()> wake);
-  // Leader: ranks and processes of followers so far, and whether START may go out now; fills START's fields.
-  void onMembers(int followerRanks, int followerProcesses);
-  bool takeStart(uint64_t* s, uint64_t* h, std::vector<AgreedDecision>* decisions);
-  // Leader: a horizon message to send now (false: none due). Decisions in it take effect at *h + 1.
-  bool takeHorizon(uint64_t* h, std::vector<AgreedDecision>* decisions);
-  // Leader: the service queued the message for every follower; the leader's own calls may go up to h.
-  void sentStart(uint64_t s, uint64_t h, const std::vector<AgreedDecision>& decisions);
-  void sentHorizon(uint64_t h, const std::vector<AgreedDecision>& decisions);
+  // A rank of the communicator living in this process (the profiler's init tells it; at most kMaxLocalRanks).
+  // The leader counts its own ranks as held by it; a follower reports them (MEMBERS) at its first call.
+  void noteRank(int rank);
+  std::vector<int> ranks() const;  // sorted
+
+  // Leader: a follower proved the secret. Member: *id names it from now on. Late: START is out, so every rank was
+  // held before it came and somebody lied about its ranks; the caller sends it history() and stops the agreement.
+  // TooMany: more processes than the communicator has ranks (no id given).
+  enum class Join : uint8_t { Member, Late, TooMany };
+  Join join(const std::string& name, int* id);
+  // Leader: follower `id` holds `ranks` (sorted, distinct, at most kMaxLocalRanks: the wire's checks). "" when
+  // accepted; otherwise the lie (a rank out of range or held by another process, named), which the caller acts on.
+  std::string claimRanks(int id, std::span<const int> ranks);
+  // Leader: follower `id`'s report (the wire checked ranges, no arm twice, at most kMaxArms). "" when accepted;
+  // otherwise the lie: it holds no rank, START is not out, or it counts more samples than its ranks can have taken
+  // in the calls announced so far. Reports beyond the processes counted at START change nothing.
+  std::string onReport(int id, int coll, int bucket, std::span<const ArmEstimate> arms);
+  // What the leader announces, as it travels: START (s, h, decisions in force from s) or HORIZON (h, decisions in
+  // force from h + 1).
+  struct Announcement {
+    bool start = false;
+    uint64_t s = 0, h = 0;
+    std::vector<AgreedDecision> decisions;
+  };
+  // Leader: the next announcement (false: none due, or one still in flight). It is in flight until delivered():
+  // the leader's own calls use it only then.
+  bool takeAnnouncement(Announcement* out);
+  // Leader: the announcement in flight reached every follower's socket.
+  void delivered();
+  bool inFlight() const;
+  // Leader: every announcement so far (with the one in flight), for a follower that joins late.
+  std::vector<Announcement> history() const;
+  // Leader: the highest horizon any follower may hold (the one in flight included); 0 before START.
+  uint64_t announcedHorizon() const;
   // Follower: messages from the leader. False when a message breaks the protocol (the caller freezes).
   bool onStart(uint64_t s, uint64_t h, const std::vector<AgreedDecision>& decisions);
   bool onHorizon(uint64_t h, const std::vector<AgreedDecision>& decisions);
-  // Leader: a follower's report (validated by the caller: ranges, no arm twice, at most kMaxArms). False when it
-  // breaks the protocol (before START, or the same bucket twice is the caller's to catch).
-  bool onReport(int coll, int bucket, std::span<const ArmEstimate> arms);
+  // Follower: the leader's FREEZE at `from`. The follower freezes at its own safe point (its horizon + 1, 0 before
+  // START), which is the leader's when both hold the same stream; false when `from` differs from it.
+  bool onFreeze(uint64_t from, const char* why, bool quiet);
   // Follower: a report to send now (false: none).
   bool takeReport(int* coll, int* bucket, std::vector<ArmEstimate>* arms);
+  // Stops the agreement at the first call no rank can have passed: 0 before START, else the horizon announced + 1
+  // (the leader first counts an announcement in flight as delivered: a follower may hold it). Returns that call.
+  // `why` goes to the WARN line; `quiet`: a normal end (a process finalized), INFO only.
+  uint64_t stop(const char* why, bool quiet = false);
   // Freezes at `from` (never later than a freeze already in force); returns the freeze point now in force.
-  // `why` goes to the WARN line; `quiet`: a normal end (the other side finalized), INFO only.
   uint64_t freeze(uint64_t from, const char* why, bool quiet = false);
   // A follower that gave up waiting: true once, with the horizon it held (kNever: it never got START); the service
   // sends DROP with it.
   bool takeDrop(uint64_t* horizon);
   // Said with the WARN when the agreement never starts (where the rendezvous may not reach other hosts).
   void setWaitHint(std::string hint);
-  // The local ranks' count once the first call came (followers report it to the leader); -1 before.
+  // The local ranks' count once the first call came (followers report their ranks then); -1 before.
   int localRanks() const { return localRanks_.load(); }
+
+  static constexpr int kMaxLocalRanks = 64;       // ranks one process may hold (MEMBERS)
+  static constexpr int kMaxMembers = 16384;       // follower processes one leader takes
+  static constexpr size_t kMaxPerMessage = 500;   // decisions one announcement carries (the rest wait for the next)
+  static constexpr size_t kMaxQueuedDecisions = coll::kNumColls * coll::kNumBuckets * kMaxPerBucket;
 
  private:
   bool waitFor(const std::function<bool()>& ready, int ms);
@@ -138,6 +180,13 @@ class Agreement {
   // One INFO line per decision in force from call `from` ("<what> <decision> from call N").
   void logDecisions(const std::vector<AgreedDecision>& decisions, uint64_t from, const char* what) const;
   void wake();
+  // stop() (`safePoint`) or freeze(from), in one step: nothing can be announced between choosing the point and
+  // freezing there.
+  uint64_t freezeAt(bool safePoint, uint64_t from, const char* why, bool quiet);
+  // mu_ held: counts the announcement in flight as delivered (publishes it, moves the horizon).
+  void settle();
+  // Leader, mu_ held: this process's rank `r`; a follower that claimed it lied.
+  std::string claimOwn(int r);
   // Leader, mu_ held: adds one process's report; decides once every process reported.
   void combine(int coll, int bucket, std::span<const ArmEstimate> arms, bool local);
 
@@ -159,12 +208,23 @@ class Agreement {
   std::string hint_;
   // Leader.
   uint64_t next_ = 0;          // calls the leader's ranks have asked about (max over local ranks)
-  int followerRanks_ = 0;
-  bool startSent_ = false;
+  bool flying_ = false;        // an announcement handed to the service, not yet delivered
+  Announcement flight_;
+  std::vector<Announcement> log_;  // START and every horizon that carried decisions, for late joiners
   uint64_t wantHorizon_ = 0;   // horizon the leader's progress asks for
   std::vector<AgreedDecision> pending_;
-  int followerProcs_ = 0;
-  int processes_ = 0;  // set with START: the leader's process and every follower's
+  size_t proposed_ = 0;
+  std::vector<int> ranks_;     // this process's ranks, sorted
+  // Who holds each rank (member id; 0: this process), and the followers that joined.
+  struct Member {
+    std::string name;
+    int ranks = 0;
+  };
+  std::vector<Member> members_;  // id - 1
+  std::unordered_map<int, int> owner_;
+  bool ownCounted_ = false;      // the leader's first call came: its ranks are all noted
+  uint64_t announcedStart_ = kNever;  // START's call once it is handed out (delivered or not)
+  int processes_ = 0;  // set with START: the leader's process and every follower holding ranks
   static constexpr int kSlots = coll::kNumAlgos * coll::kNumProtos;
   struct Combined {
     uint16_t reports = 0;

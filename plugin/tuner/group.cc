@@ -73,6 +73,13 @@ void Group::leave(int slot) {
 }
 
 void Group::noteRank(int rank) {
+  if (rank < 0 || rank >= nRanks_) return;
+  {
+    std::lock_guard<std::mutex> lock(ranksMu_);
+    if (std::find(ranks_.begin(), ranks_.end(), rank) != ranks_.end() || ranks_.size() >= kMaxNotedRanks) return;
+    ranks_.push_back(rank);
+  }
+  if (agree_) agree_->noteRank(rank);  // the leader counts it as held here; a follower reports it
   if (rank != 0 || hasRank0_.exchange(true)) return;
   // Rank 0 turned out to live here after another local rank registered us as a follower (before any call).
   if (agree_ && agree_->role() == Agreement::Role::Follower && agreeState_.load() == 0) startAgreement();
@@ -87,6 +94,10 @@ void Group::startAgreement() {
     for (const CacheEntry& e : cache_) initial.push_back(AgreedDecision{e.coll, e.bucket, e.decision});
   agree_ = std::make_shared<Agreement>(commId_, nRanks_, lead ? Agreement::Role::Leader : Agreement::Role::Follower,
                                        cfg_.agree, std::move(initial));
+  {
+    std::lock_guard<std::mutex> lock(ranksMu_);
+    for (int r : ranks_) agree_->noteRank(r);
+  }
   std::string why;
   if (!agree::attach(agree_, nNodes_, &why)) agree_->freeze(0, why.c_str());
 }

@@ -129,6 +129,10 @@ class Group {
   std::atomic<int> held_{0};  // buckets holding measurement demand
   std::atomic<uint64_t> decides_{0};  // decisions made while something measures: tells a quiet duel its blocks were cut
   std::atomic<bool> hasRank0_{false};
+  // The ranks of this communicator living here (the profiler's init tells them), for the agreement.
+  static constexpr size_t kMaxNotedRanks = Agreement::kMaxLocalRanks;
+  std::mutex ranksMu_;
+  std::vector<int> ranks_;
   std::shared_ptr<Agreement> agree_;
   std::atomic<int> agreeState_{0};  // 0: not resolved yet, 1: in use, 2: none (every rank local)
 };

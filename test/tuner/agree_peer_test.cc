@@ -1,200 +1,355 @@
-// A hostile follower against a real agreement leader (its service thread, TCP on loopback): it knows the
-// rendezvous secret (it read the leader's file, as any process of the user can) and breaks the protocol after
-// START with a report the leader must refuse. The leader drops it, stops the agreement with a WARN (no crash, no
-// allocation sized by the peer), and keeps running.
-#include <fcntl.h>
+// Hostile members against a real agreement leader (its service thread, TCP on loopback). They know the rendezvous
+// secret (they read the leader's file, as any process of the user can) and lie with every message a follower may
+// send. The leader names each liar in a WARN, stops the agreement at the first call no rank can have passed (0
+// before START, the horizon it announced + 1 after), never lets a claim move a decision already announced, and a
+// flood of idle connections does not keep a follower out.
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
+#include <cstdarg>
+#include <mutex>
 #include <thread>
 
+#include "agree_hostile.h"
 #include "core/log.h"
 #include "tuner/agree_service.h"
-#include "tuner/agree_wire.h"
 
 namespace icn::tuner {
 namespace {
 
 using namespace agree;
+using hostile::Wire;
 
-bool readAll(int fd, void* p, size_t n) {
-  auto* c = static_cast<char*>(p);
-  while (n > 0) {
-    ssize_t k = recv(fd, c, n, 0);
-    if (k <= 0) return false;
-    c += k;
-    n -= static_cast<size_t>(k);
+std::mutex g_logMu;
+std::vector<std::string> g_warns;
+
+void captureWarns(int level, unsigned long, const char*, int, const char* fmt, ...) {
+  if (level != static_cast<int>(LogLevel::Warn)) return;
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  std::lock_guard<std::mutex> lock(g_logMu);
+  g_warns.emplace_back(buf);
+}
+
+// A WARN holding every one of `parts`.
+bool warned(std::initializer_list<std::string> parts) {
+  std::lock_guard<std::mutex> lock(g_logMu);
+  for (const std::string& w : g_warns) {
+    bool all = true;
+    for (const std::string& p : parts) all = all && w.find(p) != std::string::npos;
+    if (all) return true;
+  }
+  return false;
+}
+
+std::string warnings() {
+  std::lock_guard<std::mutex> lock(g_logMu);
+  std::string s;
+  for (const std::string& w : g_warns) s += "  " + w + "\n";
+  return s;
+}
+
+template <typename F>
+bool eventually(F ready, int ms = 2000) {
+  auto limit = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > limit) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return true;
 }
 
-// One frame: its type and payload; false when the connection closed or timed out.
-bool readFrame(int fd, uint8_t* type, std::string* payload) {
-  uint8_t h[kHeader];
-  if (!readAll(fd, h, sizeof h)) return false;
-  Reader r{h, sizeof h};
-  uint32_t magic = r.u32();
-  *type = r.u8();
-  r.u8(), r.u8(), r.u8();
-  uint32_t len = r.u32();
-  if (magic != kMagic || len > kMaxPayload) return false;
-  payload->resize(len);
-  return len == 0 || readAll(fd, payload->data(), len);
-}
-
-void sendRaw(int fd, const std::string& s) { ASSERT_EQ(send(fd, s.data(), s.size(), MSG_NOSIGNAL), ssize_t(s.size())); }
-
+// A leader of an `nRanks`-rank communicator holding rank 0 alone, past its first call.
 class HostileFollower : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char t[] = "/tmp/icn-agree-peer-XXXXXX";
-    ASSERT_NE(mkdtemp(t), nullptr);
-    dir_ = t;
+  void SetUp() override { startLeader(2); }
+  void startLeader(int nRanks) {
+    if (leader_) detach(leader_.get());
+    setLogSink(&captureWarns);
+    {
+      std::lock_guard<std::mutex> lock(g_logMu);
+      g_warns.clear();
+    }
+    if (dir_.empty()) {
+      char t[] = "/tmp/icn-agree-peer-XXXXXX";
+      ASSERT_NE(mkdtemp(t), nullptr);
+      dir_ = t;
+    }
     setenv("XDG_RUNTIME_DIR", dir_.c_str(), 1);
     setenv("ICN_SOCKET_IFNAME", "lo", 1);
     unsetenv("ICN_TUNER_RENDEZVOUS");
-    commId_ = 0x5eed0000u + static_cast<uint64_t>(getpid());
-    leader_ = std::make_shared<Agreement>(commId_, 2, Agreement::Role::Leader, AgreeParams{});
+    nRanks_ = nRanks;
+    commId_ = 0x5eed0000u + static_cast<uint64_t>(getpid()) * 16 + static_cast<uint64_t>(nRanks);
+    leader_ = std::make_shared<Agreement>(commId_, nRanks, Agreement::Role::Leader, AgreeParams{});
+    leader_->noteRank(0);
     std::string why;
     ASSERT_TRUE(attach(leader_, 1, &why)) << why;
-    EXPECT_EQ(leader_->gate(0, 1), Agreement::Gate::Untuned);  // one local rank: START needs the follower's one
+    EXPECT_EQ(leader_->gate(0, 1), Agreement::Gate::Untuned);  // one local rank: START needs the followers'
+    ASSERT_TRUE(hostile::readRendezvous(hostile::rendezvousFile(dir_, commId_, nRanks), &addr_, &token_));
   }
   void TearDown() override {
-    if (fd_ >= 0) close(fd_);
     if (leader_) detach(leader_.get());
     std::system(("rm -rf '" + dir_ + "'").c_str());
   }
 
-  // Reads the leader's file, connects, proves the secret, reports one rank and reads START.
-  void joinAndStart() {
-    char name[64];
-    snprintf(name, sizeof name, "/icn/agree-%016llx-2", static_cast<unsigned long long>(commId_));
-    std::string text;
-    for (int i = 0; i < 200 && text.empty(); ++i) {
-      std::ifstream in(dir_ + name);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      text = ss.str();
-      if (text.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    std::string addr = text.substr(text.find("addr ") + 5);
-    addr = addr.substr(0, addr.find('\n'));
-    std::string tok = text.substr(text.find("token ") + 6, 64);
-    Token token{};
-    ASSERT_TRUE(unhex(tok, token.data(), token.size()));
-    SockAddr sa;
-    ASSERT_TRUE(parseAddr(addr, &sa));
-    fd_ = socket(sa.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
-    timeval tv{2, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ASSERT_EQ(connect(fd_, sa.sa(), sa.len), 0);
-    uint8_t type = 0;
+  // A member that connected and proved the secret.
+  std::unique_ptr<Wire> join() {
+    auto w = std::make_unique<Wire>();
+    EXPECT_TRUE(w->connectTo(addr_));
+    EXPECT_TRUE(w->prove(token_, commId_, nRanks_));
+    return w;
+  }
+  // A member holding `ranks` that got START (the leader's stream from there on is read by the caller).
+  std::unique_ptr<Wire> joinAndStart(const std::vector<int>& ranks, hostile::Start* start = nullptr) {
+    auto w = join();
+    EXPECT_TRUE(w->send(kMembers, hostile::members(ranks)));
     std::string p;
-    ASSERT_TRUE(readFrame(fd_, &type, &p));
-    ASSERT_EQ(type, kChallenge);
-    Nonce nl{}, nf{};
-    memcpy(nl.data(), p.data(), nl.size());
-    nf[0] = 42;
-    Digest m = proof(token, 'F', commId_, nl, nf);
-    Writer w;
-    w.u64(commId_);
-    w.u32(2);
-    w.bytes(nf.data(), nf.size());
-    w.bytes(m.data(), m.size());
-    sendRaw(fd_, frame(kHello, w.b));
-    ASSERT_TRUE(readFrame(fd_, &type, &p));
-    ASSERT_EQ(type, kWelcome);
-    Writer members;
-    members.u32(1);
-    sendRaw(fd_, frame(kMembers, members.b));
-    ASSERT_TRUE(readFrame(fd_, &type, &p));
-    ASSERT_EQ(type, kStart);
-    for (int i = 0; i < 400 && leader_->start() == Agreement::kNever; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    ASSERT_NE(leader_->start(), Agreement::kNever);
-    ASSERT_FALSE(leader_->frozen());
+    EXPECT_TRUE(w->awaitFrame(kStart, &p)) << warnings();
+    hostile::Start s;
+    EXPECT_TRUE(hostile::parseStart(p, &s));
+    if (start) *start = s;
+    EXPECT_TRUE(eventually([&] { return leader_->start() != Agreement::kNever; }));
+    EXPECT_FALSE(leader_->frozen()) << warnings();
+    return w;
   }
-
-  // After the hostile frame: the leader froze and closed the connection.
-  void expectDropped() {
-    for (int i = 0; i < 400 && !leader_->frozen(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    EXPECT_TRUE(leader_->frozen());
-    EXPECT_FALSE(leader_->frozenQuietly()) << "a protocol break is a WARN, not a normal end";
-    uint8_t type = 0;
-    std::string p;
-    bool closed = false;
-    for (int i = 0; i < 8 && !closed; ++i) closed = !readFrame(fd_, &type, &p);  // a FREEZE may come first
-    EXPECT_TRUE(closed) << "the leader dropped the follower";
-  }
-
-  std::string report(int c, int b, int arms, bool duplicate = false) {
-    std::vector<ArmEstimate> v;
-    for (int i = 0; i < arms; ++i)
-      v.push_back(ArmEstimate{Decision{static_cast<int8_t>(i % 7), static_cast<int8_t>((i / 7) % 3), 0}, 10, 4});
-    if (duplicate && !v.empty()) v.push_back(v.front());
-    Writer w;
-    w.u8(static_cast<uint8_t>(c));
-    w.u8(static_cast<uint8_t>(b));
-    w.u8(static_cast<uint8_t>(v.size()));
-    for (const ArmEstimate& a : v) {
-      w.u8(static_cast<uint8_t>(a.d.algo));
-      w.u8(static_cast<uint8_t>(a.d.proto));
-      w.u8(4), w.u8(0);
-      uint32_t bits;
-      memcpy(&bits, &a.us, 4);
-      w.u32(bits);
+  // The leader stopped at `at`, warned about `liar` (saying `what`), and closed the liar's connection.
+  void expectStoppedAt(uint64_t at, Wire& liar, const std::string& what, bool dropped = true) {
+    ASSERT_TRUE(eventually([&] { return leader_->frozen(); })) << warnings();
+    EXPECT_EQ(leader_->frozenFrom(), at);
+    EXPECT_FALSE(leader_->frozenQuietly()) << "a lie is a WARN, not a normal end";
+    EXPECT_TRUE(eventually([&] { return warned({liar.name(), what}); }))
+        << "no WARN naming " << liar.name() << " and \"" << what << "\":\n" << warnings();
+    if (dropped) {
+      EXPECT_TRUE(liar.closedWithin(2000)) << "the leader dropped the liar";
     }
-    return frame(kReport, w.b);
   }
 
-  std::string dir_;
+  std::string dir_, addr_;
+  Token token_{};
   uint64_t commId_ = 0;
+  int nRanks_ = 2;
   std::shared_ptr<Agreement> leader_;
-  int fd_ = -1;
 };
 
-TEST_F(HostileFollower, ReportForABucketOutOfRangeIsRefused) {
-  joinAndStart();
-  sendRaw(fd_, report(4, coll::kNumBuckets, 2));
-  expectDropped();
+// ---- MEMBERS ----
+
+TEST_F(HostileFollower, ClaimingTheLeadersRankIsALieBeforeStart) {
+  auto liar = join();
+  liar->send(kMembers, hostile::members({0}));
+  expectStoppedAt(0, *liar, "claims rank 0, which this process (the leader) holds", false);
+  EXPECT_EQ(leader_->start(), Agreement::kNever) << "nobody ever runs a tuned call";
 }
 
-TEST_F(HostileFollower, ReportWithMoreArmsThanAnyPlanIsRefused) {
-  joinAndStart();
-  sendRaw(fd_, report(4, 20, BucketExplorer::kMaxArms + 1));
-  expectDropped();
+TEST_F(HostileFollower, ClaimingARankOutsideTheCommunicatorIsALie) {
+  auto liar = join();
+  liar->send(kMembers, hostile::members({1, 2}));
+  expectStoppedAt(0, *liar, "claims rank 2 of a communicator of 2 ranks", false);
 }
 
-TEST_F(HostileFollower, ReportNamingAnArmTwiceIsRefused) {
-  joinAndStart();
-  sendRaw(fd_, report(4, 20, 3, true));
-  expectDropped();
+TEST_F(HostileFollower, ClaimingARankTwiceInOneMessageIsALie) {
+  auto liar = join();
+  liar->send(kMembers, hostile::members({1, 1}));
+  expectStoppedAt(0, *liar, "malformed MEMBERS");
 }
 
-TEST_F(HostileFollower, SecondReportOfABucketIsRefused) {
-  joinAndStart();
-  sendRaw(fd_, report(4, 20, 3));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+TEST_F(HostileFollower, SecondMembersIsALie) {
+  startLeader(3);
+  auto liar = join();
+  liar->send(kMembers, hostile::members({2}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_FALSE(leader_->frozen());
+  liar->send(kMembers, hostile::members({1}));
+  expectStoppedAt(0, *liar, "reported its ranks a second time");
+}
+
+// Two processes claim rank 1 before START: one of them lies, the leader cannot tell which, and never starts.
+TEST_F(HostileFollower, RankClaimedByTwoProcessesStopsBeforeStart) {
+  startLeader(4);
+  auto liar = join();
+  liar->send(kMembers, hostile::members({1}));
+  auto honest = join();
+  honest->send(kMembers, hostile::members({1}));
+  expectStoppedAt(0, *honest, "claims rank 1, which follower " + liar->name() + " claimed first", false);
+  auto third = join();
+  third->send(kMembers, hostile::members({2}));
+  std::string p;
+  EXPECT_TRUE(third->awaitFrame(kFreeze, &p)) << "a process joining after the stop hears of it";
+  EXPECT_EQ(leader_->start(), Agreement::kNever);
+}
+
+// The liar claims the honest follower's rank and gets START; the honest follower, joining after it, gets START and
+// the horizons announced so far, then the stop at the announced horizon + 1: it makes the leader's choices.
+TEST_F(HostileFollower, LateJoinerGetsEverythingAnnouncedThenTheStop) {
+  hostile::Start st;
+  auto liar = joinAndStart({1}, &st);
+  auto honest = join();
+  std::string p;
+  ASSERT_TRUE(honest->awaitFrame(kStart, &p)) << "the late joiner gets START";
+  hostile::Start got;
+  ASSERT_TRUE(hostile::parseStart(p, &got));
+  EXPECT_EQ(got.s, st.s);
+  EXPECT_EQ(got.h, st.h);
+  ASSERT_TRUE(honest->awaitFrame(kFreeze, &p));
+  Reader r{reinterpret_cast<const uint8_t*>(p.data()), p.size()};
+  EXPECT_EQ(r.u64(), st.h + 1) << "the stop lies past every horizon announced";
+  EXPECT_EQ(leader_->frozenFrom(), st.h + 1);
+  EXPECT_TRUE(warned({honest->name(), "joined after START"})) << warnings();
+  honest->send(kMembers, hostile::members({1}));
+  EXPECT_TRUE(eventually([&] {
+    return warned({honest->name(), "claims rank 1, which follower " + liar->name() + " claimed first"});
+  })) << warnings();
+}
+
+TEST_F(HostileFollower, MoreProcessesThanRanksIsALie) {
+  auto a = join();
+  Wire b;  // a 2-rank communicator has one follower process at most
+  ASSERT_TRUE(b.connectTo(addr_));
+  EXPECT_FALSE(b.prove(token_, commId_, nRanks_)) << "dropped as it joins";
+  ASSERT_TRUE(eventually([&] { return leader_->frozen(); }));
+  EXPECT_EQ(leader_->frozenFrom(), 0u);
+  EXPECT_TRUE(warned({b.name(), "more processes than ranks"})) << warnings();
+}
+
+// ---- REPORT ----
+
+TEST_F(HostileFollower, ReportBeforeItsRanksIsALie) {
+  auto liar = join();
+  liar->send(kReport, hostile::report(4, 20, 3));
+  expectStoppedAt(0, *liar, "reported measurements before its ranks");
+}
+
+TEST_F(HostileFollower, ReportBeforeStartIsALie) {
+  startLeader(3);
+  auto liar = join();
+  liar->send(kMembers, hostile::members({1}));
+  liar->send(kReport, hostile::report(4, 20, 3));
+  expectStoppedAt(0, *liar, "before START");
+}
+
+TEST_F(HostileFollower, ReportWithMoreSamplesThanCallsIsALie) {
+  hostile::Start st;
+  auto liar = joinAndStart({1}, &st);
+  liar->send(kReport, hostile::report(4, 20, 20, 10, 60000));  // 1.2M samples in ~2048 calls
+  expectStoppedAt(st.h + 1, *liar, "samples of AllReduce 2^20 B, more than its 1 ranks can have taken");
+}
+
+TEST_F(HostileFollower, ReportForABucketOutOfRangeIsALie) {
+  hostile::Start st;
+  auto liar = joinAndStart({1}, &st);
+  liar->send(kReport, hostile::report(4, coll::kNumBuckets, 2));
+  expectStoppedAt(st.h + 1, *liar, "malformed REPORT");
+}
+
+TEST_F(HostileFollower, ReportWithMoreArmsThanAnyPlanIsALie) {
+  hostile::Start st;
+  auto liar = joinAndStart({1}, &st);
+  liar->send(kReport, hostile::report(4, 20, BucketExplorer::kMaxArms + 1));
+  expectStoppedAt(st.h + 1, *liar, "malformed REPORT");
+}
+
+TEST_F(HostileFollower, ReportNamingAnArmTwiceIsALie) {
+  hostile::Start st;
+  auto liar = joinAndStart({1}, &st);
+  liar->send(kReport, hostile::report(4, 20, 3, 10, 4, true));
+  expectStoppedAt(st.h + 1, *liar, "malformed REPORT");
+}
+
+TEST_F(HostileFollower, SecondReportOfABucketIsALie) {
+  hostile::Start st;
+  auto liar = joinAndStart({1}, &st);
+  liar->send(kReport, hostile::report(4, 20, 3));
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
   EXPECT_FALSE(leader_->frozen()) << "one report per bucket is the protocol";
-  sendRaw(fd_, report(4, 20, 3));
-  expectDropped();
+  liar->send(kReport, hostile::report(4, 20, 3));
+  expectStoppedAt(st.h + 1, *liar, "reported AllReduce 2^20 B a second time");
+}
+
+// ---- DROP ----
+
+// A follower that says it froze long ago cannot pull the stop back over calls the others may have run with what
+// was announced: the leader stops at the horizon it announced + 1, and says the claimant may differ.
+TEST_F(HostileFollower, DropShortOfTheHorizonCannotMoveTheStopBack) {
+  hostile::Start st;
+  auto liar = joinAndStart({1}, &st);
+  liar->send(kDrop, hostile::u64(st.s));
+  ASSERT_TRUE(eventually([&] { return leader_->frozen(); })) << warnings();
+  EXPECT_EQ(leader_->frozenFrom(), st.h + 1) << "not " << st.s + 1;
+  EXPECT_TRUE(warned({liar->name(), "its choices may differ"})) << warnings();
+}
+
+TEST_F(HostileFollower, DropAtAHorizonNeverAnnouncedIsALie) {
+  hostile::Start st;
+  auto liar = joinAndStart({1}, &st);
+  liar->send(kDrop, hostile::u64(st.h + 5000));
+  expectStoppedAt(st.h + 1, *liar, "beyond any announced");
+}
+
+TEST_F(HostileFollower, MembersAfterDropIsALie) {
+  startLeader(3);
+  auto liar = join();
+  liar->send(kDrop, hostile::u64(Agreement::kNever));  // gave up before START: the leader stops at 0
+  liar->send(kMembers, hostile::members({1}));
+  expectStoppedAt(0, *liar, "after it gave up");
+}
+
+// ---- CONTESTED ----
+
+// A follower passing on the registry's word that two processes claim rank 0: the leader stops before START (a
+// follower may have been led elsewhere) and names who said it.
+TEST_F(HostileFollower, ContestedFromAFollowerStopsBeforeStart) {
+  startLeader(3);
+  auto member = join();
+  member->send(kMembers, hostile::members({1}));
+  member->send(kContested);
+  expectStoppedAt(0, *member, "two claims of rank 0", false);
+  EXPECT_EQ(leader_->start(), Agreement::kNever);
+}
+
+// ---- frames only the leader sends, or out of order ----
+
+TEST_F(HostileFollower, LeaderFramesFromAFollowerAreLies) {
+  for (uint8_t type : {kStart, kHorizon, kFreeze, kHello, kFound}) {
+    SCOPED_TRACE(static_cast<int>(type));
+    startLeader(2);
+    hostile::Start st;
+    auto liar = joinAndStart({1}, &st);
+    liar->send(type, hostile::u64(st.h + 1) + hostile::u64(st.h + 2) + std::string(4, '\0'));
+    expectStoppedAt(st.h + 1, *liar, "out of order");
+  }
 }
 
 TEST_F(HostileFollower, FrameLongerThanTheLimitIsRefusedBeforeItArrives) {
-  joinAndStart();
+  hostile::Start st;
+  auto liar = joinAndStart({1}, &st);
   Writer w;
   w.u32(kMagic);
   w.u8(kReport);
   w.u8(0), w.u8(0), w.u8(0);
   w.u32(0xFFFFFFF0u);  // a length the leader would have to buffer
-  sendRaw(fd_, w.b);
-  expectDropped();
+  liar->sendRaw(w.b);
+  ASSERT_TRUE(eventually([&] { return leader_->frozen(); }));
+  EXPECT_EQ(leader_->frozenFrom(), st.h + 1);
+  EXPECT_TRUE(warned({liar->name(), "malformed frame"})) << warnings();
+  EXPECT_TRUE(liar->closedWithin(2000));
+}
+
+// ---- flood ----
+
+// 600 idle connections (more than the leader keeps unproven, all from this host's address as an honest follower's
+// are) do not keep a follower out: the oldest unproven ones make room, and the WARN names the source and a count.
+TEST_F(HostileFollower, FloodOfIdleConnectionsDoesNotKeepAFollowerOut) {
+  auto flood = hostile::idleConnections(addr_, 600);
+  ASSERT_GE(flood.size(), 500u);
+  std::this_thread::sleep_for(kFloodGrace + std::chrono::milliseconds(50));  // past a handshake's time
+  hostile::Start st;
+  auto follower = joinAndStart({1}, &st);
+  EXPECT_GE(st.s, AgreeParams{}.window);
+  EXPECT_TRUE(eventually([&] { return warned({"127.0.0.1: ", "floods the agreement port"}); })) << warnings();
 }
 
 }  // namespace
