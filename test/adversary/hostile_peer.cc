@@ -336,24 +336,26 @@ bool UcxRogue::send(const void* data, size_t len, uint64_t tag, Ms limit) {
 
 // ---- TcpRogue ----------------------------------------------------------------------------------------------
 
-std::unique_ptr<TcpRogue> TcpRogue::connect(const SockAddr& to, uint64_t commId, Ms limit, std::string* why) {
+std::unique_ptr<TcpRogue> TcpRogue::connect(const SockAddr& to, uint64_t commId, Ms limit, std::string* why,
+                                            int helperLanes) {
   std::unique_ptr<TcpRogue> r(new TcpRogue());
   tcp::Blob control;
-  control.kind = tcp::kBlobControl;  // no helper lanes, no eager messages
+  control.kind = tcp::kBlobControl;  // eager limit 0: no small eager messages
+  control.value = static_cast<uint16_t>(helperLanes);
   auth::fillNonce(std::span<uint8_t, 16>(control.token, 16));
-  tcp::Blob lane = control;
-  lane.kind = tcp::kBlobLane;
   auto start = [&](const tcp::Blob& b) -> std::unique_ptr<Handshake> {
     WirePeer p(to);
     if (!p.ok()) return nullptr;
     return std::make_unique<Handshake>(Fd(::dup(p.fd())), Handshake::Role::Connector, "victim",
                                        connectorHello(commId, tcp::encodeBlob(b)));
   };
-  std::unique_ptr<Handshake> hs = start(control), laneHs;
+  std::unique_ptr<Handshake> hs = start(control);
   if (!hs) {
     *why = "cannot connect to the listener";
     return nullptr;
   }
+  std::vector<std::unique_ptr<Handshake>> laneHs;  // lane 0 first, once the listener has answered
+  std::vector<Fd> lanes;
   bool controlConfirmed = false;
   auto deadline = Clock::now() + limit;
   while (Clock::now() < deadline) {
@@ -362,29 +364,43 @@ std::unique_ptr<TcpRogue> TcpRogue::connect(const SockAddr& to, uint64_t commId,
       *why = "control handshake refused";
       return nullptr;
     }
-    if (phase == Handshake::Phase::Done) {
+    if (phase == Handshake::Phase::Done && !lanes.empty()) {  // we confirm only once every lane is ours
       r->control_ = hs->takeFd();
+      r->lane0_ = std::move(lanes[0]);
+      for (size_t i = 1; i < lanes.size(); i++) r->helpers_.push_back(std::move(lanes[i]));
       return r;
     }
-    if (phase == Handshake::Phase::PeerKnown && !laneHs && !r->lane0_.valid()) {
-      laneHs = start(lane);
-      if (!laneHs) {
-        *why = "cannot open lane 0";
-        return nullptr;
+    if (phase == Handshake::Phase::PeerKnown && lanes.empty()) {
+      tcp::Blob answer;  // the lanes the listener grants
+      if (tcp::decodeBlob(hs->peer().blob, &answer, why) != Status::Ok) return nullptr;
+      for (uint16_t i = 0; i <= answer.value; i++) {
+        tcp::Blob lane = control;
+        lane.kind = tcp::kBlobLane;
+        lane.value = i;
+        laneHs.push_back(start(lane));
+        if (!laneHs.back()) {
+          *why = "cannot open lane " + std::to_string(i);
+          return nullptr;
+        }
       }
+      lanes.resize(laneHs.size());
     }
-    if (laneHs) {
-      if (laneHs->progress(&lanePhase) != Status::Ok) {
-        *why = "lane handshake refused";
-        return nullptr;
+    bool allLanes = !lanes.empty();
+    for (size_t i = 0; i < laneHs.size(); i++) {
+      if (laneHs[i]) {
+        if (laneHs[i]->progress(&lanePhase) != Status::Ok) {
+          *why = "lane handshake refused";
+          return nullptr;
+        }
+        if (lanePhase == Handshake::Phase::PeerKnown) laneHs[i]->confirm();
+        if (lanePhase == Handshake::Phase::Done) {
+          lanes[i] = laneHs[i]->takeFd();
+          laneHs[i].reset();
+        }
       }
-      if (lanePhase == Handshake::Phase::PeerKnown) laneHs->confirm();
-      if (lanePhase == Handshake::Phase::Done) {
-        r->lane0_ = laneHs->takeFd();
-        laneHs.reset();
-      }
+      allLanes = allLanes && lanes[i].valid();
     }
-    if (r->lane0_.valid() && !controlConfirmed) {
+    if (allLanes && !controlConfirmed) {
       hs->confirm();
       controlConfirmed = true;
     }
@@ -418,16 +434,35 @@ std::optional<TcpRogue::Cts> TcpRogue::readCts(Ms limit) {
   return Cts{h.seq, h.slot, e.tag, e.size};
 }
 
-bool TcpRogue::send(std::span<const uint8_t> bytes) {
+bool TcpRogue::sendOn(int lane, std::span<const uint8_t> bytes, Ms limit) {
+  const int fd = fdOf(lane);
   size_t off = 0;
   while (off < bytes.size()) {
-    pollfd p{lane0_.get(), POLLOUT, 0};
-    if (::poll(&p, 1, 5000) != 1) return false;
-    ssize_t n = ::send(lane0_.get(), bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, int(limit.count())) != 1) return false;
+    ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) off += size_t(n);
     else if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
   }
   return true;
+}
+
+void TcpRogue::shrinkReceiveBuffer(int lane, int bytes) {
+  setsockopt(fdOf(lane), SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
+std::vector<uint8_t> TcpRogue::eagerMessage(int32_t tag, uint32_t horizon, uint32_t number,
+                                            std::span<const uint8_t> payload) {
+  tcp::ChunkHeader h;
+  h.flags = tcp::kChunkEager;
+  h.seq = horizon;
+  h.tag = tag;
+  h.total = h.length = uint32_t(payload.size());
+  h.eager = number;
+  std::vector<uint8_t> v(sizeof h);
+  memcpy(v.data(), &h, sizeof h);
+  v.insert(v.end(), payload.begin(), payload.end());
+  return v;
 }
 
 std::vector<uint8_t> TcpRogue::chunkHeader(const Cts& cts, uint32_t total, uint32_t offset, uint32_t length) {
@@ -445,6 +480,7 @@ std::vector<uint8_t> TcpRogue::chunkHeader(const Cts& cts, uint32_t total, uint3
 
 void TcpRogue::closeAll() {
   lane0_.reset();
+  helpers_.clear();
   control_.reset();
 }
 

@@ -98,11 +98,14 @@ class UcxRogue {
   Fd control_;
 };
 
-// A peer of ICN's TCP transport that passed the handshake (control connection and lane 0, no helper lanes, no
-// eager messages) and then reads clear-to-send records and writes arbitrary bytes on lane 0.
+// A peer of ICN's TCP transport that passed the handshake (control connection, lane 0 and as many helper lanes
+// as it asks for and the listener grants; no small eager messages) and then reads clear-to-send records and
+// writes arbitrary bytes on any lane.
 class TcpRogue {
  public:
-  static std::unique_ptr<TcpRogue> connect(const SockAddr& to, uint64_t commId, Ms limit, std::string* why);
+  static std::unique_ptr<TcpRogue> connect(const SockAddr& to, uint64_t commId, Ms limit, std::string* why,
+                                           int helperLanes = 0);
+  int helperLanes() const { return static_cast<int>(helpers_.size()); }
   // The next clear-to-send record's first entry: tag and posted size (nullopt when none came within `limit`).
   struct Cts {
     uint32_t seq = 0;
@@ -111,15 +114,25 @@ class TcpRogue {
     uint32_t size = 0;
   };
   std::optional<Cts> readCts(Ms limit = Ms(10000));
-  bool send(std::span<const uint8_t> bytes);
+  bool send(std::span<const uint8_t> bytes) { return sendOn(0, bytes); }
+  // Sends everything on `lane` (0, or a helper lane from 1); false when the victim took nothing for `limit`.
+  bool sendOn(int lane, std::span<const uint8_t> bytes, Ms limit = Ms(5000));
+  // Shrinks the kernel's buffer for what arrives on `lane` (a peer that means to stop reading it).
+  void shrinkReceiveBuffer(int lane, int bytes);
   // A message header for the receive `cts` names (offset 0, whole message unless overridden by the caller).
   static std::vector<uint8_t> chunkHeader(const Cts& cts, uint32_t total, uint32_t offset, uint32_t length);
-  // Closes lane 0 and the control connection (as a peer that dies mid-transfer).
+  // An eager message (before its clear-to-send record), whole: its tag, the records its sender claims to have
+  // read (horizon), its eager number, and its payload.
+  static std::vector<uint8_t> eagerMessage(int32_t tag, uint32_t horizon, uint32_t number,
+                                           std::span<const uint8_t> payload);
+  // Closes every lane and the control connection (as a peer that dies mid-transfer).
   void closeAll();
 
  private:
   TcpRogue() = default;
+  int fdOf(int lane) const { return lane == 0 ? lane0_.get() : helpers_[static_cast<size_t>(lane - 1)].get(); }
   Fd control_, lane0_;
+  std::vector<Fd> helpers_;
 };
 
 // Memory of a process that a forged descriptor points at: a secret and a completion word, between guards.

@@ -1,8 +1,9 @@
 // Hostile peers past the handshake on ICN's TCP transport: a peer that set up its control connection and lane 0
 // honestly (as anyone may without a job key), read the victim's clear-to-send record, and then writes what ICN's
 // senders never do: a message larger than the receive posted, a piece outside its message, pieces that add up
-// to more than the message, data for a receive that is not posted or has another tag, an eager message nobody
-// agreed to, garbage, or half a message before it disappears. Each case: the victim's receive on that
+// to more than the message, overlap or repeat, data for a receive that is not posted or has another tag, an eager
+// message nobody agreed to, garbage, or half a message before it disappears; and a peer with a helper lane that
+// floods eager messages without reading the records that hand credits back. Each case: the victim's receive on that
 // connection fails with the NCCL error code of the cause and a WARN naming the peer by its address, no byte lands
 // outside the posted buffer (guards), and the honest connection of the same listener delivers its data.
 #include <gtest/gtest.h>
@@ -50,7 +51,20 @@ const std::vector<Case>& cases() {
          auto piece = concat(TcpRogue::chunkHeader(c, 1000, 0, 1000), payload(1000));
          return concat(piece, piece);
        },
-       false, ncclRemoteError, {"more bytes than the 1000-byte message (tag 7)"}},
+       false, ncclRemoteError, {"piece [0, +1000) of the 1000-byte message (tag 7) arrived twice"}},
+      // Pieces whose lengths add up to the message but that leave some of it unwritten.
+      {"OverlappingPiecesAddingUpToTheMessage",
+       [](const Cts& c) {
+         return concat(concat(TcpRogue::chunkHeader(c, 64, 0, 40), payload(40)),
+                       concat(TcpRogue::chunkHeader(c, 64, 16, 24), payload(24)));
+       },
+       false, ncclRemoteError, {"piece [16, +24) of the 64-byte message (tag 7) overlaps bytes [0, 40) already received"}},
+      {"DuplicatePieceAddingUpToTheMessage",
+       [](const Cts& c) {
+         auto half = concat(TcpRogue::chunkHeader(c, 64, 0, 32), payload(32));
+         return concat(half, half);
+       },
+       false, ncclRemoteError, {"piece [0, +32) of the 64-byte message (tag 7) arrived twice"}},
       {"DataForAReceiveThatIsNotPosted",
        [](const Cts& c) {
          Cts other = c;
@@ -119,8 +133,60 @@ TEST_P(AdversaryTcp, RefusedOnlyOnItsConnection) {
   EXPECT_TRUE(out.victimWarnsNamingRogue(c->warn)) << "no WARN naming the peer's address and saying: " << c->warn.back();
 }
 
-INSTANTIATE_TEST_SUITE_P(Data, AdversaryTcp, ::testing::Range<size_t>(0, 8),
+INSTANTIATE_TEST_SUITE_P(Data, AdversaryTcp, ::testing::Range<size_t>(0, cases().size()),
                          [](const auto& info) { return std::string(cases()[info.param].name); });
+
+// A peer that keeps a connection busy: the victim posts a receive each time one completes (as NCCL does), up to
+// kReceives, and the attack must end its connection well before.
+constexpr int kReceives = 2000;
+std::vector<uint8_t> earlyFlood(uint32_t messages) {
+  std::vector<uint8_t> out;
+  const std::vector<uint8_t> bytes = payload(8);
+  for (uint32_t n = 0; n < messages; n++) out = concat(std::move(out), TcpRogue::eagerMessage(kTag, 0, n, bytes));
+  return out;
+}
+std::unique_ptr<TcpRogue> withHelperLane(const SockAddr& to) {
+  std::string why;
+  auto rogue = TcpRogue::connect(to, kCommId, Ms(20000), &why, 1);
+  EXPECT_NE(rogue, nullptr) << "the rogue could not complete the handshake: " << why;
+  if (!rogue) return nullptr;
+  EXPECT_EQ(rogue->helperLanes(), 1) << "lanes the victim granted";
+  return rogue->helperLanes() == 1 ? std::move(rogue) : nullptr;
+}
+
+// A sender with a helper lane reads the victim's first clear-to-send record and no other (its lane 0 buffer
+// shrunk), then streams 8-byte eager messages on the helper lane (numbers 0, 1, 2, ..., horizon 0). Eager credits
+// come back only in records, so it has only the 192 large ones it started with (it asked for no small ones): the
+// next message ends its connection, and the records it leaves unread never outgrow the victim's bound.
+TEST(AdversaryTcp, EagerFloodWithoutReadingRecords) {
+  static std::unique_ptr<TcpRogue> keepOpen;
+  victimReposts(kReceives);
+  auto out = runAttack(
+      [](const SockAddr& to, const VictimInfo&) {
+        auto rogue = withHelperLane(to);
+        ASSERT_NE(rogue, nullptr);
+        ASSERT_TRUE(rogue->readCts().has_value()) << "no clear-to-send record from the victim";
+        rogue->shrinkReceiveBuffer(0, 2048);
+        rogue->sendOn(1, earlyFlood(kReceives), Ms(2000));  // the victim stops reading once it refuses one
+        keepOpen = std::move(rogue);
+      },
+      2,
+      [](VictimReport& rep) {
+        auto hostile = rep.hostile();
+        ASSERT_EQ(hostile.size(), 1u);
+        EXPECT_EQ(hostile[0]->result, ncclRemoteError) << "the hostile connection's receive";
+        // The receive of the last message within its credits may instead fail: the connection fails (at the
+        // next message) while the victim tests it.
+        EXPECT_LE(hostile[0]->completed, int(tcp::kEarlyCredits)) << "receives the flood completed";
+        EXPECT_GE(hostile[0]->completed, int(tcp::kEarlyCredits) - 1) << "receives the flood completed";
+        EXPECT_LT(rep.rssGrowthKiB, 16 << 10) << "the victim's memory grew";
+      },
+      {{"ICN_TRANSPORT", "tcp"}});
+  victimReposts(0);
+  EXPECT_TRUE(out.victimWarnsNamingRogue({"eager message 192 spends a credit handed back in clear-to-send record 1, "
+                                          "which it had not read (horizon 0)"}))
+      << "no WARN naming the peer's address and the credit it had not read";
+}
 
 }  // namespace
 }  // namespace icn::adversary

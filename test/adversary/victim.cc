@@ -12,7 +12,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr uint8_t kGuardByte = 0x5A;
 constexpr auto kVictimLimit = std::chrono::seconds(60);
+int g_repostCap = 0;
+
+ncclResult_t postReceive(Rank& r, VictimConn& c) {
+  void* d = c.data();
+  size_t sz = kPosted;
+  int tag = kTag;
+  return r.plugin.net->irecv(c.comm, 1, &d, &sz, &tag, nullptr, nullptr, &c.req);
+}
 }  // namespace
+
+void victimReposts(int cap) { g_repostCap = cap; }
 
 bool VictimConn::guardsIntact() const {
   for (size_t i = 0; i < kGuard; i++)
@@ -43,6 +53,7 @@ void victimBody(Rank& r, size_t expectComms, const std::function<void(VictimRepo
   ASSERT_TRUE(r.peer.send(&info, sizeof info));
   VictimReport rep;
   rep.conns.reserve(16);
+  const long rssAtStart = testpair::rssKiB();
   bool attackerDone = false;
   auto deadline = Clock::now() + kVictimLimit;
   for (;;) {
@@ -52,10 +63,7 @@ void victimBody(Rank& r, size_t expectComms, const std::function<void(VictimRepo
       VictimConn& c = rep.conns.emplace_back();
       c.comm = rc;
       c.buf.assign(kPosted + 2 * kGuard, kGuardByte);
-      void* d = c.data();
-      size_t sz = kPosted;
-      int tag = kTag;
-      c.result = r.plugin.net->irecv(rc, 1, &d, &sz, &tag, nullptr, nullptr, &c.req);
+      c.result = postReceive(r, c);
       c.finished = c.result != ncclSuccess;
     }
     bool allFinished = true;
@@ -66,9 +74,12 @@ void victimBody(Rank& r, size_t expectComms, const std::function<void(VictimRepo
       if (c.result != ncclSuccess || done) {
         c.finished = true;
         c.got = sizes[0];
-      } else {
-        allFinished = false;
+        if (c.result == ncclSuccess && !c.holdsHonestPattern() && ++c.completed < g_repostCap) {
+          c.result = postReceive(r, c);
+          c.finished = c.result != ncclSuccess;
+        }
       }
+      allFinished = allFinished && c.finished;
     }
     pollfd p{r.peer.fd(), POLLIN, 0};
     if (!attackerDone && ::poll(&p, 1, 0) == 1) {
@@ -85,6 +96,7 @@ void victimBody(Rank& r, size_t expectComms, const std::function<void(VictimRepo
     }
     std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
+  rep.rssGrowthKiB = testpair::rssKiB() - rssAtStart;
   rep.canaryIntact = canary.intact();
   EXPECT_TRUE(rep.acceptAlwaysOk) << "accept() failed because of a hostile peer";
   EXPECT_TRUE(rep.canaryIntact) << "the victim's canary (secret or completion word) changed";

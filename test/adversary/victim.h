@@ -37,6 +37,7 @@ struct VictimConn {
   bool finished = false;
   ncclResult_t result = ncclSuccess;
   int got = 0;
+  int completed = 0;  // receives completed without the honest pattern (victimReposts)
   uint8_t* data() { return buf.data() + kGuard; }
   bool guardsIntact() const;
   bool holdsHonestPattern() const;
@@ -46,9 +47,15 @@ struct VictimReport {
   std::vector<VictimConn> conns;
   bool canaryIntact = false;
   bool acceptAlwaysOk = true;
+  long rssGrowthKiB = 0;  // the victim's resident set, from listening to the end of its receives
   // The connections that did not receive the honest pattern: the hostile ones.
   std::vector<VictimConn*> hostile();
 };
+
+// From now on in this process: the victim posts another receive on a connection each time one completes without
+// the honest pattern (as NCCL keeps receives posted on a connection), until one fails or `cap` have completed
+// (0: one receive per connection).
+void victimReposts(int cap);
 
 // Rank 0. `expectComms` connections must complete (the honest one plus any hostile one that passes the
 // handshake); `check` runs on the report inside the victim (gtest assertions count there).

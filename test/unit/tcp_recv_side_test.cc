@@ -3,6 +3,7 @@
 // fail the connection with a WARN naming the peer, and no byte may land outside the posted buffer.
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -102,7 +103,55 @@ TEST_F(RecvSide, MoreBytesThanTheMessageFails) {
   sendChunk(wires.lane(1), chunk(cts, 0, 7, 100, 0, 60), data);
   sendChunk(wires.lane(0), chunk(cts, 0, 7, 100, 0, 60), data);
   EXPECT_EQ(finish(r), Status::RemoteError);
-  expectWarn("more bytes than the 100-byte message");
+  expectWarn("piece [0, +60) of the 100-byte message (tag 7) arrived twice");
+  EXPECT_TRUE(guardIntact());
+}
+
+// Every byte of a message is written exactly once: pieces whose lengths add up to the message but overlap leave
+// some of it unwritten, so they fail the connection rather than complete the receive.
+TEST_F(RecvSide, OverlappingPiecesFail) {
+  const size_t heap = heapInUse();
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  auto data = pattern(kPosted);
+  sendChunk(wires.lane(0), chunk(cts, 0, 7, 64, 0, 40), data);
+  sendChunk(wires.lane(0), chunk(cts, 0, 7, 64, 16, 24), data);
+  EXPECT_EQ(finish(r), Status::RemoteError) << "completed with bytes 40-63 never written";
+  expectWarn("piece [16, +24) of the 64-byte message (tag 7) overlaps bytes [0, 40) already received");
+  EXPECT_EQ(buf[40], 0xEE);
+  EXPECT_TRUE(guardIntact());
+  EXPECT_LT(heapInUse(), heap + kHeapSlack);
+}
+
+TEST_F(RecvSide, DuplicatePieceFails) {
+  const size_t heap = heapInUse();
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  auto data = pattern(kPosted);
+  sendChunk(wires.lane(0), chunk(cts, 0, 7, 64, 0, 32), data);
+  sendChunk(wires.lane(0), chunk(cts, 0, 7, 64, 0, 32), data);
+  EXPECT_EQ(finish(r), Status::RemoteError) << "completed with bytes 32-63 never written";
+  expectWarn("piece [0, +32) of the 64-byte message (tag 7) arrived twice");
+  EXPECT_EQ(buf[32], 0xEE);
+  EXPECT_TRUE(guardIntact());
+  EXPECT_LT(heapInUse(), heap + kHeapSlack);
+}
+
+// A sender splits a message into at most one piece per helper lane (or sends it whole on lane 0).
+TEST_F(RecvSide, MorePiecesThanLanesFail) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  auto data = pattern(kPosted);
+  constexpr uint32_t n = kMaxLanes + 2;  // one more than the most a sender uses
+  std::vector<uint8_t> pieces;
+  for (uint32_t i = 0; i < n; i++) {
+    ChunkHeader h = chunk(cts, 0, 7, n, i, 1);
+    pieces.insert(pieces.end(), reinterpret_cast<uint8_t*>(&h), reinterpret_cast<uint8_t*>(&h) + sizeof h);
+    pieces.push_back(data[i]);
+  }
+  writeAll(wires.lane(0), pieces.data(), pieces.size());
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn(("more than " + std::to_string(kMaxLanes + 1) + " pieces of one message").c_str());
   EXPECT_TRUE(guardIntact());
 }
 
@@ -345,6 +394,131 @@ TEST_F(RecvSide, EagerMessageLargerThanItsReceiveFails) {
   EXPECT_EQ(finish(r), Status::InvalidUsage);
   expectWarn("for a receive buffer of 1000 bytes");
   EXPECT_TRUE(guardIntact());
+}
+
+// A sender whose receiver's lane 0 holds only a few records: the rest wait in the comm.
+class RecvSideSmallLane0 : public RecvSide {
+ protected:
+  void SetUp() override {
+    shrinkSendBuffer(wires.comm.lanes[0]);
+    RecvSide::SetUp();
+  }
+  // Posts a receive of kPosted bytes with `tag` without reading its record.
+  Request* postUnread(int tag) {
+    void* d = buf.data();
+    size_t sz = kPosted;
+    Request* r = nullptr;
+    Status st = comm->irecv(1, &d, &sz, &tag, nullptr, &r);
+    return st == Status::Ok ? r : nullptr;
+  }
+  // Bytes of records written to lane 0 that the peer has not read.
+  int unreadRecordBytes() {
+    int n = 0;
+    EXPECT_EQ(ioctl(wires.lane(0), FIONREAD, &n), 0);
+    return n;
+  }
+};
+
+// A sender that reads the first record and no other, and floods the receiver with eager messages on a helper
+// lane while the application posts a receive for each (as NCCL does). Eager credits come back only in records, so
+// it has only the ones it started with: the message after them fails the connection. Before that, the records it
+// leaves unread (the socket holds a few, the comm the rest) stay below the comm's bound.
+TEST_F(RecvSideSmallLane0, EagerFloodWithoutReadingRecordsFailsAtTheCreditsItStartedWith) {
+  const size_t heap = heapInUse();
+  CtsHeader cts;
+  Request* r = post(7, &cts);  // record 0: the only one it reads
+  const auto payload = pattern(8);
+  const uint32_t startCredits = kEagerCredits + kEarlyCredits;
+  uint32_t completed = 0;
+  Status st = Status::Ok;
+  for (uint32_t n = 0; n < 4 * kEagerWindow && r; n++) {
+    sendChunk(wires.lane(1), eager(0, 7, 8, n), payload);  // horizon 0: it read no record
+    st = finish(r);
+    if (st != Status::Ok) break;
+    completed++;
+    r = postUnread(7);
+  }
+  EXPECT_EQ(st, Status::RemoteError);
+  EXPECT_EQ(completed, startCredits) << "the receives its first credits completed, and no more";
+  expectWarn(("eager message " + std::to_string(startCredits) +
+              " spends a credit handed back in clear-to-send record 1, which it had not read (horizon 0)")
+                 .c_str());
+  EXPECT_LT(unreadRecordBytes(), static_cast<int>(completed * (sizeof(CtsHeader) + sizeof(CtsEntry))))
+      << "the socket held every record: the comm's own backlog was not exercised";
+  EXPECT_TRUE(guardIntact());
+  EXPECT_LT(heapInUse(), heap + kHeapSlack);
+}
+
+// The same flood from a sender that names as its horizon every record written so far (it can see them arrive
+// without reading them): credits handed back in records still queued in the comm cannot have been read.
+TEST_F(RecvSideSmallLane0, EagerFloodClaimingEveryRecordWrittenFailsBeforeTheBacklogBound) {
+  const size_t heap = heapInUse();
+  CtsHeader cts;
+  Request* r = post(9, &cts);  // record 0, read; a receive none of the flood belongs to
+  uint32_t seq = 0;
+  r = postUnread(7);  // record 1
+  seq++;
+  const auto payload = pattern(8);
+  uint32_t completed = 0;
+  Status st = Status::Ok;
+  for (uint32_t n = 0; n < 4 * kEagerWindow && r; n++) {
+    const uint32_t written = 1 + static_cast<uint32_t>(unreadRecordBytes()) / (sizeof(CtsHeader) + sizeof(CtsEntry));
+    // Its receive: the newest record if written (then the horizon is the one before), else the next one.
+    const uint32_t horizon = std::min(written, seq);
+    sendChunk(wires.lane(1), eager(horizon, 7, 8, n), payload);
+    st = finish(r);
+    if (st != Status::Ok) break;
+    completed++;
+    r = postUnread(7);
+    seq++;
+  }
+  EXPECT_EQ(st, Status::RemoteError);
+  EXPECT_LE(completed, kEagerCredits + kEarlyCredits + 8u);
+  auto w = testing::takeWarnings();
+  EXPECT_TRUE(testing::warned(w, {kPeer, "spends a credit"}) || testing::warned(w, {kPeer, "which was never sent"}))
+      << "no WARN naming the peer and the credit it had not read";
+  EXPECT_TRUE(guardIntact());
+  EXPECT_LT(heapInUse(), heap + kHeapSlack);
+}
+
+// Data for a posted receive whose record is still queued in the comm: no honest sender can have read it.
+TEST_F(RecvSideSmallLane0, DataForAReceiveWhoseRecordWasNotSentFails) {
+  std::vector<Request*> posted;
+  for (int i = 0; i < kMaxRequests; i++) posted.push_back(postUnread(7));
+  ASSERT_LT(unreadRecordBytes(), static_cast<int>(kMaxRequests * (sizeof(CtsHeader) + sizeof(CtsEntry))))
+      << "the socket took every record";
+  CtsHeader last;
+  last.seq = kMaxRequests - 1;
+  last.slot = kMaxRequests - 1;  // the pool hands out slots 0, 1, ... in turn
+  sendChunk(wires.lane(1), chunk(last, 0, 7, 10, 0, 10), pattern(10));
+  EXPECT_EQ(finish(posted.back()), Status::RemoteError);
+  expectWarn("data for receive 31, whose clear-to-send record was never sent");
+}
+
+// A sender that stops reading lane 0 while receives are posted (their records wait in the comm) is failed once
+// ICN_PEER_TIMEOUT_MS passes without a record going out.
+class RecvSideStoppedReader : public RecvSideSmallLane0 {
+ protected:
+  void SetUp() override {
+    testing::setEnvAndReload("ICN_PEER_TIMEOUT_MS", "300");
+    RecvSideSmallLane0::SetUp();
+  }
+  void TearDown() override { testing::setEnvAndReload("ICN_PEER_TIMEOUT_MS", nullptr); }
+};
+
+TEST_F(RecvSideStoppedReader, SenderThatStopsReadingRecordsFails) {
+  const size_t heap = heapInUse();
+  std::vector<Request*> posted;
+  for (int i = 0; i < kMaxRequests; i++) posted.push_back(postUnread(7));
+  ASSERT_NE(posted.front(), nullptr);
+  const auto t0 = Clock::now();
+  EXPECT_EQ(finish(posted.front()), Status::RemoteError);
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  EXPECT_GE(ms, 250.0) << "failed before ICN_PEER_TIMEOUT_MS";
+  EXPECT_LT(ms, 3000.0);
+  expectWarn("the peer stopped reading lane 0: nothing of");
+  for (Request* r : posted) EXPECT_EQ(finish(r), Status::RemoteError);
+  EXPECT_LT(heapInUse(), heap + kHeapSlack);
 }
 
 TEST_F(RecvSide, EagerMessageNamingAnUnsentRecordFails) {

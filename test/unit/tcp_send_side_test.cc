@@ -381,6 +381,129 @@ TEST_F(SendSide, ReceiverClosingFailsQueuedSend) {
   expectRemoteFailure(r, "peer closed the connection");
 }
 
+// A receiver that stops reading (ICN_PEER_TIMEOUT_MS short here). Pieces matched to its records, and eager
+// messages whose records have arrived since, are what it must be reading; eager messages whose receives it has
+// not posted may wait in its socket for as long as it does not post them.
+class SendSideStoppedReader : public SendSide {
+ protected:
+  void SetUp() override {
+    testing::setEnvAndReload("ICN_PEER_TIMEOUT_MS", "300");
+    SendSide::SetUp();
+  }
+  void TearDown() override { testing::setEnvAndReload("ICN_PEER_TIMEOUT_MS", nullptr); }
+  // Ends a send that must fail: the status, and the time it took.
+  Status failed(Request* r, double* ms) {
+    const auto t0 = Clock::now();
+    Status st = finish(r);
+    *ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    return st;
+  }
+  // The first record, used up by a small send that goes on lane 0 (read here): later sends may go eager.
+  void firstRecordUsed() {
+    postCts(0, 0, {{1, 16}});
+    Request* r = nullptr;
+    ASSERT_EQ(comm->isend(small.data(), 16, 1, nullptr, &r), Status::Ok);
+    ASSERT_EQ(finish(r), Status::Ok);
+    ChunkHeader h;
+    uint8_t got[16];
+    ASSERT_TRUE(readAll(wires.lane(0), &h, sizeof h));
+    ASSERT_TRUE(readAll(wires.lane(0), got, sizeof got));
+  }
+};
+
+TEST_F(SendSideStoppedReader, ReceiverThatStopsReadingAHelperLaneFails) {
+  const size_t n = 4 << 20;  // far more than a socket pair holds
+  std::vector<uint8_t> data(n, 1);
+  const size_t heap = heapInUse();
+  postCts(0, 0, {{1, static_cast<uint32_t>(n)}});
+  Request* r = nullptr;
+  ASSERT_EQ(comm->isend(data.data(), n, 1, nullptr, &r), Status::Ok);
+  double ms = 0;
+  EXPECT_EQ(failed(r, &ms), Status::RemoteError);
+  EXPECT_GE(ms, 250.0) << "failed before ICN_PEER_TIMEOUT_MS";
+  EXPECT_LT(ms, 3000.0);
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(),
+                              {kPeer, "the peer stopped reading lane", "nothing of a message whose receive it posted"}));
+  EXPECT_LT(heapInUse(), heap + kHeapSlack);
+}
+
+TEST_F(SendSideStoppedReader, ReceiverThatStopsReadingLaneZeroFails) {
+  const uint32_t n = static_cast<uint32_t>(currentTuning().inlineBytes);  // whole on lane 0
+  ASSERT_GE(n, 4096u);
+  const int count = static_cast<int>((1 << 20) / n) + 1;  // more than a socket pair holds
+  ASSERT_LE(count, kMaxRequests * kMaxRecvs);
+  std::vector<uint8_t> records;
+  for (int i = 0; i < count; i++) {
+    auto record = ctsRecord(static_cast<uint32_t>(i), static_cast<uint8_t>(i % kMaxRequests), {{1, n}});
+    records.insert(records.end(), record.begin(), record.end());
+  }
+  writeAll(wires.lane(0), records.data(), records.size());
+  std::vector<uint8_t> data(n, 2);
+  std::vector<Request*> sends;
+  sends.reserve(static_cast<size_t>(count));
+  const size_t heap = heapInUse();
+  for (int i = 0; i < count; i++) {
+    Request* r = nullptr;
+    ASSERT_EQ(comm->isend(data.data(), n, 1, nullptr, &r), Status::Ok);
+    ASSERT_NE(r, nullptr);
+    sends.push_back(r);
+  }
+  double ms = 0;
+  EXPECT_EQ(failed(sends.back(), &ms), Status::RemoteError);
+  EXPECT_LT(ms, 3000.0);
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, "the peer stopped reading lane 0"}));
+  EXPECT_LT(heapInUse(), heap + kHeapSlack);
+}
+
+TEST_F(SendSideStoppedReader, EagerMessageWaitsInTheSocketWhileItsReceiveIsNotPosted) {
+  ASSERT_GE(currentTuning().laneEagerBytes, size_t{1} << 20) << "helper-lane eager messages are off";
+  firstRecordUsed();
+  std::vector<uint8_t> data(1 << 20, 3);  // more than a socket pair holds: the lane waits for space
+  Request* r = nullptr;
+  ASSERT_EQ(comm->isend(data.data(), data.size(), 1, nullptr, &r), Status::Ok);
+  const auto until = Clock::now() + std::chrono::milliseconds(1000);  // three times the limit
+  while (Clock::now() < until) {
+    bool done = false;
+    ASSERT_EQ(r->test(&done, nullptr), Status::Ok) << "failed a receiver that has not posted the receive";
+    ASSERT_FALSE(done);
+    usleep(5000);
+  }
+  EXPECT_TRUE(testing::takeWarnings().empty());
+  std::thread reader([&] {  // the receive is posted: the receiver reads the lane that holds it
+    for (int lane = 1; lane <= 2; lane++) {
+      pollfd q{wires.lane(lane), POLLIN, 0};
+      if (::poll(&q, 1, 0) <= 0) continue;
+      ChunkHeader h;
+      ASSERT_TRUE(readAll(wires.lane(lane), &h, sizeof h));
+      EXPECT_EQ(h.flags, kChunkEager);
+      std::vector<uint8_t> sink(h.length);
+      ASSERT_TRUE(readAll(wires.lane(lane), sink.data(), h.length));
+    }
+  });
+  EXPECT_EQ(finish(r), Status::Ok);
+  reader.join();
+}
+
+// Once its record arrives, the receiver has posted the eager message's receive and must read it.
+TEST_F(SendSideStoppedReader, EagerMessageWhoseRecordArrivedMustBeRead) {
+  ASSERT_GE(currentTuning().laneEagerBytes, size_t{1} << 20) << "helper-lane eager messages are off";
+  firstRecordUsed();
+  std::vector<uint8_t> data(1 << 20, 3);
+  Request* r = nullptr;
+  ASSERT_EQ(comm->isend(data.data(), data.size(), 1, nullptr, &r), Status::Ok);
+  usleep(100000);
+  bool done = false;
+  ASSERT_EQ(r->test(&done, nullptr), Status::Ok);
+  ASSERT_FALSE(done);
+  postCts(1, 1, {{1, 1 << 20}}, 0, 0);  // its receive (the first record with its tag after its horizon)
+  Request* next = queuedSend(2);        // a send that makes the comm read records
+  double ms = 0;
+  EXPECT_EQ(failed(r, &ms), Status::RemoteError);
+  EXPECT_LT(ms, 3000.0);
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, "the peer stopped reading lane"}));
+  EXPECT_EQ(finish(next), Status::RemoteError);
+}
+
 TEST_F(SendSide, CloseWithAPieceStuckInAFullSocketDoesNotWait) {
   const size_t n = 64u << 20;  // far more than the socket buffers hold: helpers block until close
   std::vector<uint8_t> data(n, 1);

@@ -2,6 +2,7 @@
 // reads and writes, the records it sends, and the comm's close line.
 #pragma once
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -110,6 +111,19 @@ inline std::vector<uint8_t> pattern(size_t n) {
   std::vector<uint8_t> v(n);
   for (size_t i = 0; i < n; i++) v[i] = static_cast<uint8_t>(i * 7 + 1);
   return v;
+}
+
+// Bytes the process has allocated from the heap now (what a buffer grown on a peer's word would show).
+inline size_t heapInUse() {
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+inline constexpr size_t kHeapSlack = 1 << 20;  // log lines and the like
+
+// The comm's end of lane 0 holds only a few records (an AF_UNIX socket counts each write's whole buffer).
+inline void shrinkSendBuffer(const Fd& fd) {
+  int bytes = 1;  // the kernel's minimum
+  ASSERT_EQ(setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes), 0);
 }
 
 // Closes the comm and returns its close line (what the connection did), or "" when it wrote none.

@@ -55,6 +55,8 @@ class CommCore {
   Fd lane0_;
   std::shared_ptr<NetCounters> counters_;
   Tuning tuning_;
+  // How long a lane may wait on a peer that must be reading it (ICN_PEER_TIMEOUT_MS).
+  std::chrono::milliseconds peerTimeout_;
   std::chrono::steady_clock::time_point peerGoneAt_{};
 };
 
@@ -114,13 +116,15 @@ class TcpSendComm final : public SendComm, public CommCore {
   bool lane0Closed_ = false;
   std::array<SendJob, kMaxRequests * kMaxRecvs> lane0Jobs_{};
   size_t lane0Head_ = 0, lane0Tail_ = 0;
+  ReadWatch lane0Watch_;  // lane 0 waiting on the receiver to read a message it posted the receive of
   unsigned nextHelper_ = 0;
   uint32_t eagerBytes_;
   uint32_t credits_;                             // small eager messages we may still send
   uint32_t earlyCredits_ = kEarlyCredits;        // large ones
   struct Debt {
     int tag;
-    int lane;  // 0, or the helper lane that holds it
+    int lane;    // 0, or the helper lane that holds it
+    size_t job;  // lane 0: its job's place in lane0Jobs_ (marked must-read when its record arrives)
   };
   std::array<Debt, kEagerWindow> debts_{};       // eager messages whose CTS entry is not read yet, oldest first
   uint32_t ndebts_ = 0;
@@ -136,12 +140,32 @@ class TcpSendComm final : public SendComm, public CommCore {
   std::vector<std::unique_ptr<SendHelper>> helpers_;  // stopped first by the destructor, then reaped
 };
 
+// The byte ranges of one message that its pieces have claimed, kept apart so that every byte is written exactly
+// once: a receive completes when the bytes landed add up to the message, which then means every byte.
+class PieceSet {
+ public:
+  // An honest sender splits a message into at most one piece per helper lane, or sends it whole on lane 0.
+  static constexpr int kMax = kMaxLanes + 1;
+  void clear() { n_ = 0; }
+  bool empty() const { return n_ == 0; }
+  // Claims [offset, offset + length) of a `total`-byte message with `tag`; false with *why when the range overlaps
+  // or repeats one already claimed, is empty in a non-empty message, or would be piece kMax + 1.
+  bool claim(uint32_t offset, uint32_t length, uint32_t total, int tag, std::string* why);
+
+ private:
+  struct Range {
+    uint32_t begin, end;
+  };
+  std::array<Range, kMax> ranges_{};  // sorted by begin
+  int n_ = 0;
+};
+
 struct TcpRecvRequest final : Request {
   Status test(bool* done, int* sizes) override;
   struct Entry {
-    std::atomic<int64_t> total{-1};  // message size, from its first piece
-    std::atomic<uint64_t> claimed{0};
+    std::atomic<int64_t> total{-1};  // message size, from its first piece (written under mu)
     std::atomic<uint64_t> received{0};
+    PieceSet pieces;  // under mu
   };
   class TcpRecvComm* owner = nullptr;
   int n = 0;
@@ -152,6 +176,7 @@ struct TcpRecvRequest final : Request {
   bool eagerTaken[kMaxRecvs] = {};  // the entry belongs to an eager message (proxy thread only)
   std::atomic<uint64_t> live{0};  // seq + 1 while posted, 0 when free
   std::atomic<int> users{0};      // lanes writing into this request right now
+  std::mutex mu;                  // the entries' pieces: lanes claim them concurrently
 };
 
 class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
@@ -185,24 +210,46 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
     Landing landing;
   };
   Status progress();
+  // Whether one more record of `bytes` may be queued (compacting the queue): false once the backlog is at its
+  // bound, which only a sender that does not read the records reaches.
+  bool roomForRecord(size_t bytes);
+  // Writes the queued clear-to-send records that the socket takes; fails a peer that stopped reading them.
+  Status sendRecords();
+  // Whether clear-to-send record `seq` went out whole (only those can a sender have read).
+  bool recordSent(uint32_t seq);
   void release(TcpRecvRequest* r);
   Status landEager(const ChunkHeader& h, bool lane0, Landing* out, std::string* why);
+  // Checks the credit that eager message number n (unwrapped) with horizon h spends. Under eagerMu_.
+  bool creditRead(uint64_t n, uint32_t horizon, std::string* why) const;
   // The receive entry an eager message with this tag and horizon belongs to, if it is posted.
   bool eagerTarget(int tag, uint32_t horizon, TcpRecvRequest** r, int* index);
   // Whether the eager message at pending_[j] may be placed now: every lower number seen, no earlier one with its
   // tag still unplaced.
   bool eagerTurn(uint32_t j) const;
-  // Claims entry i of r for an eager message of `size` bytes (the caller checked it fits); Landing into it.
-  Landing claimEager(TcpRecvRequest* r, int i, uint32_t size);
+  // Claims entry i of r whole for an eager message of `size` bytes (the caller checked it fits); false with *why
+  // when a piece of another message claimed it first.
+  bool claimEager(TcpRecvRequest* r, int i, uint32_t size, std::string* why);
+  Landing landingFor(TcpRecvRequest* r, int i, uint32_t size);
   // Places every eager message whose turn has come and whose receive is posted. Under eagerMu_.
   void assignEager();
   void noteChange();  // pokes the helpers: a lane holding a message may go on
 
   FixedPool<TcpRecvRequest, kMaxRequests> pool_;
   uint32_t nextSeq_ = 0;
-  // Clear-to-send records not yet written: at most one per posted receive.
-  std::array<uint8_t, kMaxRequests * kMaxCtsBytes> ctsOut_{};
+  // Clear-to-send records not yet written (proxy thread). An honest sender leaves at most kCtsBacklog: one per
+  // live receive, and one per receive that its eager messages completed before the record went out; each of
+  // those spent a credit not handed back in a record written yet, and it has at most kEagerWindow such credits
+  // (creditRead). A backlog at the bound fails the connection.
+  static constexpr uint32_t kCtsBacklog = kMaxRequests + kEagerWindow;
+  std::array<uint8_t, kCtsBacklog * kMaxCtsBytes> ctsOut_{};
   size_t ctsOutLen_ = 0, ctsOutOff_ = 0;
+  std::array<uint64_t, kCtsBacklog> ctsEnd_{};  // where each unsent record ends, in bytes ever queued
+  uint64_t ctsQueuedBytes_ = 0, ctsSentBytes_ = 0;
+  uint32_t ctsQueued_ = 0;  // records queued
+  // Records written whole. A sender may answer a record before our send() returns, so it advances under eagerMu_
+  // and a lane re-checks under eagerMu_ before refusing a piece or an eager message for an unsent record.
+  std::atomic<uint32_t> ctsSent_{0};
+  ReadWatch ctsWatch_;  // the records waiting on the sender to read them
   ChunkReader reader0_{kLane0Stage, true};
   bool lane0Closed_ = false;
   // Eager messages: the proxy thread reads lane 0 and posts receives, helper lanes read the larger ones; their
@@ -215,10 +262,17 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   uint8_t* stage(int slot) const { return stages_[static_cast<size_t>(slot)].get(); }
   std::array<Eager, kEagerWindow> pending_{};
   uint32_t npending_ = 0;
-  uint32_t eagerBase_ = 0;   // lowest eager number not seen yet
+  uint64_t eagerBase_ = 0;   // lowest eager number not seen yet (unwrapped: the wire carries its low 32 bits)
   std::bitset<kEagerWindow> seen_;  // bit k: number eagerBase_ + k was seen
   uint64_t freeStages_ = kEagerCredits == 64 ? ~uint64_t{0} : (uint64_t{1} << kEagerCredits) - 1;
   uint32_t creditsOwed_ = 0, earlyOwed_ = 0;  // eager messages consumed since the last CTS, by kind
+  // Credits handed back, both kinds counted together in record order: credit c went out in record
+  // creditRecord_[c % kCreditRing]. Eager number n spends credit n - initialCredits_; the ones a sender can still
+  // spend lie within 2 x kEagerWindow of the newest (creditRead).
+  static constexpr uint32_t kCreditRing = 2 * kEagerWindow;
+  std::array<uint32_t, kCreditRing> creditRecord_{};
+  uint64_t creditsReturned_ = 0;
+  uint32_t initialCredits_;  // what the sender starts with, both kinds
   std::atomic<int> closedLanes_{0};
   uint64_t received_ = 0;  // messages completed, logged at close
   std::vector<std::unique_ptr<RecvHelper>> helpers_;

@@ -73,6 +73,16 @@ Status writeSome(int fd, SendJob& job, bool* done, std::string* why) {
   return Status::Ok;
 }
 
+int ReadWatch::pollMs(Clock::time_point now, int pollMs, std::chrono::milliseconds limit) const {
+  if (since_ == Clock::time_point{}) return pollMs;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(since_ + limit - now).count();
+  return static_cast<int>(std::clamp<int64_t>(left + 1, 1, pollMs));
+}
+
+std::string ReadWatch::what(std::chrono::milliseconds limit, const std::string& what) {
+  return "nothing of " + what + " went out for " + std::to_string(limit.count()) + " ms (ICN_PEER_TIMEOUT_MS)";
+}
+
 bool Helper::enter() {
   busy_.store(true, std::memory_order_seq_cst);
   if (!stopping_.load(std::memory_order_seq_cst)) return true;
@@ -120,8 +130,8 @@ Reaper& reaper() {
   return r;
 }
 
-SendHelper::SendHelper(Fd fd, FailureState& failure, int index)
-    : Helper(std::move(fd), index), failure_(failure), thread_([this] { run(); }) {}
+SendHelper::SendHelper(Fd fd, FailureState& failure, int index, std::chrono::milliseconds peerTimeout)
+    : Helper(std::move(fd), index), failure_(failure), peerTimeout_(peerTimeout), thread_([this] { run(); }) {}
 
 SendHelper::~SendHelper() {
   stop();  // a no-op wait when the comm stopped it already
@@ -145,6 +155,7 @@ void SendHelper::push(const ChunkHeader& h, const uint8_t* data, std::atomic<int
     j.data = data;
     j.pending = pending;
     j.sent = 0;
+    j.early = (h.flags & kChunkEager) ? ++earlyPushed_ : 0;
     wake = head_ == tail_;
     tail_++;
   }
@@ -162,9 +173,11 @@ void SendHelper::run() {
       job = &ring_[head_ % kCapacity];  // stays put: push() only writes past tail_
     }
     bool done = false;
+    ReadWatch watch;
     for (;;) {
       if (!enter()) break;  // reads NCCL's buffer and updates the comm's request: only until stop()
       std::string why;
+      const size_t before = job->sent;
       if (writeSome(fd_.get(), *job, &done, &why) != Status::Ok) {
         failure_.fail(Status::RemoteError, "lane " + std::to_string(index_) + ": " + why);
         leave();
@@ -175,11 +188,17 @@ void SendHelper::run() {
         leave();
         break;
       }
+      const auto now = std::chrono::steady_clock::now();
+      if (watch.stalled(now, mustRead(*job), job->sent != before, peerTimeout_)) {
+        failure_.fail(Status::RemoteError, "the peer stopped reading lane " + std::to_string(index_) + ": " +
+                                               ReadWatch::what(peerTimeout_, "a message whose receive it posted"));
+        leave();
+        break;
+      }
       leave();
-      const auto since = std::chrono::steady_clock::now();
       pollfd p{fd_.get(), POLLOUT, 0};
-      ::poll(&p, 1, kPollMs);
-      noteWait(since);
+      ::poll(&p, 1, watch.pollMs(now, kPollMs, peerTimeout_));
+      noteWait(now);
     }
     if (!done) break;
     std::lock_guard lk(mu_);

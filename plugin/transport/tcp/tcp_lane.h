@@ -42,10 +42,38 @@ struct SendJob {
   const uint8_t* data = nullptr;
   std::atomic<int>* pending = nullptr;
   size_t sent = 0;  // header + payload bytes written so far
+  // 0: a piece matched to a clear-to-send record, which the receiver must be reading. Otherwise an eager message,
+  // which may wait in the receiver's socket until its receive is posted: on a helper lane its number among the
+  // eager messages pushed on that lane (from 1), on lane 0 any non-zero value until its record is read.
+  uint64_t early = 0;
 };
 
 // Writes what the socket takes without blocking. *done when the whole piece went out.
 Status writeSome(int fd, SendJob& job, bool* done, std::string* why);
+
+// How long a lane with bytes to write has written nothing that its peer must be reading. A peer that stops
+// reading fails once that reaches ICN_PEER_TIMEOUT_MS; a byte written, or a head that the peer may leave unread
+// (an eager message whose receive is not posted), starts the clock again.
+class ReadWatch {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // One more look at the lane: true once it has waited `limit` on a peer that must be reading.
+  bool stalled(Clock::time_point now, bool mustRead, bool progressed, std::chrono::milliseconds limit) {
+    if (!mustRead || progressed || since_ == Clock::time_point{}) {
+      since_ = now;
+      return false;
+    }
+    return now - since_ >= limit;
+  }
+  void reset() { since_ = {}; }  // nothing left to write
+  // How long to sleep before the next look: at most `pollMs`, and not past the deadline.
+  int pollMs(Clock::time_point now, int pollMs, std::chrono::milliseconds limit) const;
+  // The end of a WARN: "nothing of <what> went out for N ms (ICN_PEER_TIMEOUT_MS)".
+  static std::string what(std::chrono::milliseconds limit, const std::string& what);
+
+ private:
+  Clock::time_point since_{};
+};
 
 // What every helper shares: how it stops. A helper touches its comm or NCCL's memory only between enter()
 // and leave() (a few non-blocking system calls, never a wait); stop() waits only while the helper is between
@@ -111,22 +139,34 @@ class Reaper {
 Reaper& reaper();
 
 // A send lane with its own thread. The queue holds one piece per message in flight at most, so it never fills
-// (NCCL has at most kMaxRequests x kMaxRecvs sends in flight per comm).
+// (NCCL has at most kMaxRequests x kMaxRecvs sends in flight per comm). Nothing unresolved is queued ahead of a
+// matched piece (tcp_wire.h), so a lane whose piece the receiver must be reading and that writes nothing of it
+// for peerTimeout fails the connection: the peer stopped reading.
 class SendHelper final : public Helper {
  public:
   static constexpr size_t kCapacity = kMaxRequests * kMaxRecvs;
-  SendHelper(Fd fd, FailureState& failure, int index);
+  SendHelper(Fd fd, FailureState& failure, int index, std::chrono::milliseconds peerTimeout);
   ~SendHelper() override;
   void push(const ChunkHeader& h, const uint8_t* data, std::atomic<int>* pending);
+  // The receiver posted the receive of this lane's oldest unresolved eager message (their records arrive in the
+  // order the lane carries them): it must read the lane on.
+  void earlyResolved() { earlyResolved_.fetch_add(1, std::memory_order_release); }
 
  private:
   void run();
   void wakeForStop() override;
+  // Whether the receiver must be reading `job` now.
+  bool mustRead(const SendJob& job) const {
+    return job.early == 0 || job.early <= earlyResolved_.load(std::memory_order_acquire);
+  }
   FailureState& failure_;
+  const std::chrono::milliseconds peerTimeout_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::array<SendJob, kCapacity> ring_;
   size_t head_ = 0, tail_ = 0;  // under mu_
+  uint64_t earlyPushed_ = 0;    // under mu_
+  std::atomic<uint64_t> earlyResolved_{0};
   bool stop_ = false;           // under mu_
   std::thread thread_;  // last: starts after everything above exists
 };

@@ -18,8 +18,42 @@ namespace icn::tcp {
 
 Status TcpRecvRequest::test(bool* done, int* sizes) { return owner->testRequest(this, done, sizes); }
 
+bool PieceSet::claim(uint32_t offset, uint32_t length, uint32_t total, int tag, std::string* why) {
+  const uint32_t begin = offset, end = offset + length;  // validChunk: within total
+  auto piece = [&] {
+    return "piece [" + std::to_string(begin) + ", +" + std::to_string(length) + ") of the " + std::to_string(total) +
+           "-byte message (tag " + std::to_string(tag) + ")";
+  };
+  if (n_ == kMax) {
+    *why = "more than " + std::to_string(kMax) + " pieces of one message (" + piece() + ")";
+    return false;
+  }
+  if (length == 0 && total > 0) {
+    *why = "empty " + piece();
+    return false;
+  }
+  int at = 0;
+  while (at < n_ && ranges_[at].begin < begin) at++;
+  for (int k : {at - 1, at}) {  // the neighbours: ranges are disjoint and sorted
+    if (k < 0 || k >= n_) continue;
+    const Range& o = ranges_[k];
+    const bool same = o.begin == begin && o.end == end;
+    if (same || (o.begin < end && begin < o.end)) {
+      *why = piece() + (same ? " arrived twice" : " overlaps bytes [" + std::to_string(o.begin) + ", " +
+                                                      std::to_string(o.end) + ") already received");
+      return false;
+    }
+  }
+  std::move_backward(ranges_.begin() + at, ranges_.begin() + n_, ranges_.begin() + n_ + 1);
+  ranges_[at] = Range{begin, end};
+  n_++;
+  return true;
+}
+
 TcpRecvComm::TcpRecvComm(Sockets s, std::string peer, NetCommInfo info)
-    : CommCore(s, std::move(peer), info), eagerBytes_(s.eagerBytes) {
+    : CommCore(s, std::move(peer), info),
+      eagerBytes_(s.eagerBytes),
+      initialCredits_((s.eagerBytes ? kEagerCredits : 0) + kEarlyCredits) {
   for (size_t i = 1; i < s.lanes.size(); i++)
     helpers_.push_back(
         std::make_unique<RecvHelper>(std::move(s.lanes[i]), *this, failure_, closedLanes_, static_cast<int>(i)));
@@ -47,6 +81,14 @@ Status TcpRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
     return Status::InvalidArgument;
   }
   if (Status st = failure_.status(); st != Status::Ok) return st;
+  const size_t record = sizeof(CtsHeader) + static_cast<size_t>(n) * sizeof(CtsEntry);
+  if (!roomForRecord(record)) {
+    failure_.fail(Status::RemoteError, "the peer does not read lane 0: " +
+                                           std::to_string(ctsQueued_ - ctsSent_.load(std::memory_order_relaxed)) +
+                                           " clear-to-send records unsent, the most an honest sender leaves is " +
+                                           std::to_string(kCtsBacklog));
+    return Status::RemoteError;
+  }
   TcpRecvRequest* r = pool_.acquire();
   if (!r) {
     ICN_WARN(subsys::Net, "irecv from %s: more than %d requests in flight", failure_.peer().c_str(), kMaxRequests);
@@ -60,19 +102,14 @@ Status TcpRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
   h.seq = seq;
   h.slot = static_cast<uint8_t>(pool_.indexOf(r));
   h.n = static_cast<uint8_t>(n);
-  if (ctsOutOff_ > 0 && ctsOutLen_ + kMaxCtsBytes > ctsOut_.size()) {  // keep only what is still unsent
-    memmove(ctsOut_.data(), ctsOut_.data() + ctsOutOff_, ctsOutLen_ - ctsOutOff_);
-    ctsOutLen_ -= ctsOutOff_;
-    ctsOutOff_ = 0;
-  }
-  uint8_t* out = ctsOut_.data() + ctsOutLen_;
+  uint8_t* out = ctsOut_.data() + ctsOutLen_;  // roomForRecord made room
   for (int i = 0; i < n; i++) {
     r->bufs[i] = static_cast<uint8_t*>(data[i]);
     r->posted[i] = data[i] ? sizes[i] : 0;
     r->tags[i] = tags[i];
     r->entries[i].total.store(-1, std::memory_order_relaxed);
-    r->entries[i].claimed.store(0, std::memory_order_relaxed);
     r->entries[i].received.store(0, std::memory_order_relaxed);
+    r->entries[i].pieces.clear();  // no lane touches a request that is not live
     CtsEntry e{tags[i], static_cast<uint32_t>(std::min<size_t>(r->posted[i], kMaxMessage))};
     memcpy(out + sizeof h + i * sizeof e, &e, sizeof e);
   }
@@ -84,29 +121,81 @@ Status TcpRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
   h.earlyCredits = static_cast<uint8_t>(std::min<uint32_t>(earlyOwed_, 255));
   creditsOwed_ -= h.credits;
   earlyOwed_ -= h.earlyCredits;
+  for (uint32_t k = 0; k < uint32_t{h.credits} + h.earlyCredits; k++)
+    creditRecord_[creditsReturned_++ % kCreditRing] = seq;
   lk.unlock();
   if (Status st = failure_.status(); st != Status::Ok) return st;
   memcpy(out, &h, sizeof h);
-  ctsOutLen_ += sizeof h + n * sizeof(CtsEntry);
+  ctsOutLen_ += record;
+  ctsQueuedBytes_ += record;
+  ctsEnd_[ctsQueued_++ % kCtsBacklog] = ctsQueuedBytes_;
   *request = r;
   Status st = progress();
   if (st != Status::Ok) *request = nullptr;
   return st;
 }
 
-Status TcpRecvComm::progress() {
-  while (ctsOutOff_ < ctsOutLen_) {
-    ssize_t w = ::send(lane0_.get(), ctsOut_.data() + ctsOutOff_, ctsOutLen_ - ctsOutOff_, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w > 0) {
-      ctsOutOff_ += static_cast<size_t>(w);
-      continue;
+bool TcpRecvComm::roomForRecord(size_t bytes) {
+  if (ctsQueued_ - ctsSent_.load(std::memory_order_relaxed) >= kCtsBacklog) return false;
+  if (ctsOutLen_ + bytes > ctsOut_.size()) {  // keep only what is still unsent
+    memmove(ctsOut_.data(), ctsOut_.data() + ctsOutOff_, ctsOutLen_ - ctsOutOff_);
+    ctsOutLen_ -= ctsOutOff_;
+    ctsOutOff_ = 0;
+  }
+  return ctsOutLen_ + bytes <= ctsOut_.size();  // always, below the backlog bound
+}
+
+Status TcpRecvComm::sendRecords() {
+  if (ctsOutOff_ == ctsOutLen_) return Status::Ok;
+  bool wrote = false;
+  int err = 0;
+  {
+    std::lock_guard lk(eagerMu_);  // see ctsSent_
+    while (ctsOutOff_ < ctsOutLen_) {
+      ssize_t w = ::send(lane0_.get(), ctsOut_.data() + ctsOutOff_, ctsOutLen_ - ctsOutOff_, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w > 0) {
+        ctsOutOff_ += static_cast<size_t>(w);
+        ctsSentBytes_ += static_cast<uint64_t>(w);
+        wrote = true;
+        continue;
+      }
+      if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (w < 0 && errno == EINTR) continue;
+      err = w < 0 ? errno : EPIPE;
+      break;
     }
-    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    if (w < 0 && errno == EINTR) continue;
-    failure_.fail(Status::RemoteError, std::string("lane 0: send: ") + (w < 0 ? strerror(errno) : "wrote nothing"));
+    uint32_t sent = ctsSent_.load(std::memory_order_relaxed);
+    while (sent != ctsQueued_ && ctsEnd_[sent % kCtsBacklog] <= ctsSentBytes_) sent++;
+    ctsSent_.store(sent, std::memory_order_release);
+  }
+  if (err) {
+    failure_.fail(Status::RemoteError, std::string("lane 0: send: ") + strerror(err));
     return Status::RemoteError;
   }
-  if (ctsOutOff_ == ctsOutLen_) ctsOutOff_ = ctsOutLen_ = 0;
+  if (ctsOutOff_ == ctsOutLen_) {
+    ctsOutOff_ = ctsOutLen_ = 0;
+    ctsWatch_.reset();
+    return Status::Ok;
+  }
+  // An honest sender leaves few enough records unread for the socket buffers to hold them (kCtsBacklog).
+  if (ctsWatch_.stalled(std::chrono::steady_clock::now(), true, wrote, peerTimeout_)) {
+    failure_.fail(Status::RemoteError,
+                  "the peer stopped reading lane 0: " +
+                      ReadWatch::what(peerTimeout_, std::to_string(ctsQueued_ - ctsSent_.load()) +
+                                                        " clear-to-send records"));
+    return Status::RemoteError;
+  }
+  return Status::Ok;
+}
+
+bool TcpRecvComm::recordSent(uint32_t seq) {
+  if (static_cast<int32_t>(ctsSent_.load(std::memory_order_acquire) - seq) > 0) return true;
+  std::lock_guard lk(eagerMu_);  // a send() answered before it returned: its count is in by now
+  return static_cast<int32_t>(ctsSent_.load(std::memory_order_relaxed) - seq) > 0;
+}
+
+Status TcpRecvComm::progress() {
+  ICN_CHECK(sendRecords());
   if (!lane0Closed_) {
     bool eof = false, held = false;  // lane 0 stages eager messages: it never holds one
     std::string why;
@@ -140,6 +229,9 @@ Status TcpRecvComm::land(const ChunkHeader& h, bool lane0, Landing* out, std::st
   if (r.live.load() != uint64_t{h.seq} + 1)
     return refuse(Status::RemoteError, "data for receive " + std::to_string(h.seq) + " (slot " +
                                            std::to_string(h.slot) + "), which is not posted");
+  if (!recordSent(h.seq))
+    return refuse(Status::RemoteError, "data for receive " + std::to_string(h.seq) +
+                                           ", whose clear-to-send record was never sent");
   if (h.index >= r.n || r.tags[h.index] != h.tag)
     return refuse(Status::RemoteError, "data with tag " + std::to_string(h.tag) + " for receive " +
                                            std::to_string(h.seq) + " entry " + std::to_string(h.index) +
@@ -149,13 +241,16 @@ Status TcpRecvComm::land(const ChunkHeader& h, bool lane0, Landing* out, std::st
                                             std::to_string(h.tag) + ") for a receive buffer of " +
                                             std::to_string(r.posted[h.index]) + " bytes");
   TcpRecvRequest::Entry& e = r.entries[h.index];
-  int64_t expect = -1;
-  if (!e.total.compare_exchange_strong(expect, h.total) && expect != int64_t{h.total})
-    return refuse(Status::RemoteError, "pieces of one message disagree on its size (" + std::to_string(expect) +
-                                           " vs " + std::to_string(h.total) + " bytes)");
-  if (e.claimed.fetch_add(h.length) + h.length > h.total)
-    return refuse(Status::RemoteError, "more bytes than the " + std::to_string(h.total) + "-byte message (tag " +
-                                           std::to_string(h.tag) + ")");
+  {
+    std::lock_guard lk(r.mu);
+    const int64_t total = e.total.load(std::memory_order_relaxed);
+    if (total >= 0 && total != int64_t{h.total})
+      return refuse(Status::RemoteError, "pieces of one message disagree on its size (" + std::to_string(total) +
+                                             " vs " + std::to_string(h.total) + " bytes)");
+    std::string overlap;
+    if (!e.pieces.claim(h.offset, h.length, h.total, h.tag, &overlap)) return refuse(Status::RemoteError, overlap);
+    e.total.store(h.total, std::memory_order_release);
+  }
   out->dest = r.bufs[h.index] + h.offset;
   out->slot = h.slot;
   out->index = h.index;
@@ -192,17 +287,28 @@ bool TcpRecvComm::eagerTarget(int tag, uint32_t horizon, TcpRecvRequest** out, i
 
 bool TcpRecvComm::eagerTurn(uint32_t j) const {
   const Eager& e = pending_[j];
-  if (static_cast<int32_t>(eagerBase_ - e.number) <= 0) return false;  // a lower number is not seen yet
+  if (static_cast<int32_t>(static_cast<uint32_t>(eagerBase_) - e.number) <= 0) return false;  // a lower one unseen
   for (uint32_t k = 0; k < j; k++)
     if (pending_[k].tag == e.tag && !pending_[k].assigned) return false;
   return true;
 }
 
-Landing TcpRecvComm::claimEager(TcpRecvRequest* r, int i, uint32_t size) {
+bool TcpRecvComm::claimEager(TcpRecvRequest* r, int i, uint32_t size, std::string* why) {
+  TcpRecvRequest::Entry& e = r->entries[i];
+  std::lock_guard lk(r->mu);
+  if (!e.pieces.empty()) {
+    *why = "an eager message and data of another message (tag " + std::to_string(r->tags[i]) + ") for receive entry " +
+           std::to_string(i) + " of one receive";
+    return false;
+  }
+  if (!e.pieces.claim(0, size, size, r->tags[i], why)) return false;
   r->eagerTaken[i] = true;
+  e.total.store(size, std::memory_order_release);
+  return true;
+}
+
+Landing TcpRecvComm::landingFor(TcpRecvRequest* r, int i, uint32_t size) {
   r->users.fetch_add(1);
-  r->entries[i].total.store(size);
-  r->entries[i].claimed.store(size);
   Landing l;
   l.dest = r->bufs[i];
   l.slot = static_cast<int>(pool_.indexOf(r));
@@ -231,11 +337,12 @@ Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, st
     *why = "held eager message " + std::to_string(h.eager) + " was lost";
     return Status::InternalError;
   }
-  if (static_cast<int32_t>(nextSeq_ - h.seq) < 0) {
+  // The horizon counts the records the sender had read: only records written whole can have been.
+  if (static_cast<int32_t>(ctsSent_.load(std::memory_order_relaxed) - h.seq) < 0) {
     *why = "eager message names clear-to-send record " + std::to_string(h.seq) + ", which was never sent";
     return Status::RemoteError;
   }
-  const uint32_t d = h.eager - eagerBase_;
+  const uint32_t d = h.eager - static_cast<uint32_t>(eagerBase_);
   if (static_cast<int32_t>(d) < 0 || (d < kEagerWindow && seen_[d])) {
     *why = "eager message number " + std::to_string(h.eager) + " repeated";
     return Status::RemoteError;
@@ -245,6 +352,7 @@ Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, st
            std::to_string(h.eager) + ", " + std::to_string(eagerBase_) + " expected next)";
     return Status::RemoteError;
   }
+  if (!creditRead(eagerBase_ + d, h.seq, why)) return Status::RemoteError;
   seen_.set(d);
   while (seen_[0]) {
     seen_ >>= 1;
@@ -265,7 +373,8 @@ Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, st
              ") for a receive buffer of " + std::to_string(r->posted[i]) + " bytes";
       return Status::InvalidUsage;
     }
-    *out = claimEager(r, i, h.total);
+    if (!claimEager(r, i, h.total, why)) return Status::RemoteError;
+    *out = landingFor(r, i, h.total);
     std::move(pending_.begin() + at + 1, pending_.begin() + npending_, pending_.begin() + at);
     npending_--;
     (lane0 ? creditsOwed_ : earlyOwed_)++;
@@ -293,6 +402,30 @@ Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, st
   return failure_.status() == Status::Ok ? Status::Ok : failure_.status();
 }
 
+bool TcpRecvComm::creditRead(uint64_t n, uint32_t horizon, std::string* why) const {
+  if (n < initialCredits_) return true;  // one the sender started with
+  // Credits come back only in records, so the sender had this one only if it read the record that carried it:
+  // a sender that reads no records gets no more than it started with, whatever it claims.
+  const uint64_t c = n - initialCredits_;
+  if (c >= creditsReturned_) {
+    *why = "eager message " + std::to_string(n) + " spends a credit that was never handed back (" +
+           std::to_string(creditsReturned_) + " handed back, " + std::to_string(initialCredits_) + " to start with)";
+    return false;
+  }
+  // Never for an honest sender: n >= eagerBase_ and creditsReturned_ < eagerBase_ + kEagerWindow.
+  if (creditsReturned_ - c > kCreditRing) {
+    *why = "eager message " + std::to_string(n) + " spends a credit handed back too long ago";
+    return false;
+  }
+  const uint32_t record = creditRecord_[c % kCreditRing];
+  if (static_cast<int32_t>(horizon - record) <= 0) {
+    *why = "eager message " + std::to_string(n) + " spends a credit handed back in clear-to-send record " +
+           std::to_string(record) + ", which it had not read (horizon " + std::to_string(horizon) + ")";
+    return false;
+  }
+  return true;
+}
+
 void TcpRecvComm::assignEager() {
   bool changed = false;
   for (uint32_t j = 0; j < npending_;) {
@@ -309,18 +442,20 @@ void TcpRecvComm::assignEager() {
                                               std::to_string(r->posted[i]) + " bytes");
       break;
     }
+    std::string why;
+    if (!claimEager(r, i, e.size, &why)) {
+      failure_.fail(Status::RemoteError, why);
+      break;
+    }
     changed = true;
     if (e.stage < 0) {  // the holding lane takes it from here
-      e.landing = claimEager(r, i, e.size);
+      e.landing = landingFor(r, i, e.size);
       e.assigned = true;
       j++;
       continue;
     }
-    r->eagerTaken[i] = true;
     if (e.size) memcpy(r->bufs[i], stage(e.stage), e.size);
-    r->entries[i].claimed.store(e.size);
-    r->entries[i].received.store(e.size);
-    r->entries[i].total.store(e.size, std::memory_order_release);
+    r->entries[i].received.store(e.size, std::memory_order_release);  // complete: every byte is in
     creditsOwed_++;
     freeStages_ |= uint64_t{1} << e.stage;
     std::move(pending_.begin() + j + 1, pending_.begin() + npending_, pending_.begin() + j);

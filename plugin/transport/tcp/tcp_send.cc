@@ -24,7 +24,11 @@ Tuning currentTuning() {
 }
 
 CommCore::CommCore(Sockets& s, std::string peer, NetCommInfo info)
-    : failure_(peer), control_(std::move(s.control), peer), lane0_(std::move(s.lanes[0])), tuning_(currentTuning()) {
+    : failure_(peer),
+      control_(std::move(s.control), peer),
+      lane0_(std::move(s.lanes[0])),
+      tuning_(currentTuning()),
+      peerTimeout_(std::max<int64_t>(1, params::getInt(params::Id::PeerTimeoutMs))) {
   counters_ = netstats::registerComm(info);
 }
 
@@ -70,7 +74,8 @@ Status TcpSendRequest::test(bool* done, int* sizes) {
 TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
     : CommCore(s, std::move(peer), info), eagerBytes_(s.eagerBytes), credits_(s.eagerBytes ? kEagerCredits : 0) {
   for (size_t i = 1; i < s.lanes.size(); i++)
-    helpers_.push_back(std::make_unique<SendHelper>(std::move(s.lanes[i]), failure_, static_cast<int>(i)));
+    helpers_.push_back(
+        std::make_unique<SendHelper>(std::move(s.lanes[i]), failure_, static_cast<int>(i), peerTimeout_));
 }
 
 TcpSendComm::~TcpSendComm() {
@@ -221,7 +226,7 @@ bool TcpSendComm::sendEager(TcpSendRequest* r) {
   const int lane = large ? earlyLane() : 0;
   credits--;
   (large ? sentEarly_ : sentEager_)++;
-  debts_[ndebts_++] = Debt{r->tag, lane};
+  debts_[ndebts_++] = Debt{r->tag, lane, lane0Tail_};
   ChunkHeader h;
   h.flags = kChunkEager;
   h.seq = ctsTail_;
@@ -242,6 +247,7 @@ bool TcpSendComm::sendEager(TcpSendRequest* r) {
   j.data = r->data;
   j.pending = &r->pending;
   j.sent = 0;
+  j.early = 1;  // until its record is read
   return true;
 }
 
@@ -286,9 +292,13 @@ Status TcpSendComm::match() {
         continue;
       }
       c.used |= 1u << idx;
-      if (const int lane = debts_[d].lane; lane > 0) {  // its receive is posted: the lane is free again
+      // Its receive is posted: the receiver must read it now, and a helper lane that held it is free again.
+      if (const int lane = debts_[d].lane; lane > 0) {
         holdingLanes_ -= --heldOn_[lane] == 0;
         heldTotal_--;
+        helpers_[static_cast<size_t>(lane - 1)]->earlyResolved();
+      } else if (debts_[d].job >= lane0Head_) {
+        lane0Jobs_[debts_[d].job % lane0Jobs_.size()].early = 0;
       }
       std::move(debts_.begin() + d + 1, debts_.begin() + ndebts_, debts_.begin() + d);
       ndebts_--;
@@ -344,6 +354,7 @@ Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
     j.data = r->data;
     j.pending = &r->pending;
     j.sent = 0;
+    j.early = 0;
     return Status::Ok;
   }
   sentSplit_++;
@@ -364,11 +375,20 @@ Status TcpSendComm::flushLane0() {
     SendJob& j = lane0Jobs_[lane0Head_ % lane0Jobs_.size()];
     bool done = false;
     std::string why;
+    const size_t before = j.sent;
     if (writeSome(lane0_.get(), j, &done, &why) != Status::Ok) {
       failure_.fail(Status::RemoteError, "lane 0: " + why);
       return Status::RemoteError;
     }
-    if (!done) break;
+    if (!done) {
+      if (lane0Watch_.stalled(std::chrono::steady_clock::now(), j.early == 0, j.sent != before, peerTimeout_)) {
+        failure_.fail(Status::RemoteError,
+                      "the peer stopped reading lane 0: " + ReadWatch::what(peerTimeout_, "a message whose receive it posted"));
+        return Status::RemoteError;
+      }
+      return Status::Ok;
+    }
+    lane0Watch_.reset();
     j.pending->fetch_sub(1, std::memory_order_release);
     lane0Head_++;
   }

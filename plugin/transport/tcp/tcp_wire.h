@@ -20,6 +20,12 @@
 //                   Unresolved ones may spread over several helper lanes (ICN_TCP_EARLY_LANES), each carrying
 //                   them in eager-number order: the lowest number not yet placed is at the head of its lane, so
 //                   once its receive is posted that lane goes on, whatever the other lanes hold.
+//   checks:         credits come back only in records, so eager number n (both kinds counted together) spends
+//                   one the sender started with or one handed back in a record before its horizon, and the
+//                   horizon names only records written whole; a data piece names only a receive whose record was
+//                   written; the pieces of a message never overlap (each byte is written once). A lane that the
+//                   peer must be reading (a matched piece, an eager message whose record was read, the records)
+//                   and that writes nothing for ICN_PEER_TIMEOUT_MS fails the connection.
 //
 // Every record is little-endian and fixed-size, so a reader never allocates on a peer's word.
 #pragma once
