@@ -11,12 +11,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 KINDS=${*:-address thread}
-TARGETS="nccl-net-icn icn-conformance icn_core_unit icn_reliability_unit icn-reliability icn_tuner_unit icn_tuner_agree_peer icn_tuner_abi
+TARGETS="nccl-net-icn icn-conformance icn_core_unit icn_tcp_unit icn_reliability_unit icn-reliability icn_tuner_unit icn_tuner_agree_peer icn_tuner_abi
          icn_tuner_multiproc icn-adversary"
 ASAN_TARGETS="icn_ib_tests topo_tests shim_tests icn-probe-tests"
 # Tests: unit + conformance labels, the adversary suite (hostile peers against a victim rank), plus the
 # reliability suites that finish in seconds.
-TESTS='^(core\.|tuner\.|reliability\.(Sha|Hmac|Codec|ListenHandle|HandshakeTest|AuthTest)|reliability\.(garbage|auth|load)$|conformance\.|adversary\.)'
+TESTS='^(core\.|tcp\.|tuner\.|reliability\.(Sha|Hmac|Codec|ListenHandle|HandshakeTest|AuthTest)|reliability\.(garbage|auth|load)$|conformance\.|adversary\.)'
 # ASan only: the suites of these labels, and the probe rules.
 ASAN_LABELS='^(ib|topo|shim)$'
 ASAN_TESTS='^probes\.'
