@@ -282,6 +282,7 @@ TEST(Transfer, SendsAheadOfTheirReceivesArriveInOrder) {
   static constexpr size_t kBig = 4u << 20;
   RunOptions opts;
   opts.env.emplace_back("NCCL_DEBUG", "INFO");  // the sender's path line is INFO
+  opts.env.emplace_back("ICN_TCP_LANE_EAGER_BYTES", "1048576");  // sending ahead on helper lanes is off by default
   auto out = runTwoRanks(
       [](Rank& r) {
         void *s = nullptr, *rc = nullptr;

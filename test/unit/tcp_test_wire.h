@@ -25,6 +25,11 @@ namespace icn::tcp::testwire {
 using Clock = std::chrono::steady_clock;
 inline constexpr const char* kPeer = "hostile-peer:4242";
 
+// Messages sent before their clear-to-send on a helper lane (ICN_TCP_LANE_EAGER_BYTES) are off by default; these
+// tests exercise them, so they turn them on (1 MiB) before the first setting is read, unless the environment
+// already says.
+inline const bool kLaneEagerOn = setenv("ICN_TCP_LANE_EAGER_BYTES", "1048576", 0) == 0;
+
 // The comm's sockets and the peer's ends of them: control, lane 0, then helper lanes.
 struct Wires {
   Sockets comm;
