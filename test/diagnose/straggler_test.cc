@@ -201,6 +201,45 @@ TEST(Straggler, NoNameBelowTheFloorOrWhenTheRankWaitsToo) {
   EXPECT_TRUE(detect(v, DetectorConfig{}, {}).empty());  // it waits (p90 3 ms) as much as it is waited on
 }
 
+// Rank 2 comes late to each exchange (its peers' arrival waits on it: 2 ms) and never waits when it comes, but it
+// waited inside the exchange before (1 ms per message where the others wait 60 us): it is late because it waited,
+// and is not the one to name.
+TEST(Straggler, RankThatCameLateBecauseItWaitedBeforeIsNotNamed) {
+  std::vector<PeerSummary> v = allToAll(6, -1, 0);
+  for (PeerSummary& s : v) {
+    if (s.dir != Dir::Recv) continue;
+    s.fig.arrivals = 20;
+    s.fig.arrivalMedianS = s.peerRank == 2 ? 2e-3 : 40e-6;
+    s.fig.arrivalP90S = s.fig.arrivalMedianS * 1.5;
+    if (s.rank == 2) s.fig.arrivalP90S = 50e-6, s.fig.waitMeanS = 1e-3;
+  }
+  EXPECT_TRUE(detect(v, DetectorConfig{}, {}).empty());
+  for (PeerSummary& s : v)
+    if (s.rank == 2 && s.dir == Dir::Recv) s.fig.waitMeanS = 50e-6;  // it did not wait: then it is late
+  const std::vector<Finding> f = detect(v, DetectorConfig{}, {});
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rank, 2);
+  EXPECT_NEAR(f[0].lateMedianS, 2e-3, 1e-12);
+}
+
+// Ranks 1 and 4 both pass the test; 4 is late by less than half of 1's delay (a rank held up by the latest one
+// comes late to what follows), so only 1 is named, unless both are late alike.
+TEST(Straggler, OfSeveralLateRanksThoseUnderHalfTheLatestAreLeftOut) {
+  auto twoLate = [](double second) {
+    std::vector<PeerSummary> v = allToAll(8, 1, 4e-3);
+    for (PeerSummary& s : v)
+      if (s.dir == Dir::Recv && s.peerRank == 4 && s.rank != 1) s.fig.waitMedianS = second, s.fig.waitMeanS = second;
+    return detect(v, DetectorConfig{}, {});
+  };
+  std::vector<Finding> f = twoLate(1.5e-3);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rank, 1);
+  f = twoLate(3e-3);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].rank, 1);
+  EXPECT_EQ(f[1].rank, 4);
+}
+
 TEST(Straggler, NoNameWithoutTheRanksOwnSummariesOrWithTwoRanks) {
   std::vector<PeerSummary> v = allToAll(6, 2, 4e-3);
   v.erase(std::remove_if(v.begin(), v.end(), [](const PeerSummary& s) { return s.rank == 2; }), v.end());
