@@ -16,8 +16,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <string>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "diagnose/histogram.h"

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <tuple>
 #include <utility>
 
 namespace icn::diagnose {
@@ -22,7 +23,6 @@ Limits limitsFor(const DetectorConfig& c, bool raised) {
 
 double median(std::vector<double> v) { return quantile(v, 0.5); }
 
-
 bool usable(const PeerSummary& s, const DetectorConfig& c) {
   return s.rank >= 0 && s.peerRank >= 0 && s.rank != s.peerRank && s.fig.count >= c.minCount;
 }
@@ -36,19 +36,51 @@ std::pair<int, int> dataPath(const PeerSummary& s) {
 
 bool isRaised(const std::map<FindingKey, Finding>& active, const Finding& f) { return active.count(keyOf(f)) != 0; }
 
-std::vector<Finding> slowLinks(const std::vector<const PeerSummary*>& comm, const DetectorConfig& c,
-                               const std::map<FindingKey, Finding>& active) {
-  std::map<std::pair<int, int>, Finding> found;
-  for (const PeerSummary* s : comm) {
-    if (s->fig.rateBps <= 0) continue;
-    std::vector<double> others;
-    for (const PeerSummary* o : comm) {
-      if (o == s || o->fig.rateBps <= 0 || o->dir != s->dir || sameHost(*o) != sameHost(*s)) continue;
-      if (o->fig.rateBytes < s->fig.rateBytes / 2 || o->fig.rateBytes > s->fig.rateBytes * 2) continue;
-      others.push_back(o->fig.rateBps);
+// One communicator's summaries, indexed once: by their own rank and by the rank they wait on, per direction.
+struct Comm {
+  uint64_t id = 0;
+  std::vector<const PeerSummary*> all;
+  std::map<int, std::vector<const PeerSummary*>> byRank[2], byPeer[2];
+  double medianMean[2] = {0, 0};  // per direction, the median connection's wait per message
+  std::set<int> ranks;
+
+  explicit Comm(std::vector<const PeerSummary*> v) : all(std::move(v)) {
+    id = all.front()->commId;
+    std::vector<double> means[2];
+    for (const PeerSummary* s : all) {
+      const int d = static_cast<int>(s->dir);
+      byRank[d][s->rank].push_back(s);
+      byPeer[d][s->peerRank].push_back(s);
+      means[d].push_back(s->fig.waitMeanS);
+      ranks.insert({s->rank, s->peerRank});
     }
-    if (others.size() + 1 < c.minGroupLinks) continue;
-    const double groupMedian = median(others);
+    for (int d = 0; d < 2; d++) medianMean[d] = median(means[d]);
+  }
+  const std::vector<const PeerSummary*>& of(const std::map<int, std::vector<const PeerSummary*>>& m, int r) const {
+    static const std::vector<const PeerSummary*> none;
+    auto it = m.find(r);
+    return it == m.end() ? none : it->second;
+  }
+};
+
+// Links are compared within a group of their kind: direction, both ends on one host or not, and message size
+// rounded to a power of two (a link carrying small messages times lower without being slow).
+std::vector<Finding> slowLinks(const Comm& comm, const DetectorConfig& c, const std::map<FindingKey, Finding>& active) {
+  using Group = std::tuple<int, bool, long>;
+  auto groupOf = [](const PeerSummary& s) {
+    return Group{static_cast<int>(s.dir), sameHost(s), std::lround(std::log2(std::max(1.0, s.fig.rateBytes)))};
+  };
+  std::map<Group, std::vector<double>> rates;
+  for (const PeerSummary* s : comm.all)
+    if (s->fig.rateBps > 0) rates[groupOf(*s)].push_back(s->fig.rateBps);
+  std::map<Group, double> medians;
+  for (auto& [g, v] : rates)
+    if (v.size() >= c.minGroupLinks) medians[g] = median(v);
+  std::map<std::pair<int, int>, Finding> found;
+  for (const PeerSummary* s : comm.all) {
+    if (s->fig.rateBps <= 0) continue;
+    auto m = medians.find(groupOf(*s));
+    if (m == medians.end()) continue;
     const auto [src, dst] = dataPath(*s);
     Finding f;
     f.kind = FindingKind::SlowLink;
@@ -61,12 +93,11 @@ std::vector<Finding> slowLinks(const std::vector<const PeerSummary*>& comm, cons
     f.peerHost = mine ? s->peerHost : s->host;
     f.peerAddr = mine ? s->peerAddr : s->addr;
     f.rateBps = s->fig.rateBps;
-    f.groupMedianBps = groupMedian;
+    f.groupMedianBps = m->second;
     f.historyRatio = s->fig.rateRatio;
-    if (s->fig.rateBps > limitsFor(c, isRaised(active, f)).slowRatio * groupMedian) continue;
-    auto it = found.find({src, dst});
+    if (s->fig.rateBps > limitsFor(c, isRaised(active, f)).slowRatio * m->second) continue;
     // Both ends may see it; the receiver's figure wins (it timed the bytes arriving).
-    if (it == found.end() || s->dir == Dir::Recv) found[{src, dst}] = f;
+    if (!found.count({src, dst}) || s->dir == Dir::Recv) found[{src, dst}] = f;
   }
   std::vector<Finding> out;
   for (auto& [k, f] : found) out.push_back(std::move(f));
@@ -89,20 +120,20 @@ double ownTail(const PeerSummary& s, Measure m, const DetectorConfig& c) {
 }
 
 // The late-rank test for rank x in one direction and by one measure; false when it does not hold.
-bool lateIn(int x, Dir d, Measure m, const std::vector<const PeerSummary*>& comm,
-            const std::set<std::pair<int, int>>& slow, const DetectorConfig& c, const Limits& lim, Finding* f) {
-  std::vector<double> late, imposed, ownTails, ownMeans, allMeans;
+bool lateIn(int x, Dir d, Measure m, const Comm& comm, const std::set<std::pair<int, int>>& slow,
+            const DetectorConfig& c, const Limits& lim, Finding* f) {
+  const int di = static_cast<int>(d);
+  std::vector<double> late, imposed, ownTails, ownMeans;
+  const std::vector<const PeerSummary*>& own = comm.of(comm.byRank[di], x);
+  for (const PeerSummary* s : own) {
+    const double t = ownTail(*s, m, c);
+    if (t >= 0) ownTails.push_back(t);
+    ownMeans.push_back(s->fig.waitMeanS);
+  }
   size_t observed = 0;
   const PeerSummary* anyObserver = nullptr;
-  for (const PeerSummary* s : comm) {
-    if (s->dir != d) continue;
-    allMeans.push_back(s->fig.waitMeanS);
-    if (s->rank == x) {
-      const double t = ownTail(*s, m, c);
-      if (t >= 0) ownTails.push_back(t);
-      ownMeans.push_back(s->fig.waitMeanS);
-    }
-    if (s->peerRank != x || slow.count(dataPath(*s))) continue;
+  for (const PeerSummary* s : comm.of(comm.byPeer[di], x)) {
+    if (slow.count(dataPath(*s))) continue;
     const double v = lateBy(*s, m, c);
     observed++;
     imposed.push_back(s->fig.waitMeanS);
@@ -116,9 +147,9 @@ bool lateIn(int x, Dir d, Measure m, const std::vector<const PeerSummary*>& comm
   // It does not wait by the measure it is late by, nor more than the communicator's connections do overall (a
   // rank that comes late because it waited before is not the one to name).
   if (median(ownTails) * lim.ownRatio > lateMedian) return false;
-  if (median(ownMeans) > median(allMeans)) return false;
+  if (median(ownMeans) > comm.medianMean[di]) return false;
   f->kind = FindingKind::LateRank;
-  f->commId = anyObserver->commId;
+  f->commId = comm.id;
   f->rank = x;
   f->via = d;
   f->lateMedianS = lateMedian;
@@ -126,29 +157,25 @@ bool lateIn(int x, Dir d, Measure m, const std::vector<const PeerSummary*>& comm
   f->observedLinks = static_cast<uint32_t>(observed);
   f->imposedMeanS = median(imposed);
   f->ownMeanS = median(ownMeans);
-  f->host = anyObserver->peerHost;
+  f->host = anyObserver->peerHost;  // as its peers name it, unless it names itself
   f->addr = anyObserver->peerAddr;
-  for (const PeerSummary* s : comm)  // the rank's own word on where it is, when it has one
-    if (s->rank == x && !s->host.empty()) {
-      f->host = s->host;
-      if (!s->addr.empty()) f->addr = s->addr;
-      break;
-    }
+  if (!own.front()->host.empty()) {
+    f->host = own.front()->host;
+    if (!own.front()->addr.empty()) f->addr = own.front()->addr;
+  }
   return true;
 }
 
-std::vector<Finding> lateRanks(const std::vector<const PeerSummary*>& comm, const std::vector<Finding>& slowFound,
-                               const DetectorConfig& c, const std::map<FindingKey, Finding>& active) {
-  std::set<int> ranks;
-  for (const PeerSummary* s : comm) ranks.insert({s->rank, s->peerRank});
+std::vector<Finding> lateRanks(const Comm& comm, const std::vector<Finding>& slowFound, const DetectorConfig& c,
+                               const std::map<FindingKey, Finding>& active) {
   std::vector<Finding> out;
-  if (ranks.size() < 3) return out;  // two ranks wait on each other by turns: no third to tell who is late
+  if (comm.ranks.size() < 3) return out;  // two ranks wait on each other by turns: no third to tell who is late
   std::set<std::pair<int, int>> slow;
   for (const Finding& f : slowFound) slow.insert({f.rank, f.peerRank});
-  for (int x : ranks) {
+  for (int x : comm.ranks) {
     Finding probe;
     probe.kind = FindingKind::LateRank;
-    probe.commId = comm.front()->commId;
+    probe.commId = comm.id;
     probe.rank = x;
     const Limits lim = limitsFor(c, isRaised(active, probe));
     Finding best, f;
@@ -205,7 +232,8 @@ std::vector<Finding> detect(const std::vector<PeerSummary>& all, const DetectorC
   for (const PeerSummary& s : all)
     if (usable(s, c)) comms[s.commId].push_back(&s);
   std::vector<Finding> out;
-  for (const auto& [id, comm] : comms) {
+  for (auto& [id, summaries] : comms) {
+    const Comm comm(std::move(summaries));
     std::vector<Finding> slow = slowLinks(comm, c, active);
     std::vector<Finding> late = lateRanks(comm, slow, c, active);
     out.insert(out.end(), late.begin(), late.end());

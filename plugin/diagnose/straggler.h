@@ -12,8 +12,8 @@
 // late by at least half the latest one's delay are named.
 //
 // A link is slow when its rate is at most slowLinkRatio of the median rate of comparable connections of the same
-// communicator (same direction, both ends on one host or not, messages within a factor 2 in size), among at least
-// minGroupLinks. The lateness a slow link causes is the link's, not its sender's: connections over a slow link do
+// communicator (same direction, both ends on one host or not, message size rounded to the same power of two), among
+// at least minGroupLinks. The lateness a slow link causes is the link's, not its sender's: connections over a slow link do
 // not count against their sending rank.
 //
 // Findings are raised after enterPeriods consecutive periods and cleared after exitPeriods periods without them;
