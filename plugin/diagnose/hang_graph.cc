@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
-#include <functional>
 #include <map>
 #include <set>
 
@@ -26,24 +25,33 @@ struct Graph {
   std::map<int, RankOwner> owners;                       // ranks with a fresh report
   std::map<int, std::pair<std::string, std::string>> seenAs;  // rank -> (host, addr) as its peers name it
   std::map<int, std::map<int, std::vector<const WaitEntry*>>> out;  // from -> to -> waits
+  std::map<int, std::set<int>> in;  // to -> the ranks that wait on it
   std::set<int> targets;
 
   bool waits(int r) const { return out.count(r) && !out.at(r).empty(); }
-  // Ranks that wait on any of `roots`, directly or through others, with each one's next hop towards them.
-  std::map<int, int> waitingOn(const std::set<int>& roots) const {
+  // Ranks that wait on any of `roots`, directly or through others: each one's next hop towards them, and the
+  // farthest of them (the last a breadth-first walk from the roots reaches).
+  struct Reach {
     std::map<int, int> next;
+    int farthest = -1;
+  };
+  Reach waitingOn(const std::set<int>& roots) const {
+    Reach r;
     std::deque<int> todo(roots.begin(), roots.end());
     std::set<int> seen(roots.begin(), roots.end());
     while (!todo.empty()) {
-      const int r = todo.front();
+      const int at = todo.front();
       todo.pop_front();
-      for (const auto& [from, tos] : out)
-        if (tos.count(r) && seen.insert(from).second) {
-          next[from] = r;
+      auto it = in.find(at);
+      if (it == in.end()) continue;
+      for (int from : it->second)
+        if (seen.insert(from).second) {
+          r.next[from] = at;
+          r.farthest = from;
           todo.push_back(from);
         }
     }
-    return next;
+    return r;
   }
 };
 
@@ -70,10 +78,36 @@ std::string secs(double s) {
   return b;
 }
 
+// Texts name at most this many ranks of a list, and list at most kMaxEvidence waits: a hang of a large job stays
+// a paragraph.
+constexpr size_t kMaxNamed = 8, kMaxEvidence = 32;
+
 std::string ranksText(const std::vector<int>& v) {
   std::string s;
-  for (size_t i = 0; i < v.size(); i++) s += (i ? (i + 1 == v.size() ? " and " : ", ") : "") + std::to_string(v[i]);
+  const size_t shown = std::min(v.size(), kMaxNamed);
+  for (size_t i = 0; i < shown; i++) s += (i ? (i + 1 == v.size() ? " and " : ", ") : "") + std::to_string(v[i]);
+  if (shown < v.size()) s += " and " + std::to_string(v.size() - shown) + " more";
   return s;
+}
+
+// "0 -> 1 -> 2", or "0 -> 1 -> ... -> 9 (10 ranks)" when long (ranks: how many distinct ranks the path holds).
+std::string pathText(const std::vector<int>& v, size_t ranks = 0) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); i++) {
+    if (v.size() > kMaxNamed && i == kMaxNamed / 2) {
+      s += " -> ...";
+      i = v.size() - kMaxNamed / 2;
+    }
+    s += (s.empty() ? "" : " -> ") + std::to_string(v[i]);
+  }
+  if (v.size() > kMaxNamed) s += " (" + std::to_string(ranks ? ranks : v.size()) + " ranks)";
+  return s;
+}
+
+void addEvidence(HangAnalysis* a, std::string line) {
+  if (a->evidence.size() > kMaxEvidence) return;
+  if (a->evidence.size() == kMaxEvidence) line = "... (more waits left out)";
+  if (std::find(a->evidence.begin(), a->evidence.end(), line) == a->evidence.end()) a->evidence.push_back(line);
 }
 
 std::string where(const Graph& g, int r) {
@@ -141,6 +175,7 @@ std::vector<Graph> buildGraphs(const std::vector<ProcessReport>& in, double stal
       Graph& g = graphs[w.commId];
       if (w.rank < 0 || w.peerRank < 0 || w.rank == w.peerRank) continue;
       g.out[w.rank][w.peerRank].push_back(&w);
+      g.in[w.peerRank].insert(w.rank);
       g.targets.insert(w.peerRank);
       if (!w.peerHost.empty() || !w.peerAddr.empty()) g.seenAs[w.peerRank] = {w.peerHost, hostPart(w.peerAddr)};
       if (!g.owners.count(w.rank)) g.owners[w.rank] = RankOwner{r, ""};  // a rank known only by its waits
@@ -151,73 +186,76 @@ std::vector<Graph> buildGraphs(const std::vector<ProcessReport>& in, double stal
   return out;
 }
 
-// Tarjan's strongly connected components over the ranks that wait.
+// Tarjan's strongly connected components over the ranks that wait, without recursion (a chain of waits may be as
+// long as the communicator).
 std::vector<std::vector<int>> components(const Graph& g) {
   std::map<int, int> index, low;
   std::vector<int> stack;
   std::set<int> onStack;
   std::vector<std::vector<int>> sccs;
   int counter = 0;
-  std::function<void(int)> visit = [&](int v) {
-    index[v] = low[v] = counter++;
-    stack.push_back(v);
-    onStack.insert(v);
-    if (g.out.count(v))
-      for (const auto& [w, waits] : g.out.at(v)) {
-        if (!index.count(w)) {
-          visit(w);
-          low[v] = std::min(low[v], low[w]);
-        } else if (onStack.count(w)) {
-          low[v] = std::min(low[v], index[w]);
-        }
-      }
-    if (low[v] == index[v]) {
-      std::vector<int> scc;
-      int w;
-      do {
-        w = stack.back();
-        stack.pop_back();
-        onStack.erase(w);
-        scc.push_back(w);
-      } while (w != v);
-      std::sort(scc.begin(), scc.end());
-      sccs.push_back(std::move(scc));
-    }
+  static const std::map<int, std::vector<const WaitEntry*>> kNone;
+  auto edges = [&](int v) -> const std::map<int, std::vector<const WaitEntry*>>& {
+    auto it = g.out.find(v);
+    return it == g.out.end() ? kNone : it->second;
   };
-  for (const auto& [v, tos] : g.out)
-    if (!index.count(v)) visit(v);
+  struct Frame {
+    int v;
+    std::map<int, std::vector<const WaitEntry*>>::const_iterator next;
+  };
+  for (const auto& [root, unused] : g.out) {
+    if (index.count(root)) continue;
+    std::vector<Frame> frames;
+    auto enter = [&](int v) {
+      index[v] = low[v] = counter++;
+      stack.push_back(v);
+      onStack.insert(v);
+      frames.push_back({v, edges(v).begin()});
+    };
+    enter(root);
+    while (!frames.empty()) {
+      Frame& f = frames.back();
+      const int v = f.v;
+      if (f.next != edges(v).end()) {
+        const int w = (f.next++)->first;
+        if (!index.count(w)) enter(w);
+        else if (onStack.count(w)) low[v] = std::min(low[v], index[w]);
+        continue;
+      }
+      if (low[v] == index[v]) {
+        std::vector<int> scc;
+        int w;
+        do {
+          w = stack.back();
+          stack.pop_back();
+          onStack.erase(w);
+          scc.push_back(w);
+        } while (w != v);
+        std::sort(scc.begin(), scc.end());
+        sccs.push_back(std::move(scc));
+      }
+      frames.pop_back();
+      if (!frames.empty()) low[frames.back().v] = std::min(low[frames.back().v], low[v]);
+    }
+  }
   return sccs;
 }
 
 void addChain(const Graph& g, const std::set<int>& roots, HangAnalysis* a) {
-  const std::map<int, int> next = g.waitingOn(roots);
-  a->waitingOnRoot = static_cast<int>(next.size());
-  // The rank farthest from the root, then its hops to it.
-  int far = -1, farHops = 0;
-  for (const auto& [r, n] : next) {
-    int hops = 0;
-    for (int x = r; next.count(x); x = next.at(x)) hops++;
-    if (hops > farHops) far = r, farHops = hops;
-  }
-  if (far < 0) return;
-  for (int x = far;; x = next.at(x)) {
+  const Graph::Reach reach = g.waitingOn(roots);
+  a->waitingOnRoot = static_cast<int>(reach.next.size());
+  for (int x = reach.farthest; x >= 0;) {  // the farthest waiting rank, then its hops to the root
     a->chain.push_back(x);
-    if (!next.count(x)) break;
+    auto it = reach.next.find(x);
+    x = it == reach.next.end() ? -1 : it->second;
   }
 }
 
-std::string chainText(const HangAnalysis& a) {
-  if (a.chain.size() < 2) return "";
-  std::string s = " (";
-  for (size_t i = 0; i < a.chain.size(); i++) s += (i ? " -> " : "") + std::to_string(a.chain[i]);
-  return s + ")";
-}
+std::string chainText(const HangAnalysis& a) { return a.chain.size() < 2 ? "" : " (" + pathText(a.chain) + ")"; }
 
 void chainEvidence(const Graph& g, HangAnalysis* a) {
-  for (size_t i = 0; i + 1 < a->chain.size(); i++) {
-    std::string line = waitText(g, *oldest(g, a->chain[i], a->chain[i + 1]));
-    if (std::find(a->evidence.begin(), a->evidence.end(), line) == a->evidence.end()) a->evidence.push_back(line);
-  }
+  for (size_t i = 0; i + 1 < a->chain.size() && a->evidence.size() <= kMaxEvidence; i++)
+    addEvidence(a, waitText(g, *oldest(g, a->chain[i], a->chain[i + 1])));
 }
 
 bool missingRoot(const Graph& g, HangAnalysis* a) {
@@ -227,15 +265,13 @@ bool missingRoot(const Graph& g, HangAnalysis* a) {
   if (waited.empty()) return false;
   // Most waited on first.
   std::map<int, size_t> count;
-  for (int m : waited) count[m] = g.waitingOn({m}).size();
+  for (int m : waited) count[m] = g.waitingOn({m}).next.size();
   std::stable_sort(waited.begin(), waited.end(), [&](int x, int y) { return count[x] > count[y]; });
   a->kind = RootKind::MissingProcess;
   a->roots = waited;
   addChain(g, {waited.begin(), waited.end()}, a);
   const int r = waited.front();
-  std::vector<int> direct;
-  for (const auto& [from, tos] : g.out)
-    if (tos.count(r)) direct.push_back(from);
+  const std::vector<int> direct(g.in.at(r).begin(), g.in.at(r).end());
   a->summary = "Rank " + std::to_string(r) + where(g, r) +
                " did not report: its process is stopped (SIGSTOP), dead, or cannot write its report, and it is the "
                "prime suspect. " + std::to_string(direct.size()) +
@@ -246,7 +282,7 @@ bool missingRoot(const Graph& g, HangAnalysis* a) {
   if (waited.size() > 1)
     a->summary += " Other ranks that did not report and are waited on: " +
                   ranksText(std::vector<int>(waited.begin() + 1, waited.end())) + ".";
-  for (int from : direct) a->evidence.push_back(waitText(g, *oldest(g, from, r)));
+  for (int from : direct) addEvidence(a, waitText(g, *oldest(g, from, r)));
   chainEvidence(g, a);
   return true;
 }
@@ -257,7 +293,7 @@ bool idleRoot(const Graph& g, HangAnalysis* a) {
     if (g.owners.count(t) && !g.waits(t)) sinks.push_back(t);
   if (sinks.empty()) return false;
   std::map<int, size_t> count;
-  for (int s : sinks) count[s] = g.waitingOn({s}).size();
+  for (int s : sinks) count[s] = g.waitingOn({s}).next.size();
   std::stable_sort(sinks.begin(), sinks.end(), [&](int x, int y) { return count[x] > count[y]; });
   a->kind = RootKind::IdleRank;
   a->roots = sinks;
@@ -293,7 +329,7 @@ bool stuckOrCycle(const Graph& g, HangAnalysis* a) {
       for (const auto& [w, waits] : g.out.at(v))
         if (!members.count(w)) terminal = false;
     if (!terminal) continue;
-    const size_t reach = g.waitingOn(members).size();
+    const size_t reach = g.waitingOn(members).next.size();
     if (!best || reach > bestReach) best = &scc, bestReach = reach;
   }
   if (!best) return false;
@@ -345,14 +381,14 @@ bool stuckOrCycle(const Graph& g, HangAnalysis* a) {
       on.insert(nextRank);
     }
     a->roots = path;
-    std::string cycle;
-    for (int r : path) cycle += std::to_string(r) + " -> ";
-    a->summary = "Ranks " + cycle + std::to_string(path.front()) +
+    std::vector<int> around = path;
+    around.push_back(path.front());
+    a->summary = "Ranks " + pathText(around, path.size()) +
                  " wait on each other in a cycle with no transfer in flight between them (each waits on the next "
                  "to send or to take its bytes): they called mismatched operations (another collective, count or "
                  "order); " + std::to_string(a->waitingOnRoot) + " other ranks wait behind them.";
-    for (size_t i = 0; i < path.size(); i++)
-      a->evidence.push_back(waitText(g, *oldest(g, path[i], path[(i + 1) % path.size()])));
+    for (size_t i = 0; i < path.size() && a->evidence.size() <= kMaxEvidence; i++)
+      addEvidence(a, waitText(g, *oldest(g, path[i], path[(i + 1) % path.size()])));
   }
   return true;
 }

@@ -62,7 +62,7 @@ TEST(IcnHang, MergedFileWithAStuckLinkNamesTheLink) {
   EXPECT_TRUE(has(t, "stuck_link")) << r.out;
   EXPECT_TRUE(has(t, "The link rank 1 on gpu-a (10.88.0.2) -> rank 2 on gpu-b (10.88.0.3) stopped moving bytes: rank "
                      "1's send of 4.0 MiB (tag 3) and rank 2's receive wait on each other with 1.5 MiB through and no "
-                     "progress for 26.1 s; 2 other ranks wait behind it (0 -> 1)"))
+                     "progress for 26.1 s; 2 other ranks wait behind it (3 -> 2)"))
       << r.out;
 }
 

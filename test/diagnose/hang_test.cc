@@ -158,6 +158,31 @@ TEST(HangGraph, StaleReportCountsAsMissing) {
   EXPECT_EQ(only(j.reports).kind, RootKind::IdleRank);
 }
 
+// A hang of a large job: the analysis walks a 5000-rank cycle and a 5000-rank chain without recursion, and its
+// texts stay a paragraph.
+TEST(HangGraph, LongCycleAndLongChainStayBounded) {
+  const int n = 5000;
+  Job cycle(n);
+  for (int r = 0; r < n; r++) cycle.wait(r, (r + 1) % n, Dir::Recv);
+  HangAnalysis a = only(cycle.reports);
+  EXPECT_EQ(a.kind, RootKind::Cycle);
+  EXPECT_EQ(a.roots.size(), static_cast<size_t>(n));
+  EXPECT_NE(a.summary.find("Ranks 0 -> 1 -> 2 -> 3 -> ... -> 4997 -> 4998 -> 4999 -> 0 (5000 ranks)"),
+            std::string::npos)
+      << a.summary.substr(0, 300);
+  EXPECT_LT(a.summary.size(), 1000u);
+  EXPECT_LE(a.evidence.size(), 33u);
+  Job chain(n);
+  for (int r = 0; r + 1 < n; r++) chain.wait(r, r + 1, Dir::Recv);
+  a = only(chain.reports);
+  EXPECT_EQ(a.kind, RootKind::IdleRank);
+  EXPECT_EQ(a.roots, std::vector<int>{n - 1});
+  EXPECT_EQ(a.chain.size(), static_cast<size_t>(n));
+  EXPECT_EQ(a.waitingOnRoot, n - 1);
+  EXPECT_LT(a.summary.size(), 1000u);
+  EXPECT_EQ(a.evidence.back(), "... (more waits left out)");
+}
+
 TEST(HangGraph, NoWaitsNoCulprit) {
   Job j(3);
   EXPECT_TRUE(analyzeHang(j.reports).empty());
