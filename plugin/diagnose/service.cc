@@ -1,0 +1,264 @@
+#include "diagnose/service.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <tuple>
+
+#include "core/log.h"
+#include "core/params.h"
+#include "core/private_file.h"
+#include "diagnose/registry.h"
+#include "diagnose/straggler_export.h"
+
+namespace icn::diagnose {
+namespace {
+
+constexpr size_t kMaxEvidenceLogged = 8;
+
+int64_t unixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string hostName() {
+  char h[256] = {};
+  if (gethostname(h, sizeof h - 1) != 0 || !h[0]) return "unknown";
+  return h;
+}
+
+double seconds(uint64_t ns) { return static_cast<double>(ns) * 1e-9; }
+
+using PeerKey = std::tuple<uint64_t, int, int, int>;
+PeerKey keyOf(const PeerSummary& s) { return {s.commId, s.rank, s.peerRank, static_cast<int>(s.dir)}; }
+
+}  // namespace
+
+Settings settingsFromParams() {
+  using params::Id;
+  Settings s;
+  s.hangReportS = static_cast<double>(std::clamp<int64_t>(params::getInt(Id::HangReportS), 0, 86400));
+  s.reportDir = params::getString(Id::HangReportDir);
+  const int64_t period = params::getInt(Id::StragglerReportS);
+  s.stragglerPeriodS = period <= 0 ? 0 : static_cast<double>(std::min<int64_t>(period, 3600));
+  s.detector.lateFloorS = static_cast<double>(std::clamp<int64_t>(params::getInt(Id::StragglerLateUs), 50, 60000000)) *
+                          1e-6;
+  return s;
+}
+
+Diagnoser::Diagnoser(Settings s) : settings_(std::move(s)), detector_(settings_.detector) {}
+
+void Diagnoser::tick(uint64_t nowNs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (settings_.stragglerPeriodS > 0) stragglerTick(nowNs);
+  if (settings_.hangReportS > 0) hangTick(nowNs);
+  mergeTick(nowNs);
+}
+
+void Diagnoser::stragglerTick(uint64_t nowNs) {
+  const uint64_t period = static_cast<uint64_t>(settings_.stragglerPeriodS * 1e9);
+  if (nextPeriodNs_ == 0) {  // the first period starts now
+    summarize(links::all());
+    nextPeriodNs_ = nowNs + period;
+    return;
+  }
+  if (nowNs < nextPeriodNs_) return;
+  nextPeriodNs_ = nowNs + period;
+  local_ = summarize(links::all());
+  std::vector<PeerSummary> all = local_;
+  std::set<PeerKey> have;
+  for (const PeerSummary& s : local_) have.insert(keyOf(s));
+  for (PeerSummary& s : remote_)
+    if (have.insert(keyOf(s)).second) all.push_back(std::move(s));
+  remote_.clear();
+  StragglerDetector::Update u = detector_.evaluate(all);
+  for (const Finding& f : u.raised) ICN_INFO(subsys::Net, "straggler: %s", describe(f, u.active).c_str());
+  for (const Finding& f : u.cleared) ICN_INFO(subsys::Net, "straggler: %s", describeCleared(f).c_str());
+  active_ = std::move(u.active);
+}
+
+void Diagnoser::addRemoteSummaries(std::vector<PeerSummary> remote) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t room = kMaxSummaries * 4 > remote_.size() ? kMaxSummaries * 4 - remote_.size() : 0;
+  if (remote.size() > room) remote.resize(room);
+  remote_.insert(remote_.end(), std::make_move_iterator(remote.begin()), std::make_move_iterator(remote.end()));
+}
+
+std::string Diagnoser::localSummariesJson() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return summariesToJson(local_);
+}
+
+std::vector<Finding> Diagnoser::activeFindings() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return active_;
+}
+
+std::string Diagnoser::prometheusLines(const std::string& node) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return diagnose::prometheusLines(local_, active_, node);
+}
+
+std::string Diagnoser::heatmapJson() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return diagnose::heatmapJson(local_, active_, settings_.stragglerPeriodS);
+}
+
+ProcessReport Diagnoser::buildReport(uint64_t nowNs, double noProgressS, double reportAfterS) {
+  ProcessReport r;
+  r.host = hostName();
+  r.pid = static_cast<int>(getpid());
+  r.timeUnixMs = unixMs();
+  r.noProgressS = noProgressS;
+  r.reportAfterS = reportAfterS;
+  r.ranks = links::ranks();
+  for (const auto& l : links::all()) {
+    const LinkInfo& i = l->info();
+    for (const PendingOp& op : l->pendingOps()) {
+      if (r.waits.size() >= kMaxWaitsPerReport) break;
+      WaitEntry w;
+      w.commId = i.commId;
+      w.rank = i.rank;
+      w.peerRank = i.peerRank;
+      w.dir = i.dir;
+      w.peerHost = i.peerHost;
+      w.peerAddr = i.peerAddr;
+      w.tag = op.tag;
+      w.bytes = op.bytes;
+      w.bytesDone = op.bytesDone;
+      w.ready = op.readyNs != 0;
+      w.postedS = nowNs > op.postedNs ? seconds(nowNs - op.postedNs) : 0;
+      const uint64_t moved = std::max({op.postedNs, op.readyNs, op.progressNs});
+      w.progressS = nowNs > moved ? seconds(nowNs - moved) : 0;
+      r.waits.push_back(std::move(w));
+    }
+  }
+  std::stable_sort(r.waits.begin(), r.waits.end(),
+                   [](const WaitEntry& a, const WaitEntry& b) { return a.postedS > b.postedS; });
+  return r;
+}
+
+void Diagnoser::hangTick(uint64_t nowNs) {
+  uint64_t last = 0;
+  uint32_t pending = 0;
+  for (const auto& l : links::all()) {
+    last = std::max({last, l->lastProgressNs(), l->lastPostNs()});
+    pending += l->pending();
+  }
+  if (last == 0) return;  // no network activity yet
+  if (stalled_ && last > stallProgressNs_) {
+    stalled_ = false;
+    if (haveReport_) {
+      report_.stalled = false;
+      report_.timeUnixMs = unixMs();
+      writeReport(report_);
+      if (reportedWaits_)
+        ICN_INFO(subsys::Net, "network progress resumed after %.1f s without", seconds(last - stallProgressNs_));
+    }
+    haveReport_ = reportedWaits_ = false;
+    return;
+  }
+  const uint64_t after = static_cast<uint64_t>(settings_.hangReportS * 1e9);
+  if (nowNs < last + after) return;
+  if (stalled_ && (pending == 0 || nowNs < lastWriteNs_ + after)) return;
+  const bool first = !stalled_;
+  stalled_ = true;
+  stallProgressNs_ = last;
+  lastWriteNs_ = nowNs;
+  report_ = buildReport(nowNs, seconds(nowNs - last), settings_.hangReportS);
+  haveReport_ = true;
+  writeReport(report_);
+  if (first && !report_.waits.empty()) {
+    reportedWaits_ = true;
+    const WaitEntry& w = report_.waits.front();
+    std::string peer = "rank " + std::to_string(w.peerRank);
+    if (!w.peerHost.empty()) peer += " on " + w.peerHost;
+    if (!w.peerAddr.empty()) peer += " (" + w.peerAddr + ")";
+    ICN_WARN(subsys::Net,
+             "no network progress for %.1f s with %zu operations pending; the oldest: rank %d %s %s (tag %d, %llu of "
+             "%llu bytes, posted %.1f s ago); hang report in %s",
+             report_.noProgressS, report_.waits.size(), w.rank,
+             w.dir == Dir::Recv ? "waits to receive from" : "waits to send to", peer.c_str(), w.tag,
+             static_cast<unsigned long long>(w.bytesDone), static_cast<unsigned long long>(w.bytes), w.postedS,
+             reportDir().c_str());
+  }
+}
+
+bool Diagnoser::currentReport(ProcessReport* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!haveReport_) return false;
+  *out = report_;
+  return true;
+}
+
+void Diagnoser::addRemoteReport(ProcessReport report) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto key = std::make_pair(report.host, report.pid);
+  if (!remoteReports_.count(key) && remoteReports_.size() >= kMaxReportsMerged) return;
+  remoteReports_[key] = std::move(report);
+  remoteChanged_ = true;
+}
+
+std::vector<HangAnalysis> Diagnoser::lastAnalysis() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return analysis_;
+}
+
+void Diagnoser::mergeTick(uint64_t nowNs) {
+  if (!remoteChanged_) return;
+  remoteChanged_ = false;
+  std::vector<ProcessReport> reports;
+  // The leader's own part: its stall report, else what it waits for now (it is alive, and not to be taken for a
+  // process that did not report).
+  reports.push_back(haveReport_ ? report_ : buildReport(nowNs, 0, settings_.hangReportS));
+  for (const auto& [k, r] : remoteReports_) reports.push_back(r);
+  std::vector<HangAnalysis> before = std::move(analysis_);
+  analysis_ = analyzeHang(reports);
+  const std::string dir = reportDir();
+  for (const HangAnalysis& a : analysis_) {
+    if (a.kind == RootKind::None) continue;
+    if (!dir.empty()) {
+      std::string why;
+      if (privfile::writeAtomic(dir + "/" + mergedFileName(a.commId), mergedJson(reports, {toJson(a)}, unixMs()),
+                                false, &why) != Status::Ok)
+        ICN_WARN(subsys::Net, "cannot write the merged hang report in %s: %s", dir.c_str(), why.c_str());
+    }
+    const bool same = std::any_of(before.begin(), before.end(), [&](const HangAnalysis& b) {
+      return b.commId == a.commId && b.kind == a.kind && b.roots == a.roots;
+    });
+    if (same) continue;
+    ICN_WARN(subsys::Net, "hang on comm %s: %s", commIdText(a.commId).c_str(), a.summary.c_str());
+    for (size_t i = 0; i < a.evidence.size() && i < kMaxEvidenceLogged; i++)
+      ICN_INFO(subsys::Net, "hang on comm %s: %s", commIdText(a.commId).c_str(), a.evidence[i].c_str());
+  }
+}
+
+std::string Diagnoser::reportDir() const {
+  if (dirTried_) return dir_;
+  dirTried_ = true;
+  std::string why;
+  std::string dir = settings_.reportDir;
+  const Status st = dir.empty() ? privfile::runtimeDir(&dir, &why) : privfile::ensureDir(dir, &why);
+  if (st != Status::Ok) {
+    ICN_WARN(subsys::Net, "hang reports are off: %s", why.c_str());
+    return dir_ = "";
+  }
+  return dir_ = dir;
+}
+
+void Diagnoser::writeReport(const ProcessReport& r) {
+  const std::string dir = reportDir();
+  if (dir.empty()) return;
+  std::string why;
+  if (privfile::writeAtomic(dir + "/" + reportFileName(r.host, r.pid), toJson(r), false, &why) != Status::Ok)
+    ICN_WARN(subsys::Net, "cannot write the hang report in %s: %s", dir.c_str(), why.c_str());
+}
+
+Diagnoser& diagnoser() {
+  static Diagnoser* d = new Diagnoser(settingsFromParams());  // never destroyed: the reporter may run at exit
+  return *d;
+}
+
+}  // namespace icn::diagnose
