@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses (clang, ASan+UBSan) and runs each for ICN_FUZZ_SECONDS (default 20) from the
-# committed seed corpus. A crash, leak or timeout fails the run and leaves crash-*/leak-*/timeout-* under
-# $BUILD/test/fuzz/ (reproduce: $BUILD/test/fuzz/fuzz_<name> <file>).
-#   .ci/fuzz.sh                        # CI: short bounded run of every fuzzer
-#   ICN_FUZZ_SECONDS=300 .ci/fuzz.sh   # a longer campaign
+# Builds the libFuzzer harnesses (clang, ASan+UBSan) and runs each for ICN_FUZZ_SECONDS (default 20; the three
+# TCP transport fuzzers for ICN_FUZZ_TCP_SECONDS, default 50: 2.5 minutes together, their inputs each set up a comm
+# with threads and sockets) from the committed seed corpus. A crash, leak or timeout fails the run and leaves
+# crash-*/leak-*/timeout-* under $BUILD/test/fuzz/ (reproduce: $BUILD/test/fuzz/fuzz_<name> <file>).
+#   .ci/fuzz.sh                                                 # CI: short bounded run of every fuzzer
+#   ICN_FUZZ_SECONDS=300 ICN_FUZZ_TCP_SECONDS=300 .ci/fuzz.sh   # a longer campaign
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-fuzz}
 SECONDS_EACH=${ICN_FUZZ_SECONDS:-20}
+TCP_SECONDS=${ICN_FUZZ_TCP_SECONDS:-50}
 CC=clang CXX=clang++ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DICN_FUZZ=ON \
-  -DICN_FUZZ_SECONDS="$SECONDS_EACH" >/dev/null
+  -DICN_FUZZ_SECONDS="$SECONDS_EACH" -DICN_FUZZ_TCP_SECONDS="$TCP_SECONDS" >/dev/null
 cmake --build "$BUILD" -j"${JOBS:-2}" --target icn_fuzzers
 rc=0
 ctest --test-dir "$BUILD" -L fuzz --output-on-failure -V >"$BUILD/fuzz.log" 2>&1 || rc=$?
