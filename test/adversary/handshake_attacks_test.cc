@@ -202,7 +202,7 @@ TEST(Adversary, OversizedOutOfOrderAndJunkFramesAreRefused) {
             {"CHALLENGE sent by the connector",
              [&](Hello, const Nonce& n) { return encodeFrame(FrameType::Challenge, n); }},
             {"READY before HELLO", [&](Hello, const Nonce&) { return encodeFrame(FrameType::Ready, junk(33)); }},
-            {"two HELLOs",
+            {"two HELLOs (nothing may follow the first before the listener answers it)",
              [&](Hello h, const Nonce& n) {
                h.blob = acceptableBlob();  // the first one passes
                tagConnectorHello(&h, n, "");
@@ -224,7 +224,7 @@ TEST(Adversary, OversizedOutOfOrderAndJunkFramesAreRefused) {
       1, [](VictimReport&) {});
   for (const char* why : {"exceeds the 65536-byte limit", "transport payload length does not match the frame",
                           "bad host name field", "unexpected CHALLENGE frame", "unexpected READY frame",
-                          "unexpected second HELLO", "bad magic", "protocol version 1, we speak 2"})
+                          "bytes after its HELLO, before ours", "bad magic", "protocol version 1, we speak 2"})
     EXPECT_TRUE(out.victimWarns({"handshake with ", why})) << "no WARN saying: " << why;
 }
 
