@@ -4,6 +4,8 @@
 // ready, so the acceptor's comm never exists before the connector's side can take traffic. (The TCP transport runs
 // one handshake per socket and groups them by token: it drives its own.)
 #pragma once
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -67,8 +69,15 @@ Status driveConnect(HandleBytes handle, uint8_t transport, uint64_t commId,
   return Status::Ok;
 }
 
+// How long a connection holds its transport resources before it may be evicted for a proven peer that waits for
+// room: an honest peer's set-up (endpoint wire-up, QP transitions, READY) takes a few round trips; a peer that
+// proved itself and then went silent holds them no longer than this while others wait.
+constexpr std::chrono::milliseconds kSetupHoldBeforeEviction{250};
+
 // Accept side: the listener's handshakes and the connections past their peer's proof whose set-up is finishing.
-// At most maxSetups of those at once (each holds resources); past it, proven peers wait in the listener.
+// At most maxSetups of those at once (each holds resources); past it, proven peers wait in the listener (newest
+// served first), and one that waits evicts the oldest set-up, of the address holding the most sockets, that has
+// held its resources for kSetupHoldBeforeEviction. All of them count in the listener's set-up budget.
 template <class S>
 class AcceptDriver {
  public:
@@ -82,28 +91,23 @@ class AcceptDriver {
               std::unique_ptr<S>* setupOut) {
     hsOut->reset();
     setupOut->reset();
-    std::unique_ptr<Handshake> hs;
-    ICN_CHECK(listener_->poll(setups_.size() < maxSetups_ ? &hs : nullptr));
-    if (hs) {
-      std::unique_ptr<S> s;
-      ICN_CHECK(make(&s));
-      std::vector<uint8_t> answer;
-      if (s->onPeerKnown(*hs, &answer) == Status::Ok) {
-        hs->confirm(std::move(answer));
-        setups_.emplace_back(std::move(hs), std::move(s));
-      }
-    }
+    sweep();
+    std::vector<AcceptedHandshake> proven;
+    ICN_CHECK(listener_->poll(maxSetups_ - std::min(maxSetups_, setups_.size()), &proven));
+    sweep();  // what the listener's accepts evicted
+    for (auto& a : proven) ICN_CHECK(take(make, std::move(a)));
+    if (setups_.size() >= maxSetups_ && listener_->provenWaiting() > 0) evictStale();
     for (size_t i = 0; i < setups_.size(); i++) {
-      auto& [h, s] = setups_[i];
+      Item& it = *setups_[i];
       Handshake::Phase phase;
       bool ready = false;
-      if (s->poll(&ready) != Status::Ok || h->progress(&phase) != Status::Ok) {
+      if (!it.hs || it.setup->poll(&ready) != Status::Ok || it.hs->progress(&phase) != Status::Ok) {
         setups_.erase(setups_.begin() + static_cast<long>(i--));
         continue;
       }
       if (phase != Handshake::Phase::Done || !ready) continue;
-      *hsOut = std::move(h);
-      *setupOut = std::move(s);
+      *hsOut = std::move(it.hs);
+      *setupOut = std::move(it.setup);
       setups_.erase(setups_.begin() + static_cast<long>(i));
       return Status::Ok;
     }
@@ -112,9 +116,48 @@ class AcceptDriver {
   uint64_t commId() const { return listener_->commId(); }
 
  private:
+  struct Item {
+    std::unique_ptr<SetupLedger::Slot> slot;
+    std::unique_ptr<S> setup;
+    std::unique_ptr<Handshake> hs;  // null once evicted
+    std::chrono::steady_clock::time_point taken;
+  };
+
+  Status take(const std::function<Status(std::unique_ptr<S>*)>& make, AcceptedHandshake a) {
+    auto it = std::make_unique<Item>();
+    ICN_CHECK(make(&it->setup));
+    std::vector<uint8_t> answer;
+    if (it->setup->onPeerKnown(*a.hs, &answer) != Status::Ok) return Status::Ok;  // logged; the peer is dropped
+    a.hs->confirm(std::move(answer));
+    it->hs = std::move(a.hs);
+    it->slot = std::move(a.slot);
+    it->taken = std::chrono::steady_clock::now();
+    Item* raw = it.get();
+    it->slot->onEvict([raw] {  // closes the socket and releases the transport's resources now
+      raw->hs.reset();
+      raw->setup.reset();
+    });
+    setups_.push_back(std::move(it));
+    return Status::Ok;
+  }
+  void sweep() {
+    setups_.erase(std::remove_if(setups_.begin(), setups_.end(), [](const auto& it) { return !it->hs; }),
+                  setups_.end());
+  }
+  void evictStale() {
+    const auto now = std::chrono::steady_clock::now();
+    auto stale = [&](const SetupLedger::Slot& s) {
+      for (auto& it : setups_)
+        if (it->hs && it->slot.get() == &s) return now - it->taken >= kSetupHoldBeforeEviction;
+      return false;
+    };
+    listener_->ledger().evictOne(stale, "a proven peer waits for one of the transport's set-up slots, all taken");
+    sweep();
+  }
+
   std::unique_ptr<OobListener> listener_;
   size_t maxSetups_;
-  std::vector<std::pair<std::unique_ptr<Handshake>, std::unique_ptr<S>>> setups_;
+  std::vector<std::unique_ptr<Item>> setups_;
 };
 
 }  // namespace icn

@@ -84,12 +84,14 @@ Status Handshake::pump() {
     out_.clear();
     outOff_ = 0;
   }
-  for (;;) {
+  // Never more than one whole frame buffered: at the bound nothing is read (the kernel's buffer fills and the
+  // peer's sends stall) until the frame is handled.
+  while (in_.size() < kMaxHandshakeInput) {
     uint8_t buf[4096];
-    ssize_t n = ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT);
+    const size_t want = std::min(sizeof buf, kMaxHandshakeInput - in_.size());
+    ssize_t n = ::recv(fd_.get(), buf, want, MSG_DONTWAIT);
     if (n > 0) {
       in_.insert(in_.end(), buf, buf + n);
-      if (in_.size() > kMaxFramePayload + 12) break;  // parse before reading more
       continue;
     }
     if (n == 0) {  // frames that arrived before the close still count (READY then close is legal)
@@ -101,6 +103,13 @@ Status Handshake::pump() {
     return fail("recv: %s", strerror(errno));
   }
   return Status::Ok;
+}
+
+bool Handshake::peerMaySend() const {
+  // The connector hears CHALLENGE and HELLO_A, nothing after. The acceptor hears HELLO_C, then nothing before its
+  // own HELLO_A (sent at confirm), then READY, then nothing.
+  if (role_ == Role::Connector) return !helloReceived_;
+  return !helloReceived_ || (helloSent_ && !readyDone_);
 }
 
 Status Handshake::onChallenge(std::span<const uint8_t> payload) {
@@ -201,8 +210,11 @@ Status Handshake::progress(Phase* phase) {
   if (!local_.fresh) return fail("no fresh nonce (the kernel's random source failed)");
   if (auth::init() != Status::Ok) return fail("the job key is unusable: %s", auth::problem().c_str());
   ICN_CHECK(pump());
-  // Frames after the peer's HELLO wait until the transport has confirmed it (our HELLO goes out first).
-  while (in_.size() >= 12 && !(helloReceived_ && !confirmed_)) {
+  while (!in_.empty()) {
+    if (!peerMaySend())
+      return fail("%zu bytes after %s, where the protocol allows none", in_.size(),
+                  readyDone_ ? "READY" : role_ == Role::Connector ? "its HELLO" : "its HELLO, before ours");
+    if (in_.size() < 12) break;
     FrameType type;
     uint32_t len;
     std::string why;

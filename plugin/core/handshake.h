@@ -18,7 +18,9 @@
 // attackers). Every field of both HELLOs and both fresh nonces are covered, so a captured HELLO cannot be
 // replayed or rewritten, and a connection made for another communicator is refused. The blob is
 // transport-specific (UCX worker address, QP numbers/GIDs/FIFO rkey) and is parsed only after its tag checked.
-// The whole exchange must finish within ICN_CONNECT_TIMEOUT_MS of its start, however slowly bytes trickle in.
+// The whole exchange must finish within ICN_CONNECT_TIMEOUT_MS of its start, however slowly bytes trickle in. Nothing
+// else may be sent: a byte a peer sends where the diagram has none (after HELLO_A at the connector; between HELLO_C
+// and HELLO_A, or after READY, at the acceptor) fails the handshake, and at most one frame is ever buffered.
 // After Done the socket stays open as the control channel: its closing is how a dead peer is noticed.
 #pragma once
 #include <array>
@@ -38,6 +40,8 @@ namespace icn {
 constexpr uint32_t kWireMagic = 0x49434e31;  // "ICN1"
 constexpr uint16_t kWireVersion = 2;
 constexpr size_t kMaxFramePayload = 64 * 1024;
+// The most a handshake buffers from its peer: one whole frame of the largest size.
+constexpr size_t kMaxHandshakeInput = 12 + kMaxFramePayload;
 
 enum class FrameType : uint16_t { Hello = 1, Ready = 2, Challenge = 3 };
 
@@ -87,7 +91,10 @@ class Handshake {
   int fd() const { return fd_.get(); }
 
  private:
-  Status pump();  // write pending bytes, read into the frame buffer
+  Status pump();  // write pending bytes, read into the frame buffer (up to kMaxHandshakeInput)
+  // Whether the protocol lets the peer send anything in the current state (bytes it sends otherwise fail the
+  // handshake: nothing a peer sends waits unparsed).
+  bool peerMaySend() const;
   Status onFrame(FrameType type, std::span<const uint8_t> payload);
   Status onChallenge(std::span<const uint8_t> payload);
   Status onHello(std::span<const uint8_t> payload);

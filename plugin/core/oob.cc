@@ -102,7 +102,12 @@ bool acceptErrorIsTemporary(int e) {
 }
 }  // namespace
 
-Status OobListener::open(uint8_t transport, uint64_t commId, HandleBytes handle, std::unique_ptr<OobListener>* out) {
+size_t maxSetupsPerListener() {
+  return static_cast<size_t>(std::clamp<int64_t>(params::getInt(params::Id::ListenMaxSetups), 1, 4096));
+}
+
+Status OobListener::open(uint8_t transport, uint64_t commId, size_t socketsPerConnection, HandleBytes handle,
+                         std::unique_ptr<OobListener>* out) {
   ICN_CHECK(keyUsable("listen"));
   auto l = std::make_unique<OobListener>();
   std::string ifname;
@@ -112,12 +117,13 @@ Status OobListener::open(uint8_t transport, uint64_t commId, HandleBytes handle,
   ICN_CHECK(writeListenHandle(handle, transport, l->addr_));
   l->transport_ = transport;
   l->commId_ = commId;
+  l->ledger_ = std::make_unique<SetupLedger>(l->addr_.str(), maxSetupsPerListener(), socketsPerConnection);
   ICN_TRACE(subsys::Net, "listening on %s (%s)", l->addr_.str().c_str(), ifname.c_str());
   *out = std::move(l);
   return Status::Ok;
 }
 
-Status OobListener::poll(std::unique_ptr<Handshake>* ready) {
+Status OobListener::acceptSome() {
   for (int n = 0; n < kAcceptsPerPoll; n++) {
     SockAddr peer;
     peer.len = sizeof peer.storage;
@@ -133,42 +139,58 @@ Status OobListener::poll(std::unique_ptr<Handshake>* ready) {
         ICN_WARN(subsys::Net, "accept on %s: %s; the connection waits in the kernel's queue and is retried at the "
                  "next accept (raise `ulimit -n`?)", addr_.str().c_str(), strerror(e));
       }
-      break;
+      return Status::Ok;
     }
     outOfFds_ = false;
     Fd conn(fd);
     setLivenessOptions(fd);
-    if (pending_.size() >= kMaxPendingHandshakes) {
-      auto oldest = std::find_if(pending_.begin(), pending_.end(), [](const auto& h) { return !h->peerProven(); });
-      if (oldest == pending_.end()) {  // every slot holds a proven peer waiting for its transport: refuse this one
-        ICN_WARN(subsys::Net, "listener %s: %zu handshakes pending, all past their proof: refusing %s",
-                 addr_.str().c_str(), pending_.size(), peer.str().c_str());
-        continue;
-      }
-      if (!warnedFull_) {
-        warnedFull_ = true;
-        ICN_WARN(subsys::Net, "listener %s: %zu handshakes pending (the limit): dropping the oldest unproven one, "
-                 "from %s (warned once per listener)", addr_.str().c_str(), pending_.size(),
-                 (*oldest)->peerName().c_str());
-      }
-      pending_.erase(oldest);
-    }
-    pending_.push_back(std::make_unique<Handshake>(std::move(conn), Handshake::Role::Acceptor, peer.str(),
-                                                   makeLocalHello(transport_, commId_, {})));
+    const std::string name = peer.str();
+    auto p = std::make_unique<Pending>();
+    p->slot = ledger_->admit(addressWithoutPort(name), name);
+    if (p->slot->evicted()) continue;  // the budget went to older set-ups of other addresses; conn closes here
+    p->hs = std::make_unique<Handshake>(std::move(conn), Handshake::Role::Acceptor, name,
+                                        makeLocalHello(transport_, commId_, {}));
+    Pending* raw = p.get();
+    p->slot->onEvict([raw] { raw->hs.reset(); });
+    pending_.push_back(std::move(p));
   }
+  return Status::Ok;
+}
+
+size_t OobListener::provenWaiting() const {
+  size_t n = 0;
+  for (auto& p : pending_) n += p->hs && p->hs->peerProven();
+  return n;
+}
+
+Status OobListener::poll(size_t room, std::vector<AcceptedHandshake>* ready) {
+  ready->clear();
+  ICN_CHECK(acceptSome());
+  std::vector<size_t> proven;  // indexes into pending_, oldest first
   for (size_t i = 0; i < pending_.size();) {
+    Pending& p = *pending_[i];
     Handshake::Phase phase;
-    if (pending_[i]->progress(&phase) != Status::Ok) {  // already logged with the peer's name
+    // An evicted handshake is already closed; a failed one was logged with the peer's name.
+    if (!p.hs || p.hs->progress(&phase) != Status::Ok) {
       pending_.erase(pending_.begin() + static_cast<long>(i));
       continue;
     }
-    if (phase == Handshake::Phase::PeerKnown && ready && !*ready) {
-      *ready = std::move(pending_[i]);
-      pending_.erase(pending_.begin() + static_cast<long>(i));
-      continue;
+    if (phase == Handshake::Phase::PeerKnown) {
+      p.slot->rename(p.hs->peerName());
+      proven.push_back(i);
     }
     i++;
   }
+  // The newest get the room: when the caller has little, a flood's older proven entries are the ones left waiting.
+  // They are handed over oldest first (a TCP connection's control handshake before its lanes').
+  const size_t skip = proven.size() > room ? proven.size() - room : 0;
+  for (size_t k = skip; k < proven.size(); k++) {
+    Pending& p = *pending_[proven[k]];
+    p.slot->onEvict(nullptr);  // the new owner sets its own
+    ready->push_back({std::move(p.hs), std::move(p.slot)});
+  }
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(), [](const auto& p) { return !p->hs; }),
+                 pending_.end());
   return Status::Ok;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/handshake.h"
+#include "core/setup_ledger.h"
 #include "core/socket.h"
 #include "core/transport.h"
 
@@ -44,35 +45,54 @@ void parkPending(HandleBytes handle, T* p) {
   memcpy(handle.data() + kHandleScratchOffset, &p, sizeof p);
 }
 
-// Handshakes a listener runs at once before their peers proved themselves. Past it, a new connection evicts the
-// oldest unproven one (with a WARN): a flood of idle connections cannot lock honest peers out, who prove
-// themselves within one round trip of being accepted.
-constexpr size_t kMaxPendingHandshakes = 64;
 // Connections accepted per poll() call, so one call stays short and pending handshakes progress in between.
 constexpr int kAcceptsPerPoll = 16;
 
+// ICN_LISTEN_MAX_SETUPS, clamped to its documented range.
+size_t maxSetupsPerListener();
+
+// A handshake the listener hands to its transport, with its place in the listener's set-up budget: the transport
+// keeps the slot (and sets what its eviction closes) until the connection is finished or dropped.
+struct AcceptedHandshake {
+  std::unique_ptr<Handshake> hs;
+  std::unique_ptr<SetupLedger::Slot> slot;
+};
+
 class OobListener {
  public:
+  // `socketsPerConnection`: what one connection of the transport holds while it is set up (TCP: its control socket
+  // and lanes; 1 elsewhere); the listener's set-ups hold at most ICN_LISTEN_MAX_SETUPS times that.
   // Fails (InvalidArgument, logged) when the job key is unusable (auth::init).
-  static Status open(uint8_t transport, uint64_t commId, HandleBytes handle, std::unique_ptr<OobListener>* out);
-  // Accepts new sockets and progresses every pending handshake. When one reaches PeerKnown (its peer is live and,
-  // with a key, proved it) it is handed to the caller through `ready`, who sets up, confirm()s and progresses it
-  // to Done; with ready == nullptr (the caller has no room now) proven handshakes wait, their deadline running.
-  // Never fails because of a peer: that handshake is logged and dropped. Running out of descriptors
-  // (EMFILE/ENFILE) is temporary: one WARN, and the connection waits in the kernel's queue for a later call.
-  Status poll(std::unique_ptr<Handshake>* ready);
+  static Status open(uint8_t transport, uint64_t commId, size_t socketsPerConnection, HandleBytes handle,
+                     std::unique_ptr<OobListener>* out);
+  // Accepts new sockets (each counted in the ledger, which evicts when the budget is spent) and progresses every
+  // pending handshake. Those that reached PeerKnown (their peer is live and, with a key, proved it) are handed to
+  // the caller through `ready`, at most `room` of them, newest first (a flood's older entries wait, and go first
+  // when the budget is spent); the caller sets up, confirm()s and progresses them to Done. The others wait, their
+  // deadline running. Never fails because of a peer: that handshake is logged and dropped. Running out of
+  // descriptors (EMFILE/ENFILE) is temporary: one WARN, and the connection waits in the kernel's queue.
+  Status poll(size_t room, std::vector<AcceptedHandshake>* ready);
   size_t pendingCount() const { return pending_.size(); }
+  // Proven handshakes waiting for the caller's room.
+  size_t provenWaiting() const;
+  SetupLedger& ledger() { return *ledger_; }
   const SockAddr& address() const { return addr_; }
   uint64_t commId() const { return commId_; }
 
  private:
+  struct Pending {
+    std::unique_ptr<Handshake> hs;  // null once evicted
+    std::unique_ptr<SetupLedger::Slot> slot;
+  };
+  Status acceptSome();
+
   Fd fd_;
   SockAddr addr_;
   uint8_t transport_ = 0;
   uint64_t commId_ = 0;
-  std::vector<std::unique_ptr<Handshake>> pending_;  // oldest first
+  std::unique_ptr<SetupLedger> ledger_;
+  std::vector<std::unique_ptr<Pending>> pending_;  // oldest first
   bool outOfFds_ = false;  // warned about EMFILE/ENFILE; cleared by the next successful accept
-  bool warnedFull_ = false;
 };
 
 class OobConnector {

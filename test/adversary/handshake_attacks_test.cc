@@ -149,26 +149,28 @@ TEST(Adversary, TrickledHandshakeHitsTheAbsoluteDeadline) {
                               "waiting for the connector's HELLO"}));
 }
 
-// More idle connections than the listener keeps pending: the oldest unproven ones are dropped at once (long
-// before the deadline), with a WARN, and the honest rank still connects.
+// More idle connections than the listener's set-up budget holds: the oldest are dropped at once (long before the
+// deadline), with a WARN, and the honest rank still connects.
 TEST(Adversary, FloodOfIdleConnectionsDropsTheOldest) {
+  const size_t budget = setupBudget(kSmallSetupCap);
   auto out = runAttack(
-      [](const SockAddr& to, const VictimInfo&) {
+      [budget](const SockAddr& to, const VictimInfo&) {
         std::vector<std::unique_ptr<WirePeer>> idle;
-        for (size_t i = 0; i < kMaxPendingHandshakes + 40; i++) {
+        for (size_t i = 0; i < budget + 40; i++) {
           idle.push_back(std::make_unique<WirePeer>(to));
           ASSERT_TRUE(idle.back()->ok()) << "connection " << i;
         }
         size_t closed = 0;
         for (auto& p : idle) closed += p->closedByListener(Ms(closed < 40 ? 3000 : 0));
-        EXPECT_GE(closed, 40u) << "the listener kept more than its limit of pending handshakes";
+        EXPECT_GE(closed, 40u) << "the listener kept more than its budget of set-up sockets";
         EXPECT_TRUE(idle.front()->closedByListener(Ms(0))) << "the oldest idle connection was not the one dropped";
         // The remaining idle ones stay open while the honest rank connects (attackerBody's next step).
         static std::vector<std::unique_ptr<WirePeer>> keep;
         keep = std::move(idle);
       },
-      1, [](VictimReport&) {}, {{"ICN_CONNECT_TIMEOUT_MS", "20000"}});
-  EXPECT_TRUE(out.victimWarns({"handshakes pending (the limit): dropping the oldest unproven one"}));
+      1, [](VictimReport&) {}, withSmallSetupCap({{"ICN_CONNECT_TIMEOUT_MS", "20000"}}));
+  EXPECT_TRUE(out.victimWarns({"over the " + std::to_string(budget) + " that ICN_LISTEN_MAX_SETUPS=",
+                               "dropping the oldest set-up of"}));
 }
 
 // Oversized lengths, frames out of order and junk: refused one by one, each with its reason.
@@ -202,7 +204,7 @@ TEST(Adversary, OversizedOutOfOrderAndJunkFramesAreRefused) {
             {"CHALLENGE sent by the connector",
              [&](Hello, const Nonce& n) { return encodeFrame(FrameType::Challenge, n); }},
             {"READY before HELLO", [&](Hello, const Nonce&) { return encodeFrame(FrameType::Ready, junk(33)); }},
-            {"two HELLOs",
+            {"two HELLOs (nothing may follow the first before the listener answers it)",
              [&](Hello h, const Nonce& n) {
                h.blob = acceptableBlob();  // the first one passes
                tagConnectorHello(&h, n, "");
@@ -224,7 +226,7 @@ TEST(Adversary, OversizedOutOfOrderAndJunkFramesAreRefused) {
       1, [](VictimReport&) {});
   for (const char* why : {"exceeds the 65536-byte limit", "transport payload length does not match the frame",
                           "bad host name field", "unexpected CHALLENGE frame", "unexpected READY frame",
-                          "unexpected second HELLO", "bad magic", "protocol version 1, we speak 2"})
+                          "bytes after its HELLO, before ours", "bad magic", "protocol version 1, we speak 2"})
     EXPECT_TRUE(out.victimWarns({"handshake with ", why})) << "no WARN saying: " << why;
 }
 

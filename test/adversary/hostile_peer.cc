@@ -32,6 +32,16 @@ uint8_t transportUnderTest() {
   return t == "tcp" ? kTransportTcp : t == "ib" ? kTransportIb : kTransportUcx;
 }
 
+size_t setupBudget(size_t maxSetups) {
+  return maxSetups * (transportUnderTest() == kTransportTcp ? 2 + kTcpStreams : 1);
+}
+
+std::vector<std::pair<std::string, std::string>> withSmallSetupCap(std::vector<std::pair<std::string, std::string>> env) {
+  env.push_back({"ICN_LISTEN_MAX_SETUPS", std::to_string(kSmallSetupCap)});
+  env.push_back({"ICN_TCP_STREAMS", std::to_string(kTcpStreams)});
+  return env;
+}
+
 SockAddr listenAddress(const void* handle) {
   std::array<uint8_t, kHandleSize> h;
   memcpy(h.data(), handle, h.size());
@@ -48,6 +58,8 @@ pid_t g_sourcePid = 0;  // the process g_source belongs to (a forked rank announ
 // The address part of "1.2.3.4:port" / "[v6]:port".
 std::string withoutPort(const std::string& s) { return s.substr(0, s.rfind(':')); }
 
+}  // namespace
+
 void announceSource(int fd) {
   SockAddr local;
   local.len = sizeof local.storage;
@@ -59,7 +71,6 @@ void announceSource(int fd) {
   fprintf(stderr, "adversary: hostile connection from %s\n", a.c_str());
   fflush(stderr);
 }
-}  // namespace
 
 const std::string& hostileSourceAddress() { return g_source; }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
 #include "core/handshake.h"
 #include "core/socket.h"
@@ -27,9 +28,19 @@ using Nonce = std::array<uint8_t, 16>;
 // The transport under test in this process (ICN_TRANSPORT: "tcp", "ib", else ucx), as ICN's handshake numbers it.
 uint8_t transportUnderTest();
 
+// The sockets a listener of the transport under test keeps for its unfinished set-ups with ICN_LISTEN_MAX_SETUPS =
+// `maxSetups` (TCP: each connection's control socket and 1 + ICN_TCP_STREAMS lanes, kTcpStreams here).
+constexpr size_t kSmallSetupCap = 16;
+constexpr int kTcpStreams = 4;
+size_t setupBudget(size_t maxSetups);
+// `env` plus ICN_LISTEN_MAX_SETUPS = kSmallSetupCap and ICN_TCP_STREAMS = kTcpStreams (tests that count sockets).
+std::vector<std::pair<std::string, std::string>> withSmallSetupCap(std::vector<std::pair<std::string, std::string>> env);
+
 // The listener address inside a 128-byte listen handle of the transport under test.
 SockAddr listenAddress(const void* handle);
 
+// Announces on stderr the local address of a hostile connection (once per address and process).
+void announceSource(int fd);
 // The source address (no port) of the hostile connections this process opened ("" before the first).
 const std::string& hostileSourceAddress();
 
@@ -42,6 +53,8 @@ class WirePeer {
  public:
   // Connects (blocking, within 5 s); ok() tells whether it worked.
   explicit WirePeer(const SockAddr& to);
+  // Over a copy of a connection this process accepted (a hostile listener's).
+  explicit WirePeer(const Fd& accepted) : fd_(accepted.valid() ? ::dup(accepted.get()) : -1) {}
   ~WirePeer();
   WirePeer(const WirePeer&) = delete;
   WirePeer& operator=(const WirePeer&) = delete;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hostile_peer.h"
+#include "hostile_setups.h"
 #include "pair_runner.h"
 
 namespace icn::adversary {
@@ -48,6 +49,7 @@ struct VictimReport {
   bool canaryIntact = false;
   bool acceptAlwaysOk = true;
   long rssGrowthKiB = 0;  // the victim's resident set, from listening to the end of its receives
+  int baseFds = 0, maxFds = 0;  // descriptors open right after listen(), and the most seen while accepting
   // The connections that did not receive the honest pattern: the hostile ones.
   std::vector<VictimConn*> hostile();
 };
@@ -64,6 +66,13 @@ void victimBody(Rank& r, size_t expectComms, const std::function<void(VictimRepo
 // Rank 1: runs `attack(listenerAddress, victimInfo)`, then the honest connection; the attack may leave
 // connections open (they are closed after the honest transfer).
 void attackerBody(Rank& r, const std::function<void(const SockAddr&, const VictimInfo&)>& attack);
+
+// The victim's soft descriptor limit (RLIMIT_NOFILE), as a job's default: set through victimOnly in runAttack.
+constexpr const char* kVictimNofileVar = "ADVERSARY_VICTIM_NOFILE";
+
+// Rank 1's honest connect must finish within `limit` (measured from its first connect call; 0: no bound but
+// the 30 s it waits). Set before runAttack.
+void honestConnectWithin(Ms limit);
 
 // Called in rank 1 once the victim has finished every receive and its checks (so every hostile message has been
 // handled): for checks of state outside the victim, such as a third process's canary. Set by the attack.
@@ -94,5 +103,20 @@ AttackOutcome runAttack(const std::function<void(const SockAddr&, const VictimIn
                         const std::function<void(VictimReport&)>& check,
                         std::vector<std::pair<std::string, std::string>> env = {},
                         std::vector<std::pair<std::string, std::string>> victimOnly = {});
+
+// The victim as a connector (rank 0): it connects through the real plugin with the handle rank 1 sends, calling
+// connect() until it returns an error or a comm or `limit` passes, and samples its resident memory meanwhile.
+struct ConnectReport {
+  ncclResult_t result = ncclSuccess;
+  bool gotComm = false;
+  Ms took{0};
+  long rssGrowthKiB = 0;  // the most resident memory seen during the connect, over what it was before
+};
+
+// Rank 1 runs `hostile` on a HostileListener whose handle it sent to the victim; stop() turns true once the victim
+// has finished its connect. `check` runs inside the victim. Environments as in runAttack.
+using HostileBody = std::function<void(HostileListener&, const std::function<bool()>& stop)>;
+AttackOutcome runConnectAttack(const HostileBody& hostile, Ms limit, const std::function<void(const ConnectReport&)>& check,
+                               std::vector<std::pair<std::string, std::string>> env = {});
 
 }  // namespace icn::adversary

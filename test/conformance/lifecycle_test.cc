@@ -66,6 +66,70 @@ TEST(Lifecycle, ManyCommsFromOneListenComm) {
       });
 }
 
+// Connections made concurrently from copies of one handle while the listener accepts (NCCL connects its channels'
+// connections without waiting for each other): every one is set up. Over ICN's TCP transport each is a control
+// socket and 1 + ICN_TCP_STREAMS lanes, all in set-up at once at the listener.
+constexpr int kConcurrentComms = 16;
+
+TEST(Lifecycle, ConcurrentConnectsFromOneListenComm) {
+  runTwoRanks(
+      [](Rank& r) {
+        char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+        void* l = nullptr;
+        ASSERT_EQ(r.plugin.net->listen(r.plugin.ctx, 0, handle, &l), ncclSuccess);
+        ASSERT_TRUE(r.peer.send(handle, sizeof handle));
+        std::vector<void*> rcs(kConcurrentComms);
+        for (auto& rc : rcs) ASSERT_EQ(netapi::acceptBlocking(r.plugin, l, &rc, kWait), ncclSuccess);
+        // Every receive is posted before any is waited for: accept order need not match connect order.
+        std::vector<uint32_t> ids(kConcurrentComms, 0xFFFFFFFF);
+        std::vector<void*> reqs(kConcurrentComms, nullptr);
+        for (int i = 0; i < kConcurrentComms; i++) {
+          void* d = &ids[i];
+          size_t sz = sizeof ids[i];
+          int tag = 0;
+          ASSERT_EQ(r.plugin.net->irecv(rcs[i], 1, &d, &sz, &tag, nullptr, nullptr, &reqs[i]), ncclSuccess);
+          ASSERT_NE(reqs[i], nullptr);
+        }
+        std::vector<bool> seen(kConcurrentComms, false);
+        for (int i = 0; i < kConcurrentComms; i++) {
+          ASSERT_EQ(netapi::waitRequest(r.plugin, reqs[i], nullptr, kWait), ncclSuccess);
+          ASSERT_LT(ids[i], static_cast<uint32_t>(kConcurrentComms));
+          EXPECT_FALSE(seen[ids[i]]) << "two comms delivered id " << ids[i];
+          seen[ids[i]] = true;
+        }
+        ASSERT_TRUE(r.peer.barrier());
+        for (auto* rc : rcs) EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
+        EXPECT_EQ(r.plugin.net->closeListen(l), ncclSuccess);
+      },
+      [](Rank& r) {
+        char handle[NCCL_NET_HANDLE_MAXSIZE];
+        ASSERT_TRUE(r.peer.recv(handle, sizeof handle));
+        std::vector<std::vector<char>> copies(kConcurrentComms, std::vector<char>(handle, handle + sizeof handle));
+        std::vector<void*> ss(kConcurrentComms, nullptr);
+        ncclNetDeviceHandle_v11_t* devHandle = nullptr;
+        const auto deadline = netapi::Clock::now() + kWait;
+        for (int connected = 0; connected < kConcurrentComms;) {  // one connect() call per pending connection, round robin
+          for (int i = 0; i < kConcurrentComms; i++) {
+            if (ss[i]) continue;
+            ASSERT_EQ(r.plugin.net->connect(r.plugin.ctx, 0, copies[i].data(), &ss[i], &devHandle), ncclSuccess)
+                << "connection " << i << " of " << kConcurrentComms << " (" << connected << " connected)";
+            connected += ss[i] != nullptr;
+          }
+          ASSERT_LT(netapi::Clock::now(), deadline) << connected << " of " << kConcurrentComms << " connected";
+        }
+        std::vector<uint32_t> ids(kConcurrentComms);
+        std::vector<void*> reqs(kConcurrentComms, nullptr);
+        for (int i = 0; i < kConcurrentComms; i++) {
+          ids[i] = static_cast<uint32_t>(i);
+          while (!reqs[i])
+            ASSERT_EQ(r.plugin.net->isend(ss[i], &ids[i], sizeof ids[i], 0, nullptr, nullptr, &reqs[i]), ncclSuccess);
+        }
+        for (auto* req : reqs) ASSERT_EQ(netapi::waitRequest(r.plugin, req, nullptr, kWait), ncclSuccess);
+        ASSERT_TRUE(r.peer.barrier());
+        for (auto* s : ss) EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
+      });
+}
+
 // Closing returns within testpair::closeBound() (50 ms) whatever the peer does (idle, closing too, or gone).
 template <typename Fn>
 void expectQuickClose(const char* what, Fn&& close) {

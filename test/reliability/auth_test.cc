@@ -99,7 +99,7 @@ TEST_F(AuthTest, ShortKeyIsRefusedAndBlocksListenAndConnect) {
   EXPECT_TRUE(testing::warned(testing::takeWarnings(), {"ICN_AUTH_KEY holds 2 bytes; at least 16 are required"}));
   std::array<uint8_t, kHandleSize> handle{};
   std::unique_ptr<OobListener> l;
-  EXPECT_EQ(OobListener::open(kTransportUcx, 1, handle, &l), Status::InvalidArgument);
+  EXPECT_EQ(OobListener::open(kTransportUcx, 1, 1, handle, &l), Status::InvalidArgument);
   EXPECT_TRUE(testing::warned(testing::takeWarnings(), {"listen refused", "at least 16 are required"}));
   std::unique_ptr<OobConnector> c;
   EXPECT_EQ(OobConnector::start(handle, kTransportUcx, makeLocalHello(kTransportUcx, 1, {}), &c),
@@ -178,7 +178,7 @@ TEST_F(AuthTest, ListenSocketBindsToChosenInterfaceOnly) {
   setEnvAndReload("ICN_SOCKET_IFNAME", "lo");
   std::array<uint8_t, kHandleSize> handle{};
   std::unique_ptr<OobListener> l;
-  ASSERT_EQ(OobListener::open(kTransportUcx, 1, handle, &l), Status::Ok);
+  ASSERT_EQ(OobListener::open(kTransportUcx, 1, 1, handle, &l), Status::Ok);
   EXPECT_EQ(l->address().str().rfind("127.0.0.1:", 0), 0u) << l->address().str();
   int port = listenPort(*l);
   EXPECT_TRUE(canConnect("127.0.0.1", port));
@@ -187,7 +187,7 @@ TEST_F(AuthTest, ListenSocketBindsToChosenInterfaceOnly) {
 
   setEnvAndReload("ICN_SOCKET_BIND_ANY", "1");
   std::unique_ptr<OobListener> any;
-  ASSERT_EQ(OobListener::open(kTransportUcx, 1, handle, &any), Status::Ok);
+  ASSERT_EQ(OobListener::open(kTransportUcx, 1, 1, handle, &any), Status::Ok);
   EXPECT_EQ(any->address().str().rfind("127.0.0.1:", 0), 0u) << "advertises the interface address, not 0.0.0.0";
   EXPECT_TRUE(canConnect("127.0.0.2", listenPort(*any)));
   setEnvAndReload("ICN_SOCKET_BIND_ANY", nullptr);

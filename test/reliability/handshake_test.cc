@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <random>
 
@@ -205,7 +206,7 @@ TEST_F(HandshakeTest, SecondHelloRefused) {
     auto twice = f;
     twice.insert(twice.end(), f.begin(), f.end());
     return twice;
-  }, "unexpected second HELLO");
+  }, "bytes after its HELLO, before ours, where the protocol allows none");
 }
 TEST_F(HandshakeTest, RandomBytesRefused) {
   std::mt19937 rng(1234);
@@ -459,6 +460,60 @@ TEST_F(HandshakeTest, UnkeyedConnectorChecksAcceptor) {
   confirmed = false;
   EXPECT_EQ(connectorAgainst(this, "", [](Hello& h) { h.blob[1] ^= 1; }), Status::RemoteError);
   EXPECT_TRUE(warned(takeWarnings(), {"fails its integrity check"}));
+}
+
+// The peer may send nothing between its HELLO and ours, a second HELLO after ours is refused as such, and nothing
+// may follow READY: no byte a peer sends waits unparsed.
+TEST_F(HandshakeTest, AcceptorRefusesBytesWhereTheProtocolAllowsNone) {
+  auto afterOurHello = [&](std::function<std::vector<uint8_t>(const Hello& ch, const Hello& ah)> next,
+                           const char* why) {
+    make(Handshake::Role::Acceptor);
+    Hello ch = helloFor(challenge(), "");
+    ASSERT_TRUE(raw->send(helloFrame(ch)));
+    auto reply = raw->readFrame([&] { pumpOnce(); });
+    ASSERT_TRUE(reply.has_value()) << "no HELLO from the acceptor";
+    Hello ah;
+    std::string err;
+    ASSERT_EQ(decodeHello(reply->payload, &ah, &err), Status::Ok) << err;
+    ASSERT_TRUE(raw->send(next(ch, ah)));
+    EXPECT_EQ(drive(Phase::Done), Status::RemoteError) << why;
+    EXPECT_TRUE(warned(takeWarnings(), {"scripted:", why})) << "no WARN naming the peer and saying: " << why;
+    confirmed = false;
+  };
+  afterOurHello([&](const Hello& ch, const Hello&) { return helloFrame(ch); }, "unexpected second HELLO");
+  afterOurHello([&](const Hello& ch, const Hello& ah) {
+    auto f = readyFrame(tagWith("", 'R', helloDigest(ch), helloDigest(ah)));
+    f.push_back(0xF7);  // even one byte (here: what a failure notice would start with)
+    return f;
+  }, "1 bytes after READY, where the protocol allows none");
+  // Before its HELLO is answered (the transport has not confirmed it yet), the peer has nothing to say.
+  make(Handshake::Role::Acceptor);
+  ASSERT_TRUE(raw->send(helloFrame(helloFor(challenge(), ""))));
+  EXPECT_EQ(drive(Phase::PeerKnown, false), Status::Ok);
+  ASSERT_TRUE(raw->send(std::vector<uint8_t>(3000, 0x55)));
+  EXPECT_EQ(drive(Phase::Done, false), Status::RemoteError);
+  EXPECT_TRUE(warned(takeWarnings(), {"scripted:", "bytes after its HELLO, before ours, where the protocol allows none"}));
+}
+
+// The acceptor says nothing after its HELLO: a byte after it fails the connector, confirmed or not.
+TEST_F(HandshakeTest, ConnectorRefusesBytesAfterTheAcceptorsHello) {
+  make(Handshake::Role::Connector);
+  std::array<uint8_t, 16> nonceA{9, 8, 7, 6, 5};
+  ASSERT_TRUE(raw->send(encodeFrame(FrameType::Challenge, nonceA)));
+  auto hello = raw->readFrame([&] { pumpOnce(); });
+  ASSERT_TRUE(hello.has_value());
+  Hello ch;
+  std::string why;
+  ASSERT_EQ(decodeHello(hello->payload, &ch, &why), Status::Ok) << why;
+  Hello ah = makeLocalHello(kTransportUcx, 77, {0xAB, 0xCD});
+  ah.host = "scripted";
+  memcpy(ah.nonce, nonceA.data(), 16);
+  ah.mac = tagWith("", 'A', helloDigest(ch), helloDigest(ah));
+  ASSERT_TRUE(raw->send(helloFrame(ah)));
+  EXPECT_EQ(drive(Phase::PeerKnown, false), Status::Ok);  // proven, our transport still setting up
+  ASSERT_TRUE(raw->send(std::vector<uint8_t>(10, 0)));
+  EXPECT_EQ(drive(Phase::Done, false), Status::RemoteError);
+  EXPECT_TRUE(warned(takeWarnings(), {"scripted:", "10 bytes after its HELLO, where the protocol allows none"}));
 }
 
 // The connector sends nothing before the acceptor's challenge, and only one HELLO after it.

@@ -148,7 +148,7 @@ Status IbListenComm::accept(std::unique_ptr<RecvComm>* out) {
 Status IbTransport::listen(int dev, const CommConfig& config, HandleBytes handle, std::unique_ptr<ListenComm>* out) {
   if (!validDev(dev, "listen")) return Status::InvalidArgument;
   std::unique_ptr<OobListener> l;
-  ICN_CHECK(OobListener::open(kTransportIb, config.commId, handle, &l));
+  ICN_CHECK(OobListener::open(kTransportIb, config.commId, 1, handle, &l));
   *out = std::make_unique<IbListenComm>(*this, dev, std::move(l));
   return Status::Ok;
 }

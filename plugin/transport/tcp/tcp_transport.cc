@@ -2,7 +2,9 @@
 // eager limit and a random token), then one more handshake per lane, each naming the token and its index. The
 // acceptor matches lanes to the control connection by token and hands out a comm once every socket has finished
 // its handshake. Every lane handshake is authenticated like the control one (ICN_AUTH_KEY), and a connection
-// whose lanes do not all arrive within ICN_CONNECT_TIMEOUT_MS is dropped.
+// whose lanes do not all arrive within ICN_CONNECT_TIMEOUT_MS is dropped. A connection in set-up holds one place in
+// the listener's set-up budget (core/setup_ledger.h), with its control socket and, once named by their HELLO, its
+// lanes' sockets; a lane before its HELLO is a handshake of its own there.
 //
 // The lanes reuse the handshake's sockets, and a handshake reads whatever has arrived: no data may reach a socket
 // while its handshake can still read it. So the connector sends its control READY only once every lane handshake
@@ -12,6 +14,7 @@
 #include "transport/tcp/tcp_transport.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -41,14 +44,19 @@ bool sameToken(const uint8_t* a, const uint8_t* b) {
   return diff == 0;
 }
 
+// What one connection holds while it is set up: its control socket and up to 1 + ICN_TCP_STREAMS lanes.
+size_t socketsPerConnection() { return 2u + static_cast<size_t>(wantedLanes()); }
+
 class TcpListenComm final : public ListenComm {
  public:
   explicit TcpListenComm(std::unique_ptr<OobListener> l) : listener_(std::move(l)) {}
   Status accept(std::unique_ptr<RecvComm>* out) override;
 
  private:
-  // One incoming connection: its control handshake and, as they arrive, its lanes' handshakes.
+  // One incoming connection: its control handshake and, as they arrive, its lanes' handshakes. It holds one place
+  // in the listener's set-up ledger, which takes over each matched lane's socket.
   struct Setup {
+    std::unique_ptr<SetupLedger::Slot> slot;
     std::unique_ptr<Handshake> control;
     Fd controlFd;
     Hello peer;
@@ -57,28 +65,44 @@ class TcpListenComm final : public ListenComm {
     std::vector<std::unique_ptr<Handshake>> laneHs;
     std::vector<Fd> laneFds;
     std::chrono::steady_clock::time_point started;
+    void closeAll();  // the ledger evicted it
   };
-  void onPeerKnown(std::unique_ptr<Handshake> hs);
+  void onPeerKnown(AcceptedHandshake a);
+  Setup* findSetup(const uint8_t* token);
   // Ok with *ready once every socket of the connection has finished its handshake; an error drops it.
   Status advance(Setup& s, bool* ready);
+  std::unique_ptr<RecvComm> makeComm(Setup& s);
 
   std::unique_ptr<OobListener> listener_;
   std::vector<std::unique_ptr<Setup>> setups_;
 };
 
-void TcpListenComm::onPeerKnown(std::unique_ptr<Handshake> hs) {
+void TcpListenComm::Setup::closeAll() {
+  control.reset();
+  controlFd.reset();
+  for (auto& h : laneHs) h.reset();
+  for (auto& f : laneFds) f.reset();
+}
+
+TcpListenComm::Setup* TcpListenComm::findSetup(const uint8_t* token) {
+  for (auto& s : setups_)
+    if (!s->slot->evicted() && sameToken(s->blob.token, token)) return s.get();
+  return nullptr;
+}
+
+void TcpListenComm::onPeerKnown(AcceptedHandshake a) {
+  std::unique_ptr<Handshake> hs = std::move(a.hs);
   Blob b;
   std::string why;
   if (decodeBlob(hs->peer().blob, &b, &why) != Status::Ok) {
     ICN_WARN(subsys::Net, "handshake with %s: %s", hs->peerName().c_str(), why.c_str());
-    return;  // dropping the handshake closes the socket
+    return;  // dropping the handshake closes the socket and gives its slot back
   }
+  Setup* known = findSetup(b.token);
   if (b.kind == kBlobControl) {
-    for (auto& s : setups_) {
-      if (sameToken(s->blob.token, b.token)) {
-        ICN_WARN(subsys::Net, "handshake with %s: connection token already in use", hs->peerName().c_str());
-        return;
-      }
+    if (known) {
+      ICN_WARN(subsys::Net, "handshake with %s: connection token already in use", hs->peerName().c_str());
+      return;
     }
     auto s = std::make_unique<Setup>();
     s->blob = b;
@@ -89,25 +113,30 @@ void TcpListenComm::onPeerKnown(std::unique_ptr<Handshake> hs) {
     s->started = std::chrono::steady_clock::now();
     hs->confirm(encodeBlob(s->blob));
     s->control = std::move(hs);
+    s->slot = std::move(a.slot);
+    Setup* raw = s.get();
+    s->slot->onEvict([raw] { raw->closeAll(); });
     setups_.push_back(std::move(s));
     return;
   }
-  for (auto& s : setups_) {
-    if (!sameToken(s->blob.token, b.token)) continue;
-    if (b.value > s->blob.value || s->laneHs[b.value] || s->laneFds[b.value].valid()) {
-      ICN_WARN(subsys::Net, "handshake with %s: lane %u is not expected (%u lanes, or it arrived twice)",
-               hs->peerName().c_str(), b.value, s->blob.value);
-      return;
-    }
-    hs->confirm(encodeBlob(b));
-    s->laneHs[b.value] = std::move(hs);
+  if (!known) {
+    ICN_WARN(subsys::Net, "handshake with %s: lane for a connection this listener does not know",
+             hs->peerName().c_str());
     return;
   }
-  ICN_WARN(subsys::Net, "handshake with %s: lane for a connection this listener does not know", hs->peerName().c_str());
+  if (b.value > known->blob.value || known->laneHs[b.value] || known->laneFds[b.value].valid()) {
+    ICN_WARN(subsys::Net, "handshake with %s: lane %u is not expected (%u lanes, or it arrived twice)",
+             hs->peerName().c_str(), b.value, known->blob.value);
+    return;
+  }
+  hs->confirm(encodeBlob(b));
+  known->laneHs[b.value] = std::move(hs);
+  known->slot->addSocket();  // the lane's socket now counts with its connection (its own slot goes with `a`)
 }
 
 Status TcpListenComm::advance(Setup& s, bool* ready) {
   *ready = false;
+  if (s.slot->evicted()) return Status::RemoteError;  // its sockets are closed; the ledger logged why
   Handshake::Phase phase;
   if (s.control) {
     ICN_CHECK(s.control->progress(&phase));  // failures are logged with the peer's name
@@ -144,14 +173,26 @@ Status TcpListenComm::advance(Setup& s, bool* ready) {
   return Status::Ok;
 }
 
+std::unique_ptr<RecvComm> TcpListenComm::makeComm(Setup& s) {
+  Sockets socks;
+  socks.control = std::move(s.controlFd);
+  socks.eagerBytes = s.blob.eagerBytes;
+  for (auto& f : s.laneFds) {
+    tuneLane(f.get());
+    socks.lanes.push_back(std::move(f));
+  }
+  NetCommInfo info = netCommInfo(s.peer, listener_->commId(), false);
+  if (params::getInt(params::Id::LogDetail) >= 1)
+    ICN_INFO(subsys::Net, "TCP receive connection from %s (rank %d) ready: %zu lanes, eager messages <= %u bytes",
+             s.peerName.c_str(), s.peer.rank, socks.lanes.size(), socks.eagerBytes);
+  return std::make_unique<TcpRecvComm>(std::move(socks), s.peerName, info);
+}
+
 Status TcpListenComm::accept(std::unique_ptr<RecvComm>* out) {
   out->reset();
-  for (;;) {
-    std::unique_ptr<Handshake> hs;
-    ICN_CHECK(listener_->poll(&hs));
-    if (!hs) break;
-    onPeerKnown(std::move(hs));
-  }
+  std::vector<AcceptedHandshake> proven;
+  ICN_CHECK(listener_->poll(SIZE_MAX, &proven));
+  for (auto& a : proven) onPeerKnown(std::move(a));
   for (size_t i = 0; i < setups_.size(); i++) {
     bool ready = false;
     if (advance(*setups_[i], &ready) != Status::Ok) {  // logged; other connections go on
@@ -159,19 +200,7 @@ Status TcpListenComm::accept(std::unique_ptr<RecvComm>* out) {
       continue;
     }
     if (!ready) continue;
-    Setup& s = *setups_[i];
-    Sockets socks;
-    socks.control = std::move(s.controlFd);
-    socks.eagerBytes = s.blob.eagerBytes;
-    for (auto& f : s.laneFds) {
-      tuneLane(f.get());
-      socks.lanes.push_back(std::move(f));
-    }
-    NetCommInfo info = netCommInfo(s.peer, listener_->commId(), false);
-    if (params::getInt(params::Id::LogDetail) >= 1)
-      ICN_INFO(subsys::Net, "TCP receive connection from %s (rank %d) ready: %zu lanes, eager messages <= %u bytes",
-               s.peerName.c_str(), s.peer.rank, socks.lanes.size(), socks.eagerBytes);
-    *out = std::make_unique<TcpRecvComm>(std::move(socks), s.peerName, info);
+    *out = makeComm(*setups_[i]);
     setups_.erase(setups_.begin() + static_cast<long>(i));
     return Status::Ok;
   }
@@ -209,7 +238,7 @@ class TcpTransport final : public Transport {
       return Status::InvalidArgument;
     }
     std::unique_ptr<OobListener> l;
-    ICN_CHECK(OobListener::open(kTransportTcp, config.commId, handle, &l));
+    ICN_CHECK(OobListener::open(kTransportTcp, config.commId, socketsPerConnection(), handle, &l));
     *out = std::make_unique<TcpListenComm>(std::move(l));
     return Status::Ok;
   }

@@ -163,7 +163,7 @@ Status UcxTransport::listen(int dev, const CommConfig& config, HandleBytes handl
     return Status::InvalidArgument;
   }
   std::unique_ptr<OobListener> l;
-  ICN_CHECK(OobListener::open(kTransportUcx, config.commId, handle, &l));
+  ICN_CHECK(OobListener::open(kTransportUcx, config.commId, 1, handle, &l));
   *out = std::make_unique<UcxListenComm>(*this, std::move(l));
   return Status::Ok;
 }
