@@ -48,11 +48,13 @@ using namespace icn::fuzz::setup_ops;
 
 constexpr int kMaxActions = 256;
 constexpr size_t kMaxConns = 24;
-// The documented bound on proven peers a transport takes into set-up at once (docs/readme/reliability.md).
-constexpr int kMaxSetups = 16;
+constexpr int kLanes = 2;  // ICN_TCP_STREAMS for this harness (LLVMFuzzerInitialize)
+// The listener's set-up budget (ICN_LISTEN_MAX_SETUPS, set by LLVMFuzzerInitialize): that many connections' worth of
+// sockets (control, lane 0 and the helper lanes each), however the peers spread them over set-ups.
+constexpr int kListenMaxSetups = 4;
+constexpr int kMaxSetups = kListenMaxSetups * (2 + kLanes);
 // What a handshake may read of an endless stream: a frame (64 KiB) with ample room to spare.
 constexpr uint64_t kMaxConsumed = 1u << 20;
-constexpr int kLanes = 2;  // ICN_TCP_STREAMS for this harness (LLVMFuzzerInitialize)
 constexpr uint64_t kCommId = 0x1c2d3e4f;
 
 Transport& transport() {
@@ -417,8 +419,8 @@ class SetupHarness {
     c.over = true;  // a comm's clear-to-send records may follow
   }
 
-  // At most kMaxSetups answered control connections may be open at once (the listener closes the rest, or
-  // leaves them unanswered in its handshake queue).
+  // At most kMaxSetups answered control connections may be open at once, the listener's budget in sockets (it
+  // closes the rest, or leaves them unanswered in its handshake queue).
   void checkSetups() {
     auto count = [&] {
       int n = 0;
@@ -658,7 +660,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   icn::fuzz::quietLogs();
   icn::fuzz::fillCounterRegistry();
   setenv("ICN_SOCKET_IFNAME", "lo", 1);
-  setenv("ICN_TCP_STREAMS", "2", 1);
+  setenv("ICN_TCP_STREAMS", std::to_string(kLanes).c_str(), 1);
+  setenv("ICN_LISTEN_MAX_SETUPS", std::to_string(kListenMaxSetups).c_str(), 1);
   setenv("ICN_CONNECT_TIMEOUT_MS", "2000", 1);  // longer than any input: deadlines never decide an outcome
   setenv("ICN_PEER_TIMEOUT_MS", "5", 1);
   icn::tcp::transport();
