@@ -5,7 +5,8 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "telemetry/coll_names.h"
-#include "tuner/explore_params.h"
+#include "tuner/explore/params.h"
+#include "tuner/group_registry.h"
 
 namespace icn::tuner {
 namespace {

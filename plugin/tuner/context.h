@@ -7,10 +7,10 @@
 #include <string>
 
 #include "core/status.h"
-#include "tuner/cache_key.h"
-#include "tuner/cost_table.h"
 #include "tuner/group.h"
-#include "tuner/rules.h"
+#include "tuner/store/cache_key.h"
+#include "tuner/store/cost_table.h"
+#include "tuner/store/rules.h"
 
 namespace icn::tuner {
 

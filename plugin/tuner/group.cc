@@ -4,8 +4,9 @@
 #include <cstdio>
 
 #include "core/log.h"
-#include "tuner/agree_service.h"
-#include "tuner/bucket_log.h"
+#include "tuner/agree/service.h"
+#include "tuner/explore/bucket_log.h"
+#include "tuner/group_registry.h"
 
 namespace icn::tuner {
 

@@ -1,4 +1,4 @@
-#include "tuner/agree_service.h"
+#include "tuner/agree/service.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -25,8 +25,8 @@
 #include "core/params.h"
 #include "core/private_file.h"
 #include "core/socket.h"
-#include "tuner/agree_service_impl.h"
-#include "tuner/agree_wire.h"
+#include "tuner/agree/service_impl.h"
+#include "tuner/agree/wire.h"
 
 namespace icn::tuner::agree {
 

@@ -1,4 +1,4 @@
-#include "tuner/rules.h"
+#include "tuner/store/rules.h"
 
 #include <cerrno>
 #include <cstdlib>

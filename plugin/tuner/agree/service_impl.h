@@ -1,5 +1,5 @@
-// The agreement service's inside (agree_service.h): its connections, its per-communicator entries and the service
-// itself, shared by agree_service.cc (the loop, leader and follower sides) and agree_registry.cc (the network
+// The agreement service's inside (agree/service.h): its connections, its per-communicator entries and the service
+// itself, shared by service.cc (the loop, leader and follower sides) and registry.cc (the network
 // rendezvous). Not an interface: nothing else includes it.
 #pragma once
 #include <sys/eventfd.h>
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/socket.h"
-#include "tuner/agree_wire.h"
-#include "tuner/agreement.h"
+#include "tuner/agree/agreement.h"
+#include "tuner/agree/wire.h"
 
 namespace icn::tuner::agree {
 

@@ -9,7 +9,7 @@
 #include <functional>
 #include <span>
 
-#include "tuner/explorer.h"
+#include "tuner/explore/explorer.h"
 
 namespace icn::tuner {
 

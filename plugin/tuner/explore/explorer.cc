@@ -1,4 +1,4 @@
-#include "tuner/explorer.h"
+#include "tuner/explore/explorer.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "tuner/bucket_log.h"
+#include "tuner/explore/bucket_log.h"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-// The agreement's network rendezvous (ICN_TUNER_RENDEZVOUS=tcp://host:port, agree_service.h): where the registry
+// The agreement's network rendezvous (ICN_TUNER_RENDEZVOUS=tcp://host:port, agree/service.h): where the registry
 // is, serving it on the host that owns its address, a registry client's steps, and the registry's side of a client.
 #include <netdb.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "core/log.h"
-#include "tuner/agree_service_impl.h"
+#include "tuner/agree/service_impl.h"
 
 namespace icn::tuner::agree {
 

@@ -1,4 +1,4 @@
-// The agreement service's wire format (agree_service.h): fixed-layout frames, little-endian integers, bounded
+// The agreement service's wire format (agree/service.h): fixed-layout frames, little-endian integers, bounded
 // payloads, and the HMAC proofs both ends of a connection give. Shared by the service and its registry.
 #pragma once
 #include <arpa/inet.h>
@@ -15,7 +15,7 @@
 
 #include "core/auth.h"
 #include "core/socket.h"
-#include "tuner/agreement.h"
+#include "tuner/agree/agreement.h"
 
 namespace icn::tuner::agree {
 

@@ -4,7 +4,7 @@
 #include <array>
 #include <cstdint>
 
-#include "tuner/bucket.h"
+#include "tuner/explore/bucket.h"
 
 namespace icn::tuner {
 

@@ -1,4 +1,4 @@
-#include "tuner/bucket.h"
+#include "tuner/explore/bucket.h"
 
 namespace icn::tuner {
 
