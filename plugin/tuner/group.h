@@ -91,18 +91,20 @@ class Group {
   // `quiet`: the bucket now asks for the next call untimed.
   // `seq`: the group's decision count with this one (a gap since the bucket's last call: other buckets ran).
   Decision slowPath(int slot, int coll, int bucket, uint64_t index, uint64_t seq, const CostTable& table, bool& quiet);
+  void firstCall(int coll, int bucket, const CostTable& table);  // mutex held: candidates, then explore or settle
   SkipReport collectCandidates(int coll, int bucket, const CostTable& table, bool adaptive);  // mutex held
-  void skipFarSlower(int coll, int bucket, const Decision& ncclPick, SkipReport& report);   // mutex held
+  void skipFarSlower(int coll, int bucket, SkipReport& report);   // mutex held
   void skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPick, SkipReport& report);  // mutex held
   static constexpr double kModelSkipFromUs = 100.0;  // skipSlowLl: NCCL predicts its choice takes this long
   static constexpr double kSkipSlowdown = 3.0;  // arms this much slower than the fastest ...
   static constexpr double kSkipFromUs = 100.0;  // ... in a smaller bucket whose fastest call took this long
   void maybeTransition(int coll, int bucket);  // mutex held
-  void setExploring(Bucket& b, bool on);  // off also ends a quiet request
-  void setQuiet(const Bucket& b, bool on);
   void startExploring(Bucket& b);  // demand on, counted as called now
+  void stopExploring(Bucket& b);   // demand off, and no quiet request
+  void setQuiet(const Bucket& b, bool on);
   uint64_t maxNext(int coll, int bucket) const;
   uint64_t minNext(int coll, int bucket) const;
+  uint64_t planBound(int coll, int bucket) const;  // the plan must be fixed below it before the lock is let go
   uint64_t minDecided(int coll, int bucket) const;
   void logCommit(int coll, int bucket, const CommitInfo& ci, bool committed);
   void applyCache();  // first decision: settle the cached buckets when every rank is local
