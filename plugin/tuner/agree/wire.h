@@ -143,6 +143,22 @@ inline bool getDecisions(Reader& r, std::vector<AgreedDecision>* out) {
   return r.ok;
 }
 
+// Payloads of START (with its first call) or HORIZON, and of FREEZE: what a leader tells its followers.
+inline std::string announcementPayload(const Agreement::Announcement& m) {
+  Writer w;
+  if (m.start) w.u64(m.s);
+  w.u64(m.h);
+  putDecisions(w, m.decisions);
+  return w.b;
+}
+
+inline std::string freezePayload(const Agreement& a) {
+  Writer w;
+  w.u64(a.frozenFrom());
+  w.u8(a.frozenQuietly() ? 1 : 0);
+  return w.b;
+}
+
 inline Digest proof(const Token& t, char role, uint64_t commId, const Nonce& nl, const Nonce& nf) {
   Writer w;
   w.u8(kProtocol);
