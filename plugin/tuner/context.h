@@ -41,6 +41,8 @@ class Context {
   size_t ruleCount() const { return rules_.size(); }
 
  private:
+  void loadRules(const std::string& path, int nRanks, int nNodes);  // a broken file is reported and ignored
+
   Mode mode_;
   bool userForced_;
   uint64_t commId_;

@@ -252,6 +252,16 @@ class BucketExplorer {
   int sameAlgoShorterKernel(int pick, const double* period, double bestUs) const;
   static constexpr double kSameAlgoKernelRatio = 0.85;
   static constexpr double kSameAlgoKernelMinUs = 3.0;
+  // The duel's arms after stage 1 won by bin `win`: the challengers, then the winner (its block last).
+  static constexpr int kMaxDuelArms = 5;
+  struct DuelArms {
+    std::array<int, kMaxDuelArms> bin{-1, -1, -1, -1, -1};
+    int n = 0;
+  };
+  DuelArms duelArms(int win, bool quiet) const;
+  // A finished round's measurements for its log line, and stage 1's slowdowns for the next larger bucket.
+  std::string roundDetail(const std::array<double, kMaxArms>& period) const;
+  void keepSlowdowns(const std::array<double, kMaxArms>& period, double fastest);
   int nextArm();       // next plan entry's bin, kWarm for a base call, -1 when the plan is complete
   static constexpr int kWarm = -2;
   void startRound(uint64_t start);

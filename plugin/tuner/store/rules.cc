@@ -29,6 +29,84 @@ bool parseInt64(std::string_view s, int64_t* out) {
   return true;
 }
 
+std::vector<std::string_view> splitFields(std::string_view line) {
+  std::vector<std::string_view> f;
+  while (true) {
+    size_t c = line.find(',');
+    f.push_back(trim(line.substr(0, c)));
+    if (c == std::string_view::npos) return f;
+    line.remove_prefix(c + 1);
+  }
+}
+
+// What is wrong with a rule line: the field (0-based; -1: the line as a whole) and the problem.
+struct FieldError {
+  int field = -1;
+  std::string problem;
+};
+
+bool fieldError(FieldError* e, int field, std::string problem) {
+  *e = FieldError{field, std::move(problem)};
+  return false;
+}
+
+// The byte range (fields 2 and 3): -1 is open on that side.
+bool parseBytes(const std::vector<std::string_view>& f, Rule* r, FieldError* e) {
+  int64_t v = 0;
+  for (int i : {1, 2}) {
+    if (!parseInt64(f[i], &v) || v < -1) return fieldError(e, i, "not a byte count: '" + std::string(f[i]) + "'");
+    uint64_t b = v < 0 ? (i == 1 ? 0 : UINT64_MAX) : static_cast<uint64_t>(v);
+    (i == 1 ? r->minBytes : r->maxBytes) = b;
+  }
+  if (r->minBytes > r->maxBytes) return fieldError(e, 2, "maxBytes is below minBytes");
+  return true;
+}
+
+// Algorithm, protocol and channels (fields 4 to 6): the decision a matching call gets.
+bool parseDecision(const std::vector<std::string_view>& f, Rule* r, FieldError* e) {
+  if (f[3] != "-1") {
+    int a = coll::parseAlgo(f[3]);
+    if (a < 0)
+      return fieldError(e, 3, "unknown algorithm '" + std::string(f[3]) +
+                                  "' (tree, ring, collnet_direct, collnet_chain, nvls, nvls_tree, pat or -1)");
+    r->decision.algo = static_cast<int8_t>(a);
+  }
+  if (f[4] != "-1") {
+    int p = coll::parseProto(f[4]);
+    if (p < 0) return fieldError(e, 4, "unknown protocol '" + std::string(f[4]) + "' (ll, ll128, simple or -1)");
+    r->decision.proto = static_cast<int8_t>(p);
+  }
+  int64_t v = 0;
+  if (!parseInt64(f[5], &v) || v < -1 || v == 0 || v > 64)
+    return fieldError(e, 5, "channels must be -1 or 1..64, got '" + std::string(f[5]) + "'");
+  r->decision.channels = static_cast<int16_t>(v < 0 ? 0 : v);
+  return true;
+}
+
+bool parseRule(const std::vector<std::string_view>& f, Rule* r, FieldError* e) {
+  if (f.size() < 8 || f.size() > 10)
+    return fieldError(e, -1, "expected 8 to 10 comma-separated fields "
+                             "(coll,minBytes,maxBytes,algo,proto,channels,nNodes,nRanks[,numPipeOps[,regBuff]]), got " +
+                                 std::to_string(f.size()));
+  if (f[0] == "-1" || f[0] == "any") {
+    r->coll = -1;
+  } else if ((r->coll = coll::parseColl(f[0])) < 0) {
+    return fieldError(e, 0, "unknown collective '" + std::string(f[0]) +
+                                "' (broadcast, reduce, allgather, reducescatter, allreduce or -1)");
+  }
+  if (!parseBytes(f, r, e) || !parseDecision(f, r, e)) return false;
+  int* ints[] = {&r->nNodes, &r->nRanks, &r->numPipeOps, &r->regBuff};
+  int64_t v = 0;
+  for (size_t i = 6; i < f.size(); ++i) {
+    if (!parseInt64(f[i], &v) || v < -1 || v > (1 << 30))
+      return fieldError(e, static_cast<int>(i), "not an integer >= -1: '" + std::string(f[i]) + "'");
+    *ints[i - 6] = static_cast<int>(v);
+  }
+  if (r->regBuff > 1) return fieldError(e, 9, "regBuff must be -1, 0 or 1");
+  if (!r->decision.valid()) return fieldError(e, 3, "rule sets neither algorithm, protocol nor channels");
+  return true;
+}
+
 }  // namespace
 
 Status parseRules(std::string_view text, const std::string& source, std::vector<Rule>* out, std::string* why) {
@@ -41,64 +119,19 @@ Status parseRules(std::string_view text, const std::string& source, std::vector<
     ++lineNo;
     line = trim(line);
     if (line.empty() || line.front() == '#') continue;
-
-    std::vector<std::string_view> f;
-    while (true) {
-      size_t c = line.find(',');
-      f.push_back(trim(line.substr(0, c)));
-      if (c == std::string_view::npos) break;
-      line.remove_prefix(c + 1);
-    }
-    auto err = [&](int field, const std::string& problem) {
-      std::ostringstream o;
-      o << source << ":" << lineNo << ": ";
-      if (field >= 0) o << "field " << field + 1 << " (" << kFieldNames[field] << "): ";
-      o << problem;
-      if (why) *why = o.str();
-      return Status::InvalidArgument;
-    };
-    if (f.size() < 8 || f.size() > 10)
-      return err(-1, "expected 8 to 10 comma-separated fields "
-                     "(coll,minBytes,maxBytes,algo,proto,channels,nNodes,nRanks[,numPipeOps[,regBuff]]), got " +
-                         std::to_string(f.size()));
     Rule r;
     r.line = lineNo;
-    int64_t v = 0;
-    if (f[0] == "-1" || f[0] == "any") {
-      r.coll = -1;
-    } else if ((r.coll = coll::parseColl(f[0])) < 0) {
-      return err(0, "unknown collective '" + std::string(f[0]) +
-                        "' (broadcast, reduce, allgather, reducescatter, allreduce or -1)");
+    FieldError e;
+    if (!parseRule(splitFields(line), &r, &e)) {
+      if (why) {
+        std::ostringstream o;
+        o << source << ":" << lineNo << ": ";
+        if (e.field >= 0) o << "field " << e.field + 1 << " (" << kFieldNames[e.field] << "): ";
+        o << e.problem;
+        *why = o.str();
+      }
+      return Status::InvalidArgument;
     }
-    for (int i : {1, 2}) {
-      if (!parseInt64(f[i], &v) || v < -1) return err(i, "not a byte count: '" + std::string(f[i]) + "'");
-      uint64_t b = v < 0 ? (i == 1 ? 0 : UINT64_MAX) : static_cast<uint64_t>(v);
-      (i == 1 ? r.minBytes : r.maxBytes) = b;
-    }
-    if (r.minBytes > r.maxBytes) return err(2, "maxBytes is below minBytes");
-    if (f[3] != "-1") {
-      int a = coll::parseAlgo(f[3]);
-      if (a < 0)
-        return err(3, "unknown algorithm '" + std::string(f[3]) +
-                          "' (tree, ring, collnet_direct, collnet_chain, nvls, nvls_tree, pat or -1)");
-      r.decision.algo = static_cast<int8_t>(a);
-    }
-    if (f[4] != "-1") {
-      int p = coll::parseProto(f[4]);
-      if (p < 0) return err(4, "unknown protocol '" + std::string(f[4]) + "' (ll, ll128, simple or -1)");
-      r.decision.proto = static_cast<int8_t>(p);
-    }
-    if (!parseInt64(f[5], &v) || v < -1 || v == 0 || v > 64)
-      return err(5, "channels must be -1 or 1..64, got '" + std::string(f[5]) + "'");
-    r.decision.channels = static_cast<int16_t>(v < 0 ? 0 : v);
-    int* ints[] = {&r.nNodes, &r.nRanks, &r.numPipeOps, &r.regBuff};
-    for (size_t i = 6; i < f.size(); ++i) {
-      if (!parseInt64(f[i], &v) || v < -1 || v > (1 << 30))
-        return err(static_cast<int>(i), "not an integer >= -1: '" + std::string(f[i]) + "'");
-      *ints[i - 6] = static_cast<int>(v);
-    }
-    if (r.regBuff > 1) return err(9, "regBuff must be -1, 0 or 1");
-    if (!r.decision.valid()) return err(3, "rule sets neither algorithm, protocol nor channels");
     out->push_back(r);
   }
   return Status::Ok;
