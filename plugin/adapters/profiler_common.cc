@@ -20,6 +20,7 @@
 #include "telemetry/period_tracker.h"
 #include "telemetry/prometheus.h"
 #include "tuner/group.h"
+#include "tuner/group_registry.h"
 
 namespace icn::adapters::profiler {
 namespace {

@@ -5,7 +5,8 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "telemetry/coll_names.h"
-#include "tuner/explore_params.h"
+#include "tuner/explore/params.h"
+#include "tuner/group_registry.h"
 
 namespace icn::tuner {
 namespace {
@@ -64,21 +65,7 @@ Context::Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNod
              std::getenv("NCCL_ALGO") ? std::getenv("NCCL_ALGO") : "-", std::getenv("NCCL_PROTO") ? std::getenv("NCCL_PROTO") : "-");
     return;
   }
-  if (!cfg.rulesPath.empty()) {
-    std::vector<Rule> rules;
-    std::string why;
-    if (loadRulesFile(cfg.rulesPath, &rules, &why) != Status::Ok) {
-      ICN_WARN(subsys::Tuning, "tuner: rules file ignored: %s", why.c_str());
-    } else {
-      rules_.build(rules, nRanks, nNodes);
-      ruleWarned_ = std::make_unique<std::atomic<bool>[]>(1);
-      ICN_INFO(subsys::Tuning, "tuner: %zu of %zu rules from %s apply to nRanks=%d nNodes=%d", rules_.size(),
-               rules.size(), cfg.rulesPath.c_str(), nRanks, nNodes);
-      if (rules_.truncatedBuckets())
-        ICN_WARN(subsys::Tuning, "tuner: more than %d rules overlap some size buckets; later ones are ignored there",
-                 RuleTable::kPerBucket);
-    }
-  }
+  if (!cfg.rulesPath.empty()) loadRules(cfg.rulesPath, nRanks, nNodes);
   GroupConfig gc = cfg.group;
   // An explicit ICN_HEATMAP_FILE keeps every collective timed: no call could go untimed.
   gc.explore = exploreParamsFor(gc.explore, nNodes, params::isSetByUser(params::Id::HeatmapFile));
@@ -112,6 +99,22 @@ Context::Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNod
            static_cast<unsigned long long>(commId), nRanks, nNodes,
            mode_ == Mode::Online ? "online" : "static", gc.cachePath.empty() ? "-" : gc.cachePath.c_str());
   if (!gc.cacheKey.empty()) ICN_INFO(subsys::Tuning, "tuner: table key: %s", gc.cacheKey.c_str());
+}
+
+void Context::loadRules(const std::string& path, int nRanks, int nNodes) {
+  std::vector<Rule> rules;
+  std::string why;
+  if (loadRulesFile(path, &rules, &why) != Status::Ok) {
+    ICN_WARN(subsys::Tuning, "tuner: rules file ignored: %s", why.c_str());
+    return;
+  }
+  rules_.build(rules, nRanks, nNodes);
+  ruleWarned_ = std::make_unique<std::atomic<bool>[]>(1);
+  ICN_INFO(subsys::Tuning, "tuner: %zu of %zu rules from %s apply to nRanks=%d nNodes=%d", rules_.size(),
+           rules.size(), path.c_str(), nRanks, nNodes);
+  if (rules_.truncatedBuckets())
+    ICN_WARN(subsys::Tuning, "tuner: more than %d rules overlap some size buckets; later ones are ignored there",
+             RuleTable::kPerBucket);
 }
 
 Context::~Context() {

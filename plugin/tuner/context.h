@@ -7,10 +7,10 @@
 #include <string>
 
 #include "core/status.h"
-#include "tuner/cache_key.h"
-#include "tuner/cost_table.h"
 #include "tuner/group.h"
-#include "tuner/rules.h"
+#include "tuner/store/cache_key.h"
+#include "tuner/store/cost_table.h"
+#include "tuner/store/rules.h"
 
 namespace icn::tuner {
 
@@ -41,6 +41,8 @@ class Context {
   size_t ruleCount() const { return rules_.size(); }
 
  private:
+  void loadRules(const std::string& path, int nRanks, int nNodes);  // a broken file is reported and ignored
+
   Mode mode_;
   bool userForced_;
   uint64_t commId_;

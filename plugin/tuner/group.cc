@@ -4,8 +4,9 @@
 #include <cstdio>
 
 #include "core/log.h"
-#include "tuner/agree_service.h"
-#include "tuner/bucket_log.h"
+#include "tuner/agree/service.h"
+#include "tuner/explore/bucket_log.h"
+#include "tuner/group_registry.h"
 
 namespace icn::tuner {
 
@@ -42,7 +43,7 @@ Group::~Group() {
   if (agree_) agree::detach(agree_.get());
   for (auto& row : buckets_)
     for (Bucket& b : row)
-      if (b.counted) demandChanged(-1);
+      if (b.holdsDemand()) demandChanged(-1);
   releaseQuiet(this);
   if (cfg_.mode == Mode::Off || cfg_.cachePath.empty()) return;
   if (!persists()) return;
@@ -128,9 +129,8 @@ void Group::reportRound(int c, int bkt) {
   Bucket& b = buckets_[c][bkt];
   if (!agree_ || agreeState_.load() != 1) return;
   std::array<ArmEstimate, BucketExplorer::kMaxArms> arms{};
-  int n = b.explorer().armEstimates(arms);
-  Decision nccl = b.ncclPick >= 0 ? b.cands[b.ncclPick] : Decision{};
-  agree_->report(c, bkt, std::span<const ArmEstimate>(arms.data(), static_cast<size_t>(n)), nccl);
+  int n = b.armEstimates(arms);
+  agree_->report(c, bkt, std::span<const ArmEstimate>(arms.data(), static_cast<size_t>(n)), b.ncclChoice());
 }
 
 bool Group::complete() const { return members_.load() >= nRanks_; }
@@ -149,6 +149,11 @@ uint64_t Group::minNext(int c, int b) const {
   return m == UINT64_MAX ? 0 : m;
 }
 
+uint64_t Group::planBound(int c, int b) const {
+  // Every index a local rank can ask for before the next time the lock is taken.
+  return maxNext(c, b) + static_cast<uint64_t>(std::max(1, members_.load())) + 1;
+}
+
 uint64_t Group::minDecided(int c, int b) const {
   uint64_t m = UINT64_MAX;
   for (int i = 0; i < kMaxLocal; ++i)
@@ -161,17 +166,17 @@ void Group::setQuiet(const Bucket& b, bool on) {
   requestQuiet(this, static_cast<int>(i / coll::kNumBuckets), static_cast<int>(i % coll::kNumBuckets), on);
 }
 
-void Group::setExploring(Bucket& b, bool on) {
-  if (!on) setQuiet(b, false);
-  if (on == b.counted) return;
-  b.counted = on;
-  held_.fetch_add(on ? 1 : -1);
-  demandChanged(on ? 1 : -1);
+void Group::startExploring(Bucket& b) {
+  if (!b.takeDemand(tunerTick())) return;
+  held_.fetch_add(1);
+  demandChanged(1);
 }
 
-void Group::startExploring(Bucket& b) {
-  b.lastTick = tunerTick();
-  setExploring(b, true);
+void Group::stopExploring(Bucket& b) {
+  setQuiet(b, false);
+  if (!b.releaseDemand()) return;
+  held_.fetch_sub(1);
+  demandChanged(-1);
 }
 
 void Group::parkIdle(uint64_t tick, uint64_t idleCalls) {
@@ -181,8 +186,8 @@ void Group::parkIdle(uint64_t tick, uint64_t idleCalls) {
   for (int c = 0; c < coll::kNumColls; ++c)
     for (int bkt = 0; bkt < coll::kNumBuckets; ++bkt) {
       Bucket& b = buckets_[c][bkt];
-      if (!b.counted || tick <= b.lastTick + idleCalls) continue;
-      setExploring(b, false);
+      if (!b.idle(tick, idleCalls)) continue;
+      stopExploring(b);
       ICN_TRACE(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: idle while exploring; profiler released",
                 static_cast<unsigned long long>(commId_), coll::collName(c), bkt);
     }
@@ -225,81 +230,52 @@ Decision Group::slowPath(int slot, int c, int bkt, uint64_t index, uint64_t seq,
                          bool& quiet) {
   std::lock_guard<std::mutex> lock(mu_);
   Bucket& b = buckets_[c][bkt];
-  if (b.phase() == BucketExplorer::Phase::Unseen) {
-    // Adaptive: every rank lives here and shares this state. Otherwise ranks in other processes compute the
-    // very same (fixed) plan from the cost table alone, which NCCL makes identical on every rank.
-    bool adaptive = complete();
-    SkipReport skips;
-    if (cfg_.mode == Mode::Online) skips = collectCandidates(c, bkt, table, adaptive);
-    if (b.begin(cfg_.explore, adaptive, std::max(1, members_.load()))) {
-      startExploring(b);  // the plan's warm calls absorb the calls that cannot be measured yet
-      logExploring(commId_, c, bkt, b, cfg_.explore, adaptive, skips);
-    }
-  }
-  // The plan must cover every index a local rank can ask for before the next time the lock is taken.
-  uint64_t ahead = static_cast<uint64_t>(std::max(1, members_.load())) + 1;
-  b.explorer().extendPlan(maxNext(c, bkt) + ahead);
+  if (b.phase() == BucketExplorer::Phase::Unseen) firstCall(c, bkt, table);
+  b.extendPlan(planBound(c, bkt));
   if (b.phase() == BucketExplorer::Phase::Exploring) {
-    // Other buckets' calls since this one's last (back from parking, or a jump in the group's count; local ranks
-    // may take the lock out of their order, so only a jump forward counts): a quiet block they fell into runs
-    // again.
-    bool resumed = !b.counted;
-    bool cut = resumed || (seq != 0 && b.lastSeq != 0 && seq > b.lastSeq + 1);
-    b.lastSeq = resumed ? 0 : std::max(b.lastSeq, seq);
-    if (cut && b.explorer().noteInterrupted(index, maxNext(c, bkt) + ahead))
-      ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B duel: other sizes' calls came inside a quiet block at "
-               "call %llu; its arm runs another block", static_cast<unsigned long long>(commId_), coll::collName(c),
-               bkt, static_cast<unsigned long long>(index));
-    // Back from parking with nothing measuring: this call switches the profiler on too late for itself, and the
-    // next one has no timed predecessor to measure its cost from.
-    if (!b.counted && measurementDemand().load() == 0) {
-      b.explorer().noteUnmeasured(index);
-      b.explorer().noteUnmeasured(index + 1);
-    }
-    b.lastTick = tunerTick();
-    setExploring(b, true);
+    if (b.noteExploringCall(index, seq, planBound(c, bkt), measurementDemand().load() != 0))
+      logQuietBlockCut(commId_, c, bkt, index);
+    startExploring(b);
   }
   maybeTransition(c, bkt);
-  b.explorer().extendPlan(maxNext(c, bkt) + ahead);
-  Decision d = b.explorer().decisionFor(index);
+  b.extendPlan(planBound(c, bkt));
+  Decision d = b.decisionFor(index);
   // NCCL reads the event mask as a call is enqueued, before it asks us about it: set it for the call the least
   // advanced local rank enqueues next (ranks driven one after the other enqueue call i after the first decided it;
   // ranks in one group enqueue both before either decides).
-  quiet = b.explorer().quietDuel() && !b.explorer().measures(minNext(c, bkt));
+  quiet = b.wantsQuiet(minNext(c, bkt));
   setQuiet(b, quiet);
   b.publish();
   return d;
 }
 
+void Group::firstCall(int c, int bkt, const CostTable& table) {
+  Bucket& b = buckets_[c][bkt];
+  // Adaptive: every rank lives here and shares this state. Otherwise ranks in other processes compute the very
+  // same (fixed) plan from the cost table alone, which NCCL makes identical on every rank.
+  bool adaptive = complete();
+  SkipReport skips;
+  if (cfg_.mode == Mode::Online) skips = collectCandidates(c, bkt, table, adaptive);
+  if (!b.begin(cfg_.explore, adaptive, std::max(1, members_.load()))) return;
+  startExploring(b);  // the plan's warm calls absorb the calls that cannot be measured yet
+  logExploring(commId_, c, bkt, b, cfg_.explore, adaptive, skips);
+}
+
 SkipReport Group::collectCandidates(int c, int bkt, const CostTable& table, bool adaptive) {
   Bucket& b = buckets_[c][bkt];
-  for (int a = 0; a < table.algos(); ++a)
-    for (int p = 0; p < table.protos(); ++p)
-      if (table.supported(a, p) && b.nCands < BucketExplorer::kMaxArms)
-        b.cands[b.nCands++] = Decision{static_cast<int8_t>(a), static_cast<int8_t>(p), 0};
   // NCCL's own cost ranking first (its choice leads), then a neighbouring bucket's measured winner moves to the
   // front: good arms are screened early, so their estimates are in when the confirm calls are handed out.
-  std::stable_sort(b.cands.begin(), b.cands.begin() + b.nCands, [&](const Decision& x, const Decision& y) {
-    return table.at(x.algo, x.proto) < table.at(y.algo, y.proto);
-  });
+  b.takeCandidates(table);
   // Measurements differ between processes: only a group holding every rank may let them shape the plan.
   for (int nb : {bkt - 1, bkt + 1}) {
     if (!adaptive || nb < 0 || nb >= coll::kNumBuckets) continue;
-    const BucketExplorer& ex = buckets_[c][nb].explorer();
-    if (ex.learnedSamples() == 0) continue;
-    for (int i = 1; i < b.nCands; ++i)
-      if (b.cands[i].algo == ex.learned().algo && b.cands[i].proto == ex.learned().proto) {
-        std::rotate(b.cands.begin(), b.cands.begin() + i, b.cands.begin() + i + 1);
-        break;
-      }
+    Bucket::Learned near = buckets_[c][nb].learned();
+    if (near.samples > 0) b.moveToFront(near.d);
   }
   Decision pick = table.ncclChoice();
   SkipReport report;
   skipSlowLl(b, table, pick, report);
-  if (adaptive) skipFarSlower(c, bkt, pick, report);
-  b.ncclPick = -1;
-  for (int i = 0; i < b.nCands; ++i)
-    if (b.cands[i].algo == pick.algo && b.cands[i].proto == pick.proto) b.ncclPick = i;
+  if (adaptive) skipFarSlower(c, bkt, report);
   return report;
 }
 
@@ -314,7 +290,7 @@ void Group::skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPi
   if (ratio <= 0 || ref < kModelSkipFromUs) return;
   size_t used = 0;
   report.slowLlRatio = ratio;
-  report.slowLl = b.removeCandidates(ncclPick, [&](const Decision& d) {
+  report.slowLl = b.removeCandidates([&](const Decision& d) {
     float cost = table.at(d.algo, d.proto);
     if (d.proto != coll::kLL || cost <= ratio * ref) return false;
     char name[48];
@@ -325,7 +301,7 @@ void Group::skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPi
   });
 }
 
-void Group::skipFarSlower(int c, int bkt, const Decision& ncclPick, SkipReport& report) {
+void Group::skipFarSlower(int c, int bkt, SkipReport& report) {
   // Large buckets only skip arms measured far slower in the nearest smaller measured bucket: there a screening
   // call of a slow arm costs milliseconds and the ratio only grows with size. Small buckets keep every arm: their
   // calls are cheap and their periods noisy. NCCL's own choice always stays (the reference).
@@ -338,8 +314,8 @@ void Group::skipFarSlower(int c, int bkt, const Decision& ncclPick, SkipReport& 
     }
   if (!ref || ref->fastestPeriodUs() < kSkipFromUs) return;
   report.farSlowdown = kSkipSlowdown;
-  report.farSlower = b.removeCandidates(
-      ncclPick, [&](const Decision& d) { return ref->slowdown(d.algo, d.proto) > kSkipSlowdown; });
+  report.farSlower =
+      b.removeCandidates([&](const Decision& d) { return ref->slowdown(d.algo, d.proto) > kSkipSlowdown; });
 }
 
 void Group::maybeTransition(int c, int bkt) {
@@ -351,12 +327,12 @@ void Group::maybeTransition(int c, int bkt) {
     setQuiet(b, false);
     logCommit(c, bkt, end.info, end.committed);
     if (!end.committed && online) reportRound(c, bkt);
-    if (end.demand == Bucket::Demand::Stop) setExploring(b, false);
+    if (end.demand == Bucket::Demand::Stop) stopExploring(b);
   }
   Bucket::Demand next =
       b.startPending(issued, minDecided(c, bkt), cfg_.explore, complete(), std::max(1, members_.load()));
   if (next == Bucket::Demand::Start) startExploring(b);
-  if (next == Bucket::Demand::Stop) setExploring(b, false);
+  if (next == Bucket::Demand::Stop) stopExploring(b);
   b.publish();
 }
 
@@ -364,15 +340,8 @@ void Group::addSample(int c, int bkt, const Sample& s) {
   if (c < 0 || c >= coll::kNumColls || bkt < 0 || bkt >= coll::kNumBuckets) return;
   std::lock_guard<std::mutex> lock(mu_);
   Bucket& b = buckets_[c][bkt];
-  // Only a duel looks at how far the ranks got (every measured collective comes through here).
-  bool duel = b.phase() == BucketExplorer::Phase::Exploring && b.explorer().stage() == BucketExplorer::kDuel;
-  if (!b.explorer().addSample(s, duel ? maxNext(c, bkt) : UINT64_MAX)) return;
-  if (b.noteDrift(cfg_.mode == Mode::Online && complete())) {
-    char cur[48];
-    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: measured times drifted from %.2fus for %s; re-exploring",
-             static_cast<unsigned long long>(commId_), coll::collName(c), bkt, b.explorer().currentUs(),
-             describe(b.explorer().current(), cur, sizeof cur));
-  }
+  if (!b.addSample(s, [&] { return maxNext(c, bkt); })) return;
+  if (b.noteDrift(cfg_.mode == Mode::Online && complete())) logDrift(commId_, c, bkt, b.explorer());
   maybeTransition(c, bkt);
 }
 
@@ -396,21 +365,20 @@ std::vector<CacheEntry> Group::learnedEntries() const {
   std::lock_guard<std::mutex> lock(mu_);
   for (int c = 0; c < coll::kNumColls; ++c)
     for (int b = 0; b < coll::kNumBuckets; ++b) {
-      const BucketExplorer& ex = buckets_[c][b].explorer();
-      if (ex.learnedSamples() == 0) continue;
-      out.push_back(CacheEntry{c, nRanks_, nNodes_, b, ex.learned(), ex.learnedUs(), ex.learnedSamples()});
+      Bucket::Learned l = buckets_[c][b].learned();
+      if (l.samples > 0) out.push_back(CacheEntry{c, nRanks_, nNodes_, b, l.d, l.us, l.samples});
     }
   return out;
 }
 
 Decision Group::currentDecision(int c, int b) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return buckets_[c][b].explorer().decisionFor(maxNext(c, b));
+  return buckets_[c][b].decisionFor(maxNext(c, b));
 }
 
 BucketExplorer::Phase Group::phase(int c, int b) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return buckets_[c][b].explorer().phase();
+  return buckets_[c][b].phase();
 }
 
 }  // namespace icn::tuner

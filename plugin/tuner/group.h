@@ -2,7 +2,7 @@
 // communicator in one process). They share one decision state so every local rank makes the same choice for the
 // same call. Measured winners are committed here only when *all* ranks are local; otherwise every process walks
 // the same fixed plan, reports what it measured to the agreement, and the winner the leader's process decides from
-// every process's measurements reaches the others through it (agreement.h).
+// every process's measurements reaches the others through it (agree/agreement.h).
 //
 // Hot path: a settled bucket is one atomic word (decision + first call index it applies to); a call reads it
 // lock-free. Buckets that are exploring or changing take the group's mutex, which only local ranks of the *same*
@@ -17,13 +17,13 @@
 #include <vector>
 
 #include "telemetry/coll_names.h"
-#include "tuner/agreement.h"
-#include "tuner/bucket.h"
-#include "tuner/bucket_log.h"
-#include "tuner/cache.h"
-#include "tuner/cost_table.h"
+#include "tuner/agree/agreement.h"
 #include "tuner/demand.h"
-#include "tuner/explorer.h"
+#include "tuner/explore/bucket.h"
+#include "tuner/explore/bucket_log.h"
+#include "tuner/explore/explorer.h"
+#include "tuner/store/cache.h"
+#include "tuner/store/cost_table.h"
 
 namespace icn::tuner {
 
@@ -36,7 +36,7 @@ constexpr uint64_t kQuietParkCalls = 4;
 
 struct GroupConfig {
   Mode mode = Mode::Online;
-  ExploreParams explore;  // as given: the plugin's contexts shape them for the communicator (explore_params.h)
+  ExploreParams explore;  // as given: the plugin's contexts shape them for the communicator (explore/params.h)
   // LL candidates NCCL's model predicts over this many times its own choice are not screened where that choice is
   // predicted to take kModelSkipFromUs or more (ICN_TUNER_MODEL_SKIP; 0: screen every supported candidate).
   double modelSkipRatio = 1.5;
@@ -63,8 +63,8 @@ class Group {
   void noteRank(int rank);
   int members() const { return members_.load(); }
   // Registered groups (acquireGroup) of communicators with ranks in other processes agree with those processes
-  // (agreement.h): the process holding rank 0 leads. Created at registration, dropped at the first call when every
-  // rank turns out to be local. Null when there is nothing to agree on.
+  // (agree/agreement.h): the process holding rank 0 leads. Created at registration, dropped at the first call when
+  // every rank turns out to be local. Null when there is nothing to agree on.
   void startAgreement();
   Agreement* agreement();
 
@@ -91,23 +91,25 @@ class Group {
   // `quiet`: the bucket now asks for the next call untimed.
   // `seq`: the group's decision count with this one (a gap since the bucket's last call: other buckets ran).
   Decision slowPath(int slot, int coll, int bucket, uint64_t index, uint64_t seq, const CostTable& table, bool& quiet);
+  void firstCall(int coll, int bucket, const CostTable& table);  // mutex held: candidates, then explore or settle
   SkipReport collectCandidates(int coll, int bucket, const CostTable& table, bool adaptive);  // mutex held
-  void skipFarSlower(int coll, int bucket, const Decision& ncclPick, SkipReport& report);   // mutex held
+  void skipFarSlower(int coll, int bucket, SkipReport& report);   // mutex held
   void skipSlowLl(Bucket& b, const CostTable& table, const Decision& ncclPick, SkipReport& report);  // mutex held
   static constexpr double kModelSkipFromUs = 100.0;  // skipSlowLl: NCCL predicts its choice takes this long
   static constexpr double kSkipSlowdown = 3.0;  // arms this much slower than the fastest ...
   static constexpr double kSkipFromUs = 100.0;  // ... in a smaller bucket whose fastest call took this long
   void maybeTransition(int coll, int bucket);  // mutex held
-  void setExploring(Bucket& b, bool on);  // off also ends a quiet request
-  void setQuiet(const Bucket& b, bool on);
   void startExploring(Bucket& b);  // demand on, counted as called now
+  void stopExploring(Bucket& b);   // demand off, and no quiet request
+  void setQuiet(const Bucket& b, bool on);
   uint64_t maxNext(int coll, int bucket) const;
   uint64_t minNext(int coll, int bucket) const;
+  uint64_t planBound(int coll, int bucket) const;  // the plan must be fixed below it before the lock is let go
   uint64_t minDecided(int coll, int bucket) const;
   void logCommit(int coll, int bucket, const CommitInfo& ci, bool committed);
   void applyCache();  // first decision: settle the cached buckets when every rank is local
   // Ranks in other processes: what this process measured in a fixed plan goes to the agreement (the leader
-  // combines every process's, agreement.h). Mutex held.
+  // combines every process's, agree/agreement.h). Mutex held.
   void reportRound(int coll, int bucket);
   bool persists() const;  // writes the table at the end: every rank local, or the agreement's leader
 
@@ -138,5 +140,3 @@ class Group {
 };
 
 }  // namespace icn::tuner
-
-#include "tuner/registry.h"  // acquireGroup, findGroup, noteLocalRank: where groups are found

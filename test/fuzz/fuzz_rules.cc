@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "core/log.h"
-#include "tuner/rules.h"
+#include "tuner/store/rules.h"
 
 namespace {
 void quietSink(int, unsigned long, const char*, int, const char*, ...) {}

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/auth.h"
-#include "tuner/agree_wire.h"
+#include "tuner/agree/wire.h"
 
 namespace icn::tuner::hostile {
 

@@ -14,7 +14,7 @@
 
 #include "agree_hostile.h"
 #include "core/log.h"
-#include "tuner/agree_service.h"
+#include "tuner/agree/service.h"
 
 namespace icn::tuner {
 namespace {

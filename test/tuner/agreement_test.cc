@@ -5,8 +5,8 @@
 #include <cmath>
 #include <limits>
 
-#include "tuner/agree_wire.h"
-#include "tuner/agreement.h"
+#include "tuner/agree/agreement.h"
+#include "tuner/agree/wire.h"
 
 namespace icn::tuner {
 namespace {

@@ -8,9 +8,10 @@
 #include <cstdio>
 #include <fstream>
 
-#include "tuner/cache.h"
-#include "tuner/cache_key.h"
 #include "tuner/group.h"
+#include "tuner/group_registry.h"
+#include "tuner/store/cache.h"
+#include "tuner/store/cache_key.h"
 
 using namespace icn;
 using namespace icn::tuner;

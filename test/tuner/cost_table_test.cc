@@ -5,7 +5,7 @@
 
 #include "nccl_pick.h"
 #include "tuner/context.h"
-#include "tuner/cost_table.h"
+#include "tuner/store/cost_table.h"
 
 using namespace icn;
 using namespace icn::tuner;

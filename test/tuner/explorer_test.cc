@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "tuner/explorer.h"
+#include "tuner/explore/explorer.h"
 
 using namespace icn::tuner;
 

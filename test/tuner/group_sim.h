@@ -12,7 +12,7 @@
 
 #include "nccl_pick.h"
 #include "telemetry/period_tracker.h"
-#include "tuner/explore_params.h"
+#include "tuner/explore/params.h"
 #include "tuner/group.h"
 
 namespace group_sim {

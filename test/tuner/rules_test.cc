@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "tuner/rules.h"
+#include "tuner/store/rules.h"
 
 using namespace icn;
 using namespace icn::tuner;

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "telemetry/coll_names.h"
-#include "tuner/cache.h"
-#include "tuner/rules.h"
+#include "tuner/store/cache.h"
+#include "tuner/store/rules.h"
 
 using namespace icn;
 using namespace icn::tuner;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "tuner/decision.h"
+#include "tuner/store/decision.h"
 
 namespace icn::tuner {
 

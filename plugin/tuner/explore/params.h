@@ -1,7 +1,7 @@
 // The one place ExploreParams get their values beyond the defaults (explorer.h): the user's settings, then the
 // rules for a communicator's shape.
 #pragma once
-#include "tuner/explorer.h"
+#include "tuner/explore/explorer.h"
 
 namespace icn::tuner {
 

@@ -39,8 +39,8 @@
 #include <vector>
 
 #include "telemetry/coll_names.h"
-#include "tuner/decision.h"
-#include "tuner/explorer.h"
+#include "tuner/explore/explorer.h"
+#include "tuner/store/decision.h"
 
 namespace icn::tuner {
 

@@ -11,7 +11,7 @@
 
 #include "core/status.h"
 #include "telemetry/coll_names.h"
-#include "tuner/decision.h"
+#include "tuner/store/decision.h"
 
 namespace icn::tuner {
 

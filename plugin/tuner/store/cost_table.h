@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "telemetry/coll_names.h"
-#include "tuner/decision.h"
+#include "tuner/store/decision.h"
 
 namespace icn::tuner {
 

@@ -1,4 +1,4 @@
-#include "tuner/cost_table.h"
+#include "tuner/store/cost_table.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,7 +1,8 @@
-// The agreement service's inside (agree_service.h): its connections, its per-communicator entries and the service
-// itself, shared by agree_service.cc (the loop, leader and follower sides) and agree_registry.cc (the network
+// The agreement service's inside (agree/service.h): its connections, its per-communicator entries and the service
+// itself, shared by service.cc (the loop, leader and follower sides) and registry.cc (the network
 // rendezvous). Not an interface: nothing else includes it.
 #pragma once
+#include <poll.h>
 #include <sys/eventfd.h>
 
 #include <array>
@@ -11,11 +12,12 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "core/socket.h"
-#include "tuner/agree_wire.h"
-#include "tuner/agreement.h"
+#include "tuner/agree/agreement.h"
+#include "tuner/agree/wire.h"
 
 namespace icn::tuner::agree {
 
@@ -73,11 +75,31 @@ class Service {
   void detach(const Agreement* a);
 
  private:
+  // Where the communicator's processes meet: the network registry (*tcp) or the directory *dir. False, with *why,
+  // when it cannot be used. lifeMu_ held.
+  bool chooseRendezvous(int nNodes, bool* tcp, std::string* dir, std::string* why);
+  // Leader: listens, and writes its rendezvous file (the directory form; the network form registers later).
+  bool publishLeader(Entry& e, std::string* why);
   void loop();
+  void pollSet(std::vector<pollfd>& fds) const;  // every socket the thread waits on
+  // One round after poll: wake-ups, new connections, every connection's input and deadlines, every entry's step.
+  void serveAll(const std::unordered_map<int, short>& events);
+  void serveConn(Conn& c, short ev, Clock::time_point now);  // `ev`: what poll saw on it
+  void adoptProven();  // proven connections leave pending_: to their leader entry, or the registry's clients
   void step(Entry& e);
+  void stepLeader(Entry& e);               // announcements and the stop out to every follower
+  void stepFollower(Entry& e, Conn& c);    // ranks, reports and a drop to the leader at `c`
+  void sendMembers(Entry& e, Conn& c);
   void readConn(Conn& c);
-  void handle(Conn& c, uint8_t type, Reader& r);
+  void handle(Conn& c, uint8_t type, Reader& r);  // by the connection's state and kind:
+  void onHello(Conn& c, uint8_t type, Reader& r);      // leader or registry: a follower or client proves the secret
+  void onChallenge(Conn& c, uint8_t type, Reader& r);  // follower or client: the other side's nonce
+  void onWelcome(Conn& c, uint8_t type, Reader& r);    // follower or client: the other side's proof
+  void fromRegistry(Conn& c, uint8_t type, Reader& r);  // registry client, after the handshake
   void fromFollower(Conn& c, uint8_t type, Reader& r);  // leader side, after the handshake
+  void onMembers(Conn& c, Reader& r);  // a follower's ranks (once, before any REPORT)
+  void onReport(Conn& c, Reader& r);   // its measurements of one bucket (once per bucket)
+  void onDrop(Conn& c, Reader& r);     // it gave up waiting (once)
   void fromLeader(Conn& c, uint8_t type, Reader& r);    // follower side, after the handshake
   // Leader: a follower that proved the secret becomes a member (a late one gets what was announced so far).
   void join(Conn& c);
@@ -92,6 +114,10 @@ class Service {
   void flush(Conn& c);
   void fail(Conn& c, const char* what);
   void lookForLeader(Entry& e);
+  // Follower (directory rendezvous): the leader's address from its file, and the secret into e.token; false while
+  // there is none (or it is still being written).
+  bool readRendezvousFile(Entry& e, std::string* addr, SockAddr* sa);
+  void connectLeader(Entry& e, const std::string& addr, const SockAddr& sa);
   void acceptAll(Fd& listener, Conn::Kind kind);
   // Room for one more unproven connection from `source` (evicting the oldest one past kFloodGrace where a bound is
   // reached); false: refuse the newcomer.
@@ -104,6 +130,12 @@ class Service {
   void serveRegistry();
   void stepRegistryClient(Entry& e);
   void handleRegistry(Conn& c, uint8_t type, Reader& r);
+  void registerLeader(Conn& c, Reader& r);  // REGISTER: a leader's address (a second one contests it)
+  void lookUpLeader(Conn& c, Reader& r);    // LOOKUP: a follower waits for its leader's address
+  // The registry's other proven clients of `c`'s communicator, and the leader address one of them registered.
+  std::vector<Conn*> sameCommClients(const Conn& c);
+  std::string registeredLeader(const Conn& c);
+  void tellContested(Conn& o, const std::string& first, const std::string& second);
   void regFailed(Entry& e, Conn& c, const char* what);
   // A registry client told that two processes claim rank 0 of its communicator (`a`, `b`: their addresses).
   void contested(Entry& e, const std::string& a, const std::string& b);

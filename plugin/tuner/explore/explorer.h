@@ -22,7 +22,7 @@
 // `duelCalls` more calls each, back to back in blocks (the winner's last), and are ranked on these fresh samples
 // alone. Screening calls come in pairs right after another arm's, and some arms' first calls after a switch cost
 // far less than back to back, so a winner chosen on its screening calls may rest on one lucky pair of samples.
-// Across nodes (explore_params.h) blocks are 8 calls and each arm is ranked on its latest 4 (`duelKeepCalls`):
+// Across nodes (params.h) blocks are 8 calls and each arm is ranked on its latest 4 (`duelKeepCalls`):
 // there the cost climbs over several calls. Samples of calls from before the duel, measured late, are kept out.
 // Quiet duels (quietDuelCalls; the plugin's: 12 across nodes, none on one node): profiling slows some arms far
 // more than others, because NCCL adds a proxy op per channel to read a timed kernel's timestamps. So a duel block
@@ -37,7 +37,7 @@
 //
 // Estimates are a low quantile of the samples after dropping each arm's first sample per local rank: with two
 // ranks launched from one thread the first rank's kernel waits for the second one's launch, so half the samples
-// carry launch skew; the first call of an arm may carry switching costs. Across nodes (explore_params.h)
+// carry launch skew; the first call of an arm may carry switching costs. Across nodes (params.h)
 // periods are a trimmed mean instead and every arm's first call is dropped. Samples are attributed by
 // what the profiler saw (algorithm, protocol, channels), not by index, so lagging or missing measurements stay
 // correct.
@@ -58,7 +58,7 @@
 #include <string>
 
 #include "telemetry/coll_names.h"
-#include "tuner/decision.h"
+#include "tuner/store/decision.h"
 
 namespace icn::tuner {
 
@@ -252,6 +252,16 @@ class BucketExplorer {
   int sameAlgoShorterKernel(int pick, const double* period, double bestUs) const;
   static constexpr double kSameAlgoKernelRatio = 0.85;
   static constexpr double kSameAlgoKernelMinUs = 3.0;
+  // The duel's arms after stage 1 won by bin `win`: the challengers, then the winner (its block last).
+  static constexpr int kMaxDuelArms = 5;
+  struct DuelArms {
+    std::array<int, kMaxDuelArms> bin{-1, -1, -1, -1, -1};
+    int n = 0;
+  };
+  DuelArms duelArms(int win, bool quiet) const;
+  // A finished round's measurements for its log line, and stage 1's slowdowns for the next larger bucket.
+  std::string roundDetail(const std::array<double, kMaxArms>& period) const;
+  void keepSlowdowns(const std::array<double, kMaxArms>& period, double fastest);
   int nextArm();       // next plan entry's bin, kWarm for a base call, -1 when the plan is complete
   static constexpr int kWarm = -2;
   void startRound(uint64_t start);

@@ -1,4 +1,4 @@
-#include "tuner/cache.h"
+#include "tuner/store/cache.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

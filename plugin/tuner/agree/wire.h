@@ -1,4 +1,4 @@
-// The agreement service's wire format (agree_service.h): fixed-layout frames, little-endian integers, bounded
+// The agreement service's wire format (agree/service.h): fixed-layout frames, little-endian integers, bounded
 // payloads, and the HMAC proofs both ends of a connection give. Shared by the service and its registry.
 #pragma once
 #include <arpa/inet.h>
@@ -15,7 +15,7 @@
 
 #include "core/auth.h"
 #include "core/socket.h"
-#include "tuner/agreement.h"
+#include "tuner/agree/agreement.h"
 
 namespace icn::tuner::agree {
 
@@ -141,6 +141,22 @@ inline bool getDecisions(Reader& r, std::vector<AgreedDecision>* out) {
     out->push_back(a);
   }
   return r.ok;
+}
+
+// Payloads of START (with its first call) or HORIZON, and of FREEZE: what a leader tells its followers.
+inline std::string announcementPayload(const Agreement::Announcement& m) {
+  Writer w;
+  if (m.start) w.u64(m.s);
+  w.u64(m.h);
+  putDecisions(w, m.decisions);
+  return w.b;
+}
+
+inline std::string freezePayload(const Agreement& a) {
+  Writer w;
+  w.u64(a.frozenFrom());
+  w.u8(a.frozenQuietly() ? 1 : 0);
+  return w.b;
 }
 
 inline Digest proof(const Token& t, char role, uint64_t commId, const Nonce& nl, const Nonce& nf) {

@@ -1,4 +1,4 @@
-#include "tuner/explore_params.h"
+#include "tuner/explore/params.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "tuner/registry.h"
+#include "tuner/group_registry.h"
 
 #include <map>
 #include <mutex>

@@ -1,4 +1,4 @@
-#include "tuner/cache_key.h"
+#include "tuner/store/cache_key.h"
 
 #include <dlfcn.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "tuner/agreement.h"
+#include "tuner/agree/agreement.h"
 
 #include <algorithm>
 #include <cmath>

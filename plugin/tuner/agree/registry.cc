@@ -1,4 +1,4 @@
-// The agreement's network rendezvous (ICN_TUNER_RENDEZVOUS=tcp://host:port, agree_service.h): where the registry
+// The agreement's network rendezvous (ICN_TUNER_RENDEZVOUS=tcp://host:port, agree/service.h): where the registry
 // is, serving it on the host that owns its address, a registry client's steps, and the registry's side of a client.
 #include <netdb.h>
 #include <unistd.h>
@@ -9,45 +9,57 @@
 #include <cstring>
 
 #include "core/log.h"
-#include "tuner/agree_service_impl.h"
+#include "tuner/agree/service_impl.h"
 
 namespace icn::tuner::agree {
 
-bool Service::resolveRegistry(const std::string& spec, std::string* why) {
-  if (spec == registrySpec_) return true;
-  // "tcp://host:port"; an empty host is the job's main host as launchers name it: MASTER_ADDR (torchrun), else
-  // the host of NCCL_COMM_ID.
-  std::string rest = spec.substr(6), host, port;
+namespace {
+
+std::string unbracket(const std::string& host) {
+  return host.size() >= 2 && host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
+}
+
+// "tcp://host:port" into its host and port; an empty host is the job's main host as launchers name it:
+// MASTER_ADDR (torchrun), else the host of NCCL_COMM_ID.
+bool splitRegistrySpec(const std::string& spec, std::string* host, std::string* port, std::string* why) {
+  std::string rest = spec.substr(6);
   size_t colon = rest.rfind(':');
   if (colon == std::string::npos || colon + 1 >= rest.size()) {
     if (why) *why = "ICN_TUNER_RENDEZVOUS=" + spec + " is not tcp://host:port";
     return false;
   }
-  host = rest.substr(0, colon);
-  port = rest.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  if (host.empty()) {
+  *host = unbracket(rest.substr(0, colon));
+  *port = rest.substr(colon + 1);
+  if (host->empty()) {
     const char* m = getenv("MASTER_ADDR");
     const char* id = getenv("NCCL_COMM_ID");
     if (m && *m) {
-      host = m;
+      *host = m;
     } else if (id && *id) {
-      host = id;
-      size_t c = host.rfind(':');
-      host = c == std::string::npos ? "" : host.substr(0, c);
-      if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+      std::string h = id;
+      size_t c = h.rfind(':');
+      *host = c == std::string::npos ? "" : unbracket(h.substr(0, c));
     }
-    if (host.empty()) {
+    if (host->empty()) {
       if (why) *why = "ICN_TUNER_RENDEZVOUS=" + spec + " names no host and neither MASTER_ADDR nor NCCL_COMM_ID is set";
       return false;
     }
   }
   char* end = nullptr;
-  long p = strtol(port.c_str(), &end, 10);
+  long p = strtol(port->c_str(), &end, 10);
   if (*end != '\0' || p < 1 || p > 65535) {
     if (why) *why = "ICN_TUNER_RENDEZVOUS=" + spec + ": the port must be 1..65535";
     return false;
   }
+  return true;
+}
+
+}  // namespace
+
+bool Service::resolveRegistry(const std::string& spec, std::string* why) {
+  if (spec == registrySpec_) return true;
+  std::string host, port;
+  if (!splitRegistrySpec(spec, &host, &port, why)) return false;
   addrinfo hints{}, *res = nullptr;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_family = AF_UNSPEC;
@@ -167,71 +179,75 @@ void Service::contested(Entry& e, const std::string& first, const std::string& s
 }
 
 void Service::handleRegistry(Conn& c, uint8_t type, Reader& r) {
+  if (type == kRegister) return registerLeader(c, r);
+  if (type == kLookup) return lookUpLeader(c, r);
+  fail(c, "broke the registry protocol");
+}
+
+std::vector<Conn*> Service::sameCommClients(const Conn& c) {
+  std::vector<Conn*> out;
   auto same = [&](const Conn& o) {
     return &o != &c && !o.dead && o.state == Conn::State::Ready && o.regComm == c.regComm &&
            o.regRanks == c.regRanks;
   };
-  auto each = [&](auto fn) {
-    for (auto& o : pending_)
-      if (o && o->kind == Conn::Kind::RegServer && same(*o)) fn(*o);
-    for (auto& o : regConns_)
-      if (same(*o)) fn(*o);
-  };
-  auto tellContested = [&](Conn& o, const std::string& first, const std::string& second) {
-    Writer w;
-    putAddr(w, first);
-    putAddr(w, second);
-    send(o, kContested, w.b);
-  };
-  if (type == kRegister) {
-    std::string addr;
-    SockAddr sa;
-    if (!c.regAddr.empty() || !getAddr(r, &addr, &sa) || !r.done())
-      return fail(c, "broke the registry protocol");
-    if (isContested(c.regComm, c.regRanks)) return tellContested(c, addr, "an earlier claimant");
-    std::string held;
-    each([&](Conn& o) {
-      if (!o.regAddr.empty()) held = o.regAddr;
-    });
-    if (!held.empty() && held != addr) {
-      // Two processes claim rank 0 of one communicator; the registry cannot tell which one holds it. Neither is
-      // given to followers, and everyone of that communicator hears it: its leader stops before START.
-      ICN_WARN(subsys::Tuning, "tuner: agreement registry: comm 0x%llx: %s registers leader %s while leader %s is "
-               "registered: two processes claim rank 0; neither is given to followers",
-               static_cast<unsigned long long>(c.regComm), c.peer.c_str(), addr.c_str(), held.c_str());
-      if (contested_.size() >= kMaxContested) contested_.pop_front();
-      contested_.emplace_back(c.regComm, c.regRanks);
-      tellContested(c, held, addr);
-      each([&](Conn& o) {
-        o.regAddr.clear();
-        tellContested(o, held, addr);
-      });
-      return;
-    }
-    c.regAddr = addr;  // the same address again is the same leader, registering after the registry moved
-    Writer w;
-    putAddr(w, addr);
-    each([&](Conn& o) {
-      if (o.lookup) send(o, kFound, w.b);
-    });
-    return;
-  }
-  if (type == kLookup) {
-    if (!r.done() || c.lookup) return fail(c, "broke the registry protocol");
-    c.lookup = true;
-    if (isContested(c.regComm, c.regRanks)) return tellContested(c, "an earlier claimant", "another");
-    std::string addr;
-    each([&](Conn& o) {
-      if (!o.regAddr.empty()) addr = o.regAddr;
-    });
-    if (!addr.empty()) {
-      Writer w;
-      putAddr(w, addr);
-      send(c, kFound, w.b);
+  for (auto& o : pending_)
+    if (o && o->kind == Conn::Kind::RegServer && same(*o)) out.push_back(o.get());
+  for (auto& o : regConns_)
+    if (same(*o)) out.push_back(o.get());
+  return out;
+}
+
+std::string Service::registeredLeader(const Conn& c) {
+  std::string addr;
+  for (Conn* o : sameCommClients(c))
+    if (!o->regAddr.empty()) addr = o->regAddr;
+  return addr;
+}
+
+void Service::tellContested(Conn& o, const std::string& first, const std::string& second) {
+  Writer w;
+  putAddr(w, first);
+  putAddr(w, second);
+  send(o, kContested, w.b);
+}
+
+void Service::registerLeader(Conn& c, Reader& r) {
+  std::string addr;
+  SockAddr sa;
+  if (!c.regAddr.empty() || !getAddr(r, &addr, &sa) || !r.done()) return fail(c, "broke the registry protocol");
+  if (isContested(c.regComm, c.regRanks)) return tellContested(c, addr, "an earlier claimant");
+  std::string held = registeredLeader(c);
+  if (!held.empty() && held != addr) {
+    // Two processes claim rank 0 of one communicator; the registry cannot tell which one holds it. Neither is
+    // given to followers, and everyone of that communicator hears it: its leader stops before START.
+    ICN_WARN(subsys::Tuning, "tuner: agreement registry: comm 0x%llx: %s registers leader %s while leader %s is "
+             "registered: two processes claim rank 0; neither is given to followers",
+             static_cast<unsigned long long>(c.regComm), c.peer.c_str(), addr.c_str(), held.c_str());
+    if (contested_.size() >= kMaxContested) contested_.pop_front();
+    contested_.emplace_back(c.regComm, c.regRanks);
+    tellContested(c, held, addr);
+    for (Conn* o : sameCommClients(c)) {
+      o->regAddr.clear();
+      tellContested(*o, held, addr);
     }
     return;
   }
-  fail(c, "broke the registry protocol");
+  c.regAddr = addr;  // the same address again is the same leader, registering after the registry moved
+  Writer w;
+  putAddr(w, addr);
+  for (Conn* o : sameCommClients(c))
+    if (o->lookup) send(*o, kFound, w.b);
+}
+
+void Service::lookUpLeader(Conn& c, Reader& r) {
+  if (!r.done() || c.lookup) return fail(c, "broke the registry protocol");
+  c.lookup = true;
+  if (isContested(c.regComm, c.regRanks)) return tellContested(c, "an earlier claimant", "another");
+  std::string addr = registeredLeader(c);
+  if (addr.empty()) return;
+  Writer w;
+  putAddr(w, addr);
+  send(c, kFound, w.b);
 }
 
 }  // namespace icn::tuner::agree

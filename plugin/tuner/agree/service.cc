@@ -1,4 +1,4 @@
-#include "tuner/agree_service.h"
+#include "tuner/agree/service.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -25,8 +25,8 @@
 #include "core/params.h"
 #include "core/private_file.h"
 #include "core/socket.h"
-#include "tuner/agree_service_impl.h"
-#include "tuner/agree_wire.h"
+#include "tuner/agree/service_impl.h"
+#include "tuner/agree/wire.h"
 
 namespace icn::tuner::agree {
 
@@ -40,32 +40,14 @@ Service& service() {
 
 bool Service::attach(const std::shared_ptr<Agreement>& a, int nNodes, std::string* why) {
   std::lock_guard<std::mutex> life(lifeMu_);
-  const std::string spec = params::getStringNow(params::Id::TunerRendezvous);
-  // Ranks of one node share its runtime directory; only a communicator spanning nodes needs the network form.
-  bool tcp = nNodes > 1 && isNetworkRendezvous(spec);
-  std::string dir;
-  if (tcp) {
-    // A network address has no file permissions: the job key is what keeps strangers out, so without it nobody
-    // at that address is trusted and the communicator keeps NCCL's choice.
-    if (!auth::enabled()) {
-      if (why)
-        *why = "ICN_TUNER_RENDEZVOUS=" + spec + " needs the job key (ICN_AUTH_KEY or ICN_AUTH_KEY_FILE" +
-               (auth::problem().empty() ? "" : ": " + auth::problem()) +
-               "): a network rendezvous trusts nobody without it";
-      return false;
-    }
-    if (!resolveRegistry(spec, why)) return false;
-  } else {
-    dir = rendezvousDir(why);
-    if (dir.empty()) return false;
-  }
   auto e = std::make_unique<Entry>();
   e->a = a;
-  e->tcp = tcp;
+  std::string dir;
+  if (!chooseRendezvous(nNodes, &e->tcp, &dir, why)) return false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!wakeFd_.valid()) wakeFd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-    if (!tcp) {
+    if (!e->tcp) {
       char name[64];
       snprintf(name, sizeof name, "/agree-%016llx-%d", static_cast<unsigned long long>(a->commId()), a->nRanks());
       e->file = dir + name;
@@ -74,37 +56,15 @@ bool Service::attach(const std::shared_ptr<Agreement>& a, int nNodes, std::strin
       serveRegistry();
     }
     if (a->role() == Agreement::Role::Leader) {
-      if (!listener_.valid()) {
-        SockAddr addr, bound;
-        std::string ifname;
-        if (pickInterface(&addr, &ifname) != Status::Ok || listenOn(addr, &listener_, &bound) != Status::Ok) {
-          if (why) *why = "no address to listen on for the agreement";
-          return false;
-        }
-        listenAddr_ = bound.str();
-      }
-      if (tcp) {
-        ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: agreement leader at %s (registry %s, job key)",
-                 static_cast<unsigned long long>(a->commId()), listenAddr_.c_str(), registryAddr_.str().c_str());
-      } else {
-        auth::fillNonce(std::span<uint8_t, 16>(e->token.data(), 16));
-        auth::fillNonce(std::span<uint8_t, 16>(e->token.data() + 16, 16));
-        std::string text = "icn-agree " + std::to_string(kProtocol) + "\naddr " + listenAddr_ + "\ntoken " +
-                           hex(e->token.data(), e->token.size()) + "\n";
-        if (privfile::writeAtomic(e->file, text, false, why) != Status::Ok) return false;
-        e->fileText = text;
-        e->nextFileCheck = Clock::now() + kFileCheckEvery;
-        ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: agreement leader at %s (rendezvous %s)",
-                 static_cast<unsigned long long>(a->commId()), listenAddr_.c_str(), e->file.c_str());
-      }
-    } else if (tcp) {
+      if (!publishLeader(*e, why)) return false;
+    } else if (e->tcp) {
       ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: agreement follower, asking the registry %s for the leader",
                static_cast<unsigned long long>(a->commId()), registryAddr_.str().c_str());
     } else {
       ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: agreement follower, looking for the leader in %s",
                static_cast<unsigned long long>(a->commId()), e->file.c_str());
     }
-    if (nNodes > 1 && !tcp)
+    if (nNodes > 1 && !e->tcp)
       a->setWaitHint("ranks on other hosts see the leader's file only where " + dir +
                      " is shared; ICN_TUNER_RENDEZVOUS=tcp://host:port with ICN_AUTH_KEY needs no shared directory");
     entries_.push_back(std::move(e));
@@ -113,6 +73,54 @@ bool Service::attach(const std::shared_ptr<Agreement>& a, int nNodes, std::strin
   a->setWake([] { service().wake(); });
   if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   wake();
+  return true;
+}
+
+bool Service::chooseRendezvous(int nNodes, bool* tcp, std::string* dir, std::string* why) {
+  const std::string spec = params::getStringNow(params::Id::TunerRendezvous);
+  // Ranks of one node share its runtime directory; only a communicator spanning nodes needs the network form.
+  *tcp = nNodes > 1 && isNetworkRendezvous(spec);
+  if (!*tcp) {
+    *dir = rendezvousDir(why);
+    return !dir->empty();
+  }
+  // A network address has no file permissions: the job key is what keeps strangers out, so without it nobody at
+  // that address is trusted and the communicator keeps NCCL's choice.
+  if (!auth::enabled()) {
+    if (why)
+      *why = "ICN_TUNER_RENDEZVOUS=" + spec + " needs the job key (ICN_AUTH_KEY or ICN_AUTH_KEY_FILE" +
+             (auth::problem().empty() ? "" : ": " + auth::problem()) +
+             "): a network rendezvous trusts nobody without it";
+    return false;
+  }
+  return resolveRegistry(spec, why);
+}
+
+bool Service::publishLeader(Entry& e, std::string* why) {
+  const Agreement& a = *e.a;
+  if (!listener_.valid()) {
+    SockAddr addr, bound;
+    std::string ifname;
+    if (pickInterface(&addr, &ifname) != Status::Ok || listenOn(addr, &listener_, &bound) != Status::Ok) {
+      if (why) *why = "no address to listen on for the agreement";
+      return false;
+    }
+    listenAddr_ = bound.str();
+  }
+  if (e.tcp) {  // registered by its registry client (stepRegistryClient)
+    ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: agreement leader at %s (registry %s, job key)",
+             static_cast<unsigned long long>(a.commId()), listenAddr_.c_str(), registryAddr_.str().c_str());
+    return true;
+  }
+  auth::fillNonce(std::span<uint8_t, 16>(e.token.data(), 16));
+  auth::fillNonce(std::span<uint8_t, 16>(e.token.data() + 16, 16));
+  std::string text = "icn-agree " + std::to_string(kProtocol) + "\naddr " + listenAddr_ + "\ntoken " +
+                     hex(e.token.data(), e.token.size()) + "\n";
+  if (privfile::writeAtomic(e.file, text, false, why) != Status::Ok) return false;
+  e.fileText = text;
+  e.nextFileCheck = Clock::now() + kFileCheckEvery;
+  ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: agreement leader at %s (rendezvous %s)",
+           static_cast<unsigned long long>(a.commId()), listenAddr_.c_str(), e.file.c_str());
   return true;
 }
 
@@ -235,6 +243,8 @@ void Service::readConn(Conn& c) {
   }
 }
 
+constexpr const char* kBrokeProtocol = "broke the agreement protocol";
+
 const char* frameName(uint8_t type) {
   static const char* names[] = {"?",     "CHALLENGE", "HELLO",  "WELCOME", "MEMBERS", "START",  "HORIZON",
                                 "FREEZE", "DROP",      "BYE",    "REGISTER", "LOOKUP", "FOUND", "REPORT",
@@ -244,98 +254,104 @@ const char* frameName(uint8_t type) {
 
 void Service::handle(Conn& c, uint8_t type, Reader& r) {
   using S = Conn::State;
-  auto bad = [&] { fail(c, "broke the agreement protocol"); };
-  if (c.state == S::AwaitHello) {  // leader or registry side, accepted connection
-    if (type != kHello) return bad();
-    uint64_t commId = r.u64();
-    uint32_t nRanks = r.u32();
-    r.bytes(c.nf.data(), c.nf.size());
-    uint8_t mac[32];
-    r.bytes(mac, sizeof mac);
-    if (!r.done() || nRanks < 2 || nRanks > (1u << 24)) return bad();
-    bool registry = c.kind == Conn::Kind::RegServer;
-    Entry* e = registry ? nullptr : find(commId, static_cast<int>(nRanks), Agreement::Role::Leader);
-    Token t = registry ? registryToken() : e ? e->token : Token{};
-    if ((!registry && !e) || !sameDigest(proof(t, 'F', commId, c.nl, c.nf), mac)) {
-      ICN_WARN(subsys::Tuning, "tuner: agreement%s: %s did not prove the %s of comm 0x%llx; refused",
-               registry ? " registry" : "", c.peer.c_str(), registry ? "job key" : "rendezvous secret",
-               static_cast<unsigned long long>(commId));
-      c.dead = true;
-      return;
-    }
-    c.entry = e;
-    c.regComm = commId;
-    c.regRanks = static_cast<int>(nRanks);
-    c.state = S::Ready;
-    Digest m = proof(t, 'L', commId, c.nl, c.nf);
-    Writer w;
-    w.bytes(m.data(), m.size());
-    send(c, kWelcome, w.b);
-    if (!registry) join(c);
+  if (c.state == S::AwaitHello) return onHello(c, type, r);  // leader or registry side, accepted connection
+  if (c.kind == Conn::Kind::RegServer) return handleRegistry(c, type, r);
+  if (c.state == S::AwaitChallenge) return onChallenge(c, type, r);  // follower side
+  if (c.state == S::AwaitWelcome) return onWelcome(c, type, r);
+  if (c.kind == Conn::Kind::RegClient) return fromRegistry(c, type, r);
+  if (c.entry->a->role() == Agreement::Role::Leader) return fromFollower(c, type, r);
+  fromLeader(c, type, r);
+}
+
+void Service::onHello(Conn& c, uint8_t type, Reader& r) {
+  if (type != kHello) return fail(c, kBrokeProtocol);
+  uint64_t commId = r.u64();
+  uint32_t nRanks = r.u32();
+  r.bytes(c.nf.data(), c.nf.size());
+  uint8_t mac[32];
+  r.bytes(mac, sizeof mac);
+  if (!r.done() || nRanks < 2 || nRanks > (1u << 24)) return fail(c, kBrokeProtocol);
+  bool registry = c.kind == Conn::Kind::RegServer;
+  Entry* e = registry ? nullptr : find(commId, static_cast<int>(nRanks), Agreement::Role::Leader);
+  Token t = registry ? registryToken() : e ? e->token : Token{};
+  if ((!registry && !e) || !sameDigest(proof(t, 'F', commId, c.nl, c.nf), mac)) {
+    ICN_WARN(subsys::Tuning, "tuner: agreement%s: %s did not prove the %s of comm 0x%llx; refused",
+             registry ? " registry" : "", c.peer.c_str(), registry ? "job key" : "rendezvous secret",
+             static_cast<unsigned long long>(commId));
+    c.dead = true;
     return;
   }
-  if (c.kind == Conn::Kind::RegServer) return handleRegistry(c, type, r);
+  c.entry = e;
+  c.regComm = commId;
+  c.regRanks = static_cast<int>(nRanks);
+  c.state = Conn::State::Ready;
+  Digest m = proof(t, 'L', commId, c.nl, c.nf);
+  Writer w;
+  w.bytes(m.data(), m.size());
+  send(c, kWelcome, w.b);
+  if (!registry) join(c);
+}
+
+void Service::onChallenge(Conn& c, uint8_t type, Reader& r) {
   Entry& e = *c.entry;
   Agreement& a = *e.a;
-  if (c.state == S::AwaitChallenge) {  // follower side
-    if (type != kChallenge) return bad();
-    r.bytes(c.nl.data(), c.nl.size());
-    if (!r.done()) return bad();
-    auth::fillNonce(std::span<uint8_t, 16>(c.nf.data(), 16));
-    Digest m = proof(c.kind == Conn::Kind::RegClient ? registryToken() : e.token, 'F', a.commId(), c.nl, c.nf);
-    Writer w;
-    w.u64(a.commId());
-    w.u32(static_cast<uint32_t>(a.nRanks()));
-    w.bytes(c.nf.data(), c.nf.size());
-    w.bytes(m.data(), m.size());
-    send(c, kHello, w.b);
-    c.state = S::AwaitWelcome;
-    return;
+  if (type != kChallenge) return fail(c, kBrokeProtocol);
+  r.bytes(c.nl.data(), c.nl.size());
+  if (!r.done()) return fail(c, kBrokeProtocol);
+  auth::fillNonce(std::span<uint8_t, 16>(c.nf.data(), 16));
+  Digest m = proof(c.kind == Conn::Kind::RegClient ? registryToken() : e.token, 'F', a.commId(), c.nl, c.nf);
+  Writer w;
+  w.u64(a.commId());
+  w.u32(static_cast<uint32_t>(a.nRanks()));
+  w.bytes(c.nf.data(), c.nf.size());
+  w.bytes(m.data(), m.size());
+  send(c, kHello, w.b);
+  c.state = Conn::State::AwaitWelcome;
+}
+
+void Service::onWelcome(Conn& c, uint8_t type, Reader& r) {
+  Entry& e = *c.entry;
+  Agreement& a = *e.a;
+  uint8_t mac[32];
+  r.bytes(mac, sizeof mac);
+  if (type != kWelcome || !r.done()) return fail(c, kBrokeProtocol);
+  bool registry = c.kind == Conn::Kind::RegClient;
+  if (!sameDigest(proof(registry ? registryToken() : e.token, 'L', a.commId(), c.nl, c.nf), mac)) {
+    if (!registry || !e.regDistrustWarned)  // a registry is retried: said once
+      ICN_WARN(subsys::Tuning, "tuner: agreement: %s did not prove the %s of comm 0x%llx; left", c.peer.c_str(),
+               registry ? "job key (not our registry)" : "rendezvous secret",
+               static_cast<unsigned long long>(a.commId()));
+    if (registry) e.regDistrustWarned = true;
+    return fail(c, "wrong secret");
   }
-  if (c.state == S::AwaitWelcome) {
-    uint8_t mac[32];
-    r.bytes(mac, sizeof mac);
-    if (type != kWelcome || !r.done()) return bad();
-    bool registry = c.kind == Conn::Kind::RegClient;
-    if (!sameDigest(proof(registry ? registryToken() : e.token, 'L', a.commId(), c.nl, c.nf), mac)) {
-      if (!registry || !e.regDistrustWarned)  // a registry is retried: said once
-        ICN_WARN(subsys::Tuning, "tuner: agreement: %s did not prove the %s of comm 0x%llx; left",
-                 c.peer.c_str(), registry ? "job key (not our registry)" : "rendezvous secret",
-                 static_cast<unsigned long long>(a.commId()));
-      if (registry) e.regDistrustWarned = true;
-      return fail(c, "wrong secret");
-    }
-    c.state = S::Ready;
-    if (registry) {
-      Writer w;
-      if (a.role() == Agreement::Role::Leader) {
-        putAddr(w, listenAddr_);
-        send(c, kRegister, w.b);
-      } else {
-        send(c, kLookup, w.b);
-      }
-      return;
-    }
+  c.state = Conn::State::Ready;
+  if (!registry) {
     ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx: joined the agreement leader at %s",
              static_cast<unsigned long long>(a.commId()), c.peer.c_str());
     return;
   }
-  if (c.kind == Conn::Kind::RegClient) {
-    std::string addr, other;
-    SockAddr sa;
-    if (type == kContested) {
-      if (!getText(r, &addr) || !getText(r, &other) || !r.done()) return bad();
-      return contested(e, addr, other);
-    }
-    if (type != kFound || a.role() != Agreement::Role::Follower || !getAddr(r, &addr, &sa) || !r.done())
-      return bad();
-    // Once connected, a follower keeps its leader: a later registration is either the same leader (after the
-    // registry moved) or a claim the registry reports as contested.
-    if (!e.leader && !e.contested) e.found = addr;
-    return;
+  Writer w;
+  if (a.role() == Agreement::Role::Leader) {
+    putAddr(w, listenAddr_);
+    send(c, kRegister, w.b);
+  } else {
+    send(c, kLookup, w.b);
   }
-  if (a.role() == Agreement::Role::Leader) return fromFollower(c, type, r);
-  fromLeader(c, type, r);
+}
+
+void Service::fromRegistry(Conn& c, uint8_t type, Reader& r) {
+  Entry& e = *c.entry;
+  std::string addr, other;
+  SockAddr sa;
+  if (type == kContested) {
+    if (!getText(r, &addr) || !getText(r, &other) || !r.done()) return fail(c, kBrokeProtocol);
+    return contested(e, addr, other);
+  }
+  if (type != kFound || e.a->role() != Agreement::Role::Follower || !getAddr(r, &addr, &sa) || !r.done())
+    return fail(c, kBrokeProtocol);
+  // Once connected, a follower keeps its leader: a later registration is either the same leader (after the
+  // registry moved) or a claim the registry reports as contested.
+  if (!e.leader && !e.contested) e.found = addr;
 }
 
 void Service::join(Conn& c) {
@@ -367,13 +383,7 @@ void Service::join(Conn& c) {
 }
 
 void Service::sendHistory(Conn& c, const Agreement& a) {
-  for (const Agreement::Announcement& m : a.history()) {
-    Writer w;
-    if (m.start) w.u64(m.s);
-    w.u64(m.h);
-    putDecisions(w, m.decisions);
-    send(c, m.start ? kStart : kHorizon, w.b);
-  }
+  for (const Agreement::Announcement& m : a.history()) send(c, m.start ? kStart : kHorizon, announcementPayload(m));
 }
 
 void Service::lie(Conn& c, const std::string& what, bool drop) {
@@ -387,54 +397,10 @@ void Service::lie(Conn& c, const std::string& what, bool drop) {
 
 void Service::fromFollower(Conn& c, uint8_t type, Reader& r) {
   Agreement& a = *c.entry->a;
+  if (type == kMembers) return onMembers(c, r);
+  if (type == kReport) return onReport(c, r);
+  if (type == kDrop) return onDrop(c, r);
   char buf[200];
-  if (type == kMembers) {
-    std::vector<int> ranks;
-    if (!getRanks(r, &ranks)) return lie(c, "sent a malformed MEMBERS (ranks not increasing, none, or too many)");
-    if (c.membersSeen) return lie(c, "reported its ranks a second time");
-    if (c.dropSeen) return lie(c, "reported its ranks after it gave up (DROP)");
-    c.membersSeen = true;
-    std::string l = a.claimRanks(c.member, ranks);
-    if (!l.empty()) lie(c, l, /*drop=*/false);
-    return;
-  }
-  if (type == kReport) {
-    int rc = 0, rb = 0;
-    std::vector<ArmEstimate> arms;
-    if (!getReport(r, &rc, &rb, &arms)) return lie(c, "sent a malformed REPORT");
-    if (!c.membersSeen) return lie(c, "reported measurements before its ranks");
-    if (c.reported[rc][rb]) {
-      snprintf(buf, sizeof buf, "reported %s 2^%d B a second time", coll::collName(rc), rb);
-      return lie(c, buf);
-    }
-    c.reported[rc][rb] = true;  // one per bucket: at most kNumColls x kNumBuckets reports a connection
-    std::string l = a.onReport(c.member, rc, rb, arms);
-    if (!l.empty()) lie(c, l);
-    return;
-  }
-  if (type == kDrop) {
-    uint64_t h = r.u64();
-    if (!r.done()) return lie(c, "sent a malformed DROP");
-    if (c.dropSeen) return lie(c, "gave up a second time (DROP)");
-    c.dropSeen = true;
-    uint64_t announced = a.announcedHorizon();  // 0: no START out
-    if (h != Agreement::kNever && h > announced) {
-      snprintf(buf, sizeof buf, "claims to have given up at horizon %llu, beyond any announced (%llu)",
-               static_cast<unsigned long long>(h), static_cast<unsigned long long>(announced));
-      return lie(c, buf);
-    }
-    // A follower stops at the horizon it holds + 1; the leader at the one it announced + 1, which no rank can have
-    // passed. They differ only where an announcement reached the kernel but not the follower within the wait.
-    if (announced > 0 && (h == Agreement::kNever || h < announced))
-      ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: follower %s froze %s while horizon %llu was announced: its "
-               "choices may differ from the others' after that call", static_cast<unsigned long long>(a.commId()),
-               c.peer.c_str(), h == Agreement::kNever ? "before START" : ("at call " + std::to_string(h + 1)).c_str(),
-               static_cast<unsigned long long>(announced));
-    snprintf(buf, sizeof buf, "follower %s waited in vain past call %llu", c.peer.c_str(),
-             static_cast<unsigned long long>(h == Agreement::kNever ? 0 : h));
-    a.stop(buf);
-    return;
-  }
   if (type == kContested) {
     if (!r.done()) return lie(c, "sent a malformed CONTESTED");
     snprintf(buf, sizeof buf, "follower %s: the registry holds two claims of rank 0 of this communicator",
@@ -452,6 +418,56 @@ void Service::fromFollower(Conn& c, uint8_t type, Reader& r) {
   snprintf(buf, sizeof buf, "sent %s out of order (after its handshake a follower sends only MEMBERS, REPORT, DROP, "
            "CONTESTED and BYE)", frameName(type));
   lie(c, buf);
+}
+
+void Service::onMembers(Conn& c, Reader& r) {
+  std::vector<int> ranks;
+  if (!getRanks(r, &ranks)) return lie(c, "sent a malformed MEMBERS (ranks not increasing, none, or too many)");
+  if (c.membersSeen) return lie(c, "reported its ranks a second time");
+  if (c.dropSeen) return lie(c, "reported its ranks after it gave up (DROP)");
+  c.membersSeen = true;
+  std::string l = c.entry->a->claimRanks(c.member, ranks);
+  if (!l.empty()) lie(c, l, /*drop=*/false);
+}
+
+void Service::onReport(Conn& c, Reader& r) {
+  int rc = 0, rb = 0;
+  std::vector<ArmEstimate> arms;
+  if (!getReport(r, &rc, &rb, &arms)) return lie(c, "sent a malformed REPORT");
+  if (!c.membersSeen) return lie(c, "reported measurements before its ranks");
+  if (c.reported[rc][rb]) {
+    char buf[200];
+    snprintf(buf, sizeof buf, "reported %s 2^%d B a second time", coll::collName(rc), rb);
+    return lie(c, buf);
+  }
+  c.reported[rc][rb] = true;  // one per bucket: at most kNumColls x kNumBuckets reports a connection
+  std::string l = c.entry->a->onReport(c.member, rc, rb, arms);
+  if (!l.empty()) lie(c, l);
+}
+
+void Service::onDrop(Conn& c, Reader& r) {
+  Agreement& a = *c.entry->a;
+  char buf[200];
+  uint64_t h = r.u64();
+  if (!r.done()) return lie(c, "sent a malformed DROP");
+  if (c.dropSeen) return lie(c, "gave up a second time (DROP)");
+  c.dropSeen = true;
+  uint64_t announced = a.announcedHorizon();  // 0: no START out
+  if (h != Agreement::kNever && h > announced) {
+    snprintf(buf, sizeof buf, "claims to have given up at horizon %llu, beyond any announced (%llu)",
+             static_cast<unsigned long long>(h), static_cast<unsigned long long>(announced));
+    return lie(c, buf);
+  }
+  // A follower stops at the horizon it holds + 1; the leader at the one it announced + 1, which no rank can have
+  // passed. They differ only where an announcement reached the kernel but not the follower within the wait.
+  if (announced > 0 && (h == Agreement::kNever || h < announced))
+    ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: follower %s froze %s while horizon %llu was announced: its "
+             "choices may differ from the others' after that call", static_cast<unsigned long long>(a.commId()),
+             c.peer.c_str(), h == Agreement::kNever ? "before START" : ("at call " + std::to_string(h + 1)).c_str(),
+             static_cast<unsigned long long>(announced));
+  snprintf(buf, sizeof buf, "follower %s waited in vain past call %llu", c.peer.c_str(),
+           static_cast<unsigned long long>(h == Agreement::kNever ? 0 : h));
+  a.stop(buf);
 }
 
 void Service::fromLeader(Conn& c, uint8_t type, Reader& r) {
@@ -493,27 +509,25 @@ void Service::fromLeader(Conn& c, uint8_t type, Reader& r) {
 
 void Service::lookForLeader(Entry& e) {
   Agreement& a = *e.a;
+  SockAddr sa;
   if (e.tcp) {
     stepRegistryClient(e);
     if (e.leader || a.frozen() || e.contested || e.found.empty() || Clock::now() < e.nextLook) return;
     // The registry's word is only a hint: the leader still has to prove the communicator's secret. The lookup stays
     // open until START, for the registry to say if another process claims the leader's place meanwhile; the
     // address stays too, for another try where a connection failed.
-    auto c = std::make_unique<Conn>();
-    SockAddr sa;
-    std::string addr = e.found;
-    if (!parseAddr(addr, &sa) || startConnect(sa, &c->fd) != Status::Ok) return;
-    c->peer = addr;
-    c->state = Conn::State::Connecting;
-    c->deadline = Clock::now() + kConnect;
-    c->entry = &e;
-    e.leader = std::move(c);
+    if (parseAddr(e.found, &sa)) connectLeader(e, e.found, sa);
     return;
   }
   if (e.leader || a.frozen() || Clock::now() < e.nextLook) return;
   e.nextLook = Clock::now() + kLookEvery;
+  std::string addr;
+  if (readRendezvousFile(e, &addr, &sa)) connectLeader(e, addr, sa);
+}
+
+bool Service::readRendezvousFile(Entry& e, std::string* addr, SockAddr* sa) {
   int fd = open(e.file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return;
+  if (fd < 0) return false;
   Fd file(fd);
   struct stat st {};
   char buf[512] = {};
@@ -523,9 +537,9 @@ void Service::lookForLeader(Entry& e) {
     if (!e.warnedStale)
       ICN_WARN(subsys::Tuning, "tuner: agreement: %s is not a rendezvous file of ours; ignored", e.file.c_str());
     e.warnedStale = true;
-    return;
+    return false;
   }
-  std::string text(buf, static_cast<size_t>(n)), addr, token;
+  std::string text(buf, static_cast<size_t>(n)), token;
   size_t at = 0;
   bool header = false;
   while (at < text.size()) {
@@ -533,11 +547,13 @@ void Service::lookForLeader(Entry& e) {
     std::string line = text.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
     at = nl == std::string::npos ? text.size() : nl + 1;
     if (line == "icn-agree " + std::to_string(kProtocol)) header = true;
-    if (line.rfind("addr ", 0) == 0) addr = line.substr(5);
+    if (line.rfind("addr ", 0) == 0) *addr = line.substr(5);
     if (line.rfind("token ", 0) == 0) token = line.substr(6);
   }
-  SockAddr sa;
-  if (!header || !parseAddr(addr, &sa) || !unhex(token, e.token.data(), e.token.size())) return;  // being written
+  return header && parseAddr(*addr, sa) && unhex(token, e.token.data(), e.token.size());  // else being written
+}
+
+void Service::connectLeader(Entry& e, const std::string& addr, const SockAddr& sa) {
   auto c = std::make_unique<Conn>();
   if (startConnect(sa, &c->fd) != Status::Ok) return;
   c->peer = addr;
@@ -653,67 +669,52 @@ void Service::checkFile(Entry& e) {
 }
 
 void Service::step(Entry& e) {
-  Agreement& a = *e.a;
-  if (a.role() == Agreement::Role::Leader) {
-    if (e.tcp) stepRegistryClient(e);
-    checkFile(e);
-    auto all = [&](uint8_t type, const std::string& payload) {
-      for (auto& f : e.followers) send(*f, type, payload);
-    };
-    // START and horizons count as delivered (the leader's own calls may use them) only once every follower's
-    // socket took them: from there the kernel delivers them even while this process is stopped, so a follower that
-    // gives up waiting holds the same horizon the leader's calls are held to.
-    auto delivered = [&] {
-      for (auto& f : e.followers) {
-        flush(*f);
-        if (!f->dead && !f->out.empty()) return false;
-      }
-      return true;
-    };
-    Agreement::Announcement m;
-    if (a.frozen()) {
-      if (!e.freezeSent) {
-        Writer w;
-        w.u64(a.frozenFrom());
-        w.u8(a.frozenQuietly() ? 1 : 0);
-        all(kFreeze, w.b);
-        e.freezeSent = true;
-      }
-    } else if (a.inFlight()) {
-      if (delivered()) a.delivered();
-    } else if (a.takeAnnouncement(&m)) {
-      Writer w;
-      if (m.start) w.u64(m.s);
-      w.u64(m.h);
-      putDecisions(w, m.decisions);
-      all(m.start ? kStart : kHorizon, w.b);
-      if (delivered()) a.delivered();
-    }
-    for (auto& f : e.followers) flush(*f);
-    e.followers.erase(std::remove_if(e.followers.begin(), e.followers.end(), [](auto& f) { return f->dead; }),
-                      e.followers.end());
-    return;
-  }
+  if (e.a->role() == Agreement::Role::Leader) return stepLeader(e);
   lookForLeader(e);
-  if (!e.leader) return;
-  Conn& c = *e.leader;
+  if (e.leader) stepFollower(e, *e.leader);
+}
+
+void Service::stepLeader(Entry& e) {
+  Agreement& a = *e.a;
+  if (e.tcp) stepRegistryClient(e);
+  checkFile(e);
+  auto all = [&](uint8_t type, const std::string& payload) {
+    for (auto& f : e.followers) send(*f, type, payload);
+  };
+  // START and horizons count as delivered (the leader's own calls may use them) only once every follower's
+  // socket took them: from there the kernel delivers them even while this process is stopped, so a follower that
+  // gives up waiting holds the same horizon the leader's calls are held to.
+  auto delivered = [&] {
+    for (auto& f : e.followers) {
+      flush(*f);
+      if (!f->dead && !f->out.empty()) return false;
+    }
+    return true;
+  };
+  Agreement::Announcement m;
+  if (a.frozen()) {
+    if (!e.freezeSent) {
+      all(kFreeze, freezePayload(a));
+      e.freezeSent = true;
+    }
+  } else if (a.inFlight()) {
+    if (delivered()) a.delivered();
+  } else if (a.takeAnnouncement(&m)) {
+    all(m.start ? kStart : kHorizon, announcementPayload(m));
+    if (delivered()) a.delivered();
+  }
+  for (auto& f : e.followers) flush(*f);
+  e.followers.erase(std::remove_if(e.followers.begin(), e.followers.end(), [](auto& f) { return f->dead; }),
+                    e.followers.end());
+}
+
+void Service::stepFollower(Entry& e, Conn& c) {
+  Agreement& a = *e.a;
   // A follower that gave up before START never reports its ranks: without them the leader cannot start, so no
   // process tunes a call this one runs untuned. Once it holds START its ranks change nothing but let the leader name
   // whoever else claimed them. One that knows none of its ranks (no profiler told them) cannot join.
   bool mayReport = !a.frozen() || a.start() != Agreement::kNever;
-  if (c.state == Conn::State::Ready && !e.membersSent && a.localRanks() > 0 && mayReport) {
-    std::vector<int> ranks = a.ranks();
-    e.membersSent = true;
-    if (!ranks.empty()) {
-      Writer w;
-      putRanks(w, ranks);
-      send(c, kMembers, w.b);
-    } else {
-      ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: this process knows none of its ranks (the profiler's init "
-               "tells them): it cannot join the agreement, which therefore never starts",
-               static_cast<unsigned long long>(a.commId()));
-    }
-  }
+  if (c.state == Conn::State::Ready && !e.membersSent && a.localRanks() > 0 && mayReport) sendMembers(e, c);
   if (c.state == Conn::State::Ready && e.contested && !e.contestSent) {
     send(c, kContested, {});
     e.contestSent = true;
@@ -735,101 +736,127 @@ void Service::step(Entry& e) {
   if (c.dead) e.leader.reset();
 }
 
+void Service::sendMembers(Entry& e, Conn& c) {
+  Agreement& a = *e.a;
+  std::vector<int> ranks = a.ranks();
+  e.membersSent = true;
+  if (ranks.empty()) {
+    ICN_WARN(subsys::Tuning, "tuner: comm 0x%llx: this process knows none of its ranks (the profiler's init "
+             "tells them): it cannot join the agreement, which therefore never starts",
+             static_cast<unsigned long long>(a.commId()));
+    return;
+  }
+  Writer w;
+  putRanks(w, ranks);
+  send(c, kMembers, w.b);
+}
+
 void Service::loop() {
   std::vector<pollfd> fds;
   std::unordered_map<int, short> events;
   while (true) {
-    fds.clear();
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
-      fds.push_back(pollfd{wakeFd_.get(), POLLIN, 0});
-      if (listener_.valid()) fds.push_back(pollfd{listener_.get(), POLLIN, 0});
-      if (registry_.valid()) fds.push_back(pollfd{registry_.get(), POLLIN, 0});
-      auto add = [&](const Conn& c) {
-        if (c.dead) return;
-        short ev = POLLIN;
-        if (!c.out.empty() || c.state == Conn::State::Connecting) ev |= POLLOUT;
-        fds.push_back(pollfd{c.fd.get(), ev, 0});
-      };
-      for (auto& c : pending_) add(*c);
-      for (auto& c : regConns_) add(*c);
-      for (auto& e : entries_) {
-        for (auto& f : e->followers) add(*f);
-        if (e->leader) add(*e->leader);
-        if (e->reg) add(*e->reg);
-      }
+      pollSet(fds);
     }
     poll(fds.data(), fds.size(), 2);
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return;
     events.clear();
     for (const pollfd& p : fds) events[p.fd] = p.revents;
-    uint64_t drain = 0;
-    while (read(wakeFd_.get(), &drain, sizeof drain) > 0) {
+    serveAll(events);
+  }
+}
+
+void Service::pollSet(std::vector<pollfd>& fds) const {
+  fds.clear();
+  fds.push_back(pollfd{wakeFd_.get(), POLLIN, 0});
+  if (listener_.valid()) fds.push_back(pollfd{listener_.get(), POLLIN, 0});
+  if (registry_.valid()) fds.push_back(pollfd{registry_.get(), POLLIN, 0});
+  auto add = [&](const Conn& c) {
+    if (c.dead) return;
+    short ev = POLLIN;
+    if (!c.out.empty() || c.state == Conn::State::Connecting) ev |= POLLOUT;
+    fds.push_back(pollfd{c.fd.get(), ev, 0});
+  };
+  for (auto& c : pending_) add(*c);
+  for (auto& c : regConns_) add(*c);
+  for (auto& e : entries_) {
+    for (auto& f : e->followers) add(*f);
+    if (e->leader) add(*e->leader);
+    if (e->reg) add(*e->reg);
+  }
+}
+
+void Service::serveAll(const std::unordered_map<int, short>& events) {
+  uint64_t drain = 0;
+  while (read(wakeFd_.get(), &drain, sizeof drain) > 0) {
+  }
+  acceptAll(listener_, Conn::Kind::Agree);
+  acceptAll(registry_, Conn::Kind::RegServer);
+  auto now = Clock::now();
+  reportFlood(now);
+  auto serve = [&](Conn& c) {
+    auto it = events.find(c.fd.get());
+    serveConn(c, it == events.end() ? 0 : it->second, now);
+  };
+  for (auto& c : pending_) serve(*c);
+  for (auto& c : regConns_) serve(*c);
+  adoptProven();
+  regConns_.erase(std::remove_if(regConns_.begin(), regConns_.end(), [](auto& c) { return c->dead; }),
+                  regConns_.end());
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(), [](auto& c) { return !c || c->dead; }),
+                 pending_.end());
+  for (auto& e : entries_) {
+    for (auto& f : e->followers) serve(*f);
+    if (e->leader) serve(*e->leader);
+    if (e->leader && e->leader->dead) e->leader.reset();
+    if (e->reg) serve(*e->reg);
+    step(*e);
+  }
+}
+
+void Service::serveConn(Conn& c, short ev, Clock::time_point now) {
+  if (c.state == Conn::State::Connecting) {
+    // A refused connect is routine here (a registry or leader not up yet): retried, not warned about.
+    bool connected = false;
+    if (ev & (POLLOUT | POLLERR | POLLHUP)) {
+      int err = 0;
+      socklen_t len = sizeof err;
+      getsockopt(c.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0) return fail(c, "connect failed");
+      connected = (ev & POLLOUT) != 0;
     }
-    acceptAll(listener_, Conn::Kind::Agree);
-    acceptAll(registry_, Conn::Kind::RegServer);
-    auto now = Clock::now();
-    reportFlood(now);
-    auto serve = [&](Conn& c) {
-      short ev = events.count(c.fd.get()) ? events[c.fd.get()] : 0;
-      if (c.state == Conn::State::Connecting) {
-        // A refused connect is routine here (a registry or leader not up yet): retried, not warned about.
-        bool connected = false;
-        if (ev & (POLLOUT | POLLERR | POLLHUP)) {
-          int err = 0;
-          socklen_t len = sizeof err;
-          getsockopt(c.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-          if (err != 0) return fail(c, "connect failed");
-          connected = (ev & POLLOUT) != 0;
-        }
-        if (!connected) {
-          if (now > c.deadline) fail(c, "connect timed out");
-          return;
-        }
-        c.state = Conn::State::AwaitChallenge;
-        // The registry answers at once; a peer there that does not is not ours.
-        c.deadline = now + (c.kind == Conn::Kind::RegClient ? kConnect : kHandshake);
-      }
-      if (ev & (POLLIN | POLLHUP | POLLERR)) readConn(c);
-      if (c.state != Conn::State::Ready && now > c.deadline) fail(c, "handshake timed out");
-      flush(c);
-    };
-    for (auto& c : pending_) serve(*c);
-    for (auto& c : regConns_) serve(*c);
-    // Authenticated connections move to their leader entry, or to the registry's clients.
-    for (auto& c : pending_) {
-      if (c->dead || c->state != Conn::State::Ready) continue;
-      if (c->kind == Conn::Kind::RegServer) {
-        if (regConns_.size() >= kMaxRegistryClients) {
-          ICN_WARN(subsys::Tuning, "tuner: agreement registry: more than %zu clients; %s refused",
-                   kMaxRegistryClients, c->peer.c_str());
-          c->dead = true;
-          continue;
-        }
-        regConns_.push_back(std::move(c));
-      } else if (c->entry) {
-        Entry& e = *c->entry;
-        if (e.freezeSent) {  // it joined after the stop went out: it gets it too
-          Writer w;
-          w.u64(e.a->frozenFrom());
-          w.u8(e.a->frozenQuietly() ? 1 : 0);
-          send(*c, kFreeze, w.b);
-        }
-        e.followers.push_back(std::move(c));
-      }
+    if (!connected) {
+      if (now > c.deadline) fail(c, "connect timed out");
+      return;
     }
-    regConns_.erase(std::remove_if(regConns_.begin(), regConns_.end(), [](auto& c) { return c->dead; }),
-                    regConns_.end());
-    pending_.erase(std::remove_if(pending_.begin(), pending_.end(), [](auto& c) { return !c || c->dead; }),
-                   pending_.end());
-    for (auto& e : entries_) {
-      for (auto& f : e->followers) serve(*f);
-      if (e->leader) serve(*e->leader);
-      if (e->leader && e->leader->dead) e->leader.reset();
-      if (e->reg) serve(*e->reg);
-      step(*e);
+    c.state = Conn::State::AwaitChallenge;
+    // The registry answers at once; a peer there that does not is not ours.
+    c.deadline = now + (c.kind == Conn::Kind::RegClient ? kConnect : kHandshake);
+  }
+  if (ev & (POLLIN | POLLHUP | POLLERR)) readConn(c);
+  if (c.state != Conn::State::Ready && now > c.deadline) fail(c, "handshake timed out");
+  flush(c);
+}
+
+void Service::adoptProven() {
+  // Authenticated connections move to their leader entry, or to the registry's clients.
+  for (auto& c : pending_) {
+    if (c->dead || c->state != Conn::State::Ready) continue;
+    if (c->kind == Conn::Kind::RegServer) {
+      if (regConns_.size() >= kMaxRegistryClients) {
+        ICN_WARN(subsys::Tuning, "tuner: agreement registry: more than %zu clients; %s refused", kMaxRegistryClients,
+                 c->peer.c_str());
+        c->dead = true;
+        continue;
+      }
+      regConns_.push_back(std::move(c));
+    } else if (c->entry) {
+      Entry& e = *c->entry;
+      if (e.freezeSent) send(*c, kFreeze, freezePayload(*e.a));  // it joined after the stop went out: it gets it too
+      e.followers.push_back(std::move(c));
     }
   }
 }

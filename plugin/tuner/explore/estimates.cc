@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tuner/explorer.h"
+#include "tuner/explore/explorer.h"
 
 namespace icn::tuner {
 

@@ -28,7 +28,7 @@
 #include <memory>
 #include <string>
 
-#include "tuner/agreement.h"
+#include "tuner/agree/agreement.h"
 
 namespace icn::tuner::agree {
 

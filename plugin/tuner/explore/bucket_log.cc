@@ -1,4 +1,4 @@
-#include "tuner/bucket_log.h"
+#include "tuner/explore/bucket_log.h"
 
 #include <cstdio>
 
@@ -9,6 +9,7 @@ namespace icn::tuner {
 
 void logExploring(uint64_t commId, int c, int bkt, const Bucket& b, const ExploreParams& p, bool adaptive,
                   const SkipReport& skips) {
+  int nCands = static_cast<int>(b.candidates().size());
   char first[48];
   char skipped[96] = "";
   if (skips.farSlower > 0)
@@ -19,8 +20,8 @@ void logExploring(uint64_t commId, int c, int bkt, const Bucket& b, const Explor
     snprintf(modelSkipped, sizeof modelSkipped, "; %d LL skipped: NCCL's model puts them over %.1fx its choice (%s)",
              skips.slowLl, skips.slowLlRatio, skips.slowLlList.data());
   ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: exploring %d candidates from %s, at most %d calls (%s)%s%s",
-           static_cast<unsigned long long>(commId), coll::collName(c), bkt, b.nCands,
-           describe(b.cands[0], first, sizeof first), BucketExplorer::stage1MaxCalls(b.nCands, p, adaptive),
+           static_cast<unsigned long long>(commId), coll::collName(c), bkt, nCands,
+           describe(b.candidates()[0], first, sizeof first), BucketExplorer::stage1MaxCalls(nCands, p, adaptive),
            adaptive ? "screen + confirm" : "fixed plan, ranks in other processes", modelSkipped, skipped);
 }
 
@@ -49,6 +50,19 @@ void logRoundEnd(uint64_t commId, int c, int bkt, const BucketExplorer& ex, cons
   ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: learned %s (%.2fus) but keeps %s: %s; measured: %s",
            static_cast<unsigned long long>(commId), coll::collName(c), bkt, describe(ex.learned(), after, sizeof after),
            ex.learnedUs(), describe(ci.after, before, sizeof before), whyKept, ci.detail.c_str());
+}
+
+void logQuietBlockCut(uint64_t commId, int c, int bkt, uint64_t index) {
+  ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B duel: other sizes' calls came inside a quiet block at "
+           "call %llu; its arm runs another block", static_cast<unsigned long long>(commId), coll::collName(c), bkt,
+           static_cast<unsigned long long>(index));
+}
+
+void logDrift(uint64_t commId, int c, int bkt, const BucketExplorer& ex) {
+  char cur[48];
+  ICN_INFO(subsys::Tuning, "tuner: comm 0x%llx %s 2^%d B: measured times drifted from %.2fus for %s; re-exploring",
+           static_cast<unsigned long long>(commId), coll::collName(c), bkt, ex.currentUs(),
+           describe(ex.current(), cur, sizeof cur));
 }
 
 }  // namespace icn::tuner

@@ -1,4 +1,4 @@
-#include "tuner/explorer.h"
+#include "tuner/explore/explorer.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -319,38 +319,9 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
   std::array<double, kMaxArms> period{};  // each arm's period estimate, 0 = unmeasured
   double fastest = 0;
   periodEstimates(period, fastest);
-  bool spans = spanRanked();
-  char buf[112], name[48];
-  for (int i = 0; i < nBins_; ++i) {
-    const Bin& b = bins_[i];
-    Decision shown = b.d;
-    if (stage_ == kChannels && b.chRel == 0 && b.chSeen > 0) shown.channels = static_cast<int16_t>(b.chSeen);
-    const char* sep = info.detail.empty() ? "" : " ";
-    if (!measured(b)) {
-      snprintf(buf, sizeof buf, "%s%s -", sep, describe(shown, name, sizeof name));
-    } else {
-      double k = kernelEstimate(b);
-      // Span-ranked: "(2 spans)"; otherwise the number of per-call samples.
-      char count[24];
-      if (spans)
-        snprintf(count, sizeof count, "(%u span%s)", b.nSpan, b.nSpan == 1 ? "" : "s");
-      else
-        snprintf(count, sizeof count, "(%u)", b.n);
-      if (k > 0)
-        snprintf(buf, sizeof buf, "%s%s %.2fus/k%.2f%s", sep, describe(shown, name, sizeof name), period[i], k, count);
-      else
-        snprintf(buf, sizeof buf, "%s%s %.2fus%s", sep, describe(shown, name, sizeof name), period[i], count);
-    }
-    info.detail += buf;
-  }
+  info.detail = roundDetail(period);
   info.hostBound = hostBound();
-  if (stage_ == kScreen) {
-    slowdown_.fill(0);
-    fastestUs_ = fastest;
-    for (int i = 0; i < nBins_; ++i)
-      if (int slot = slotOf(bins_[i].d); period[i] > 0 && slot < coll::kNumAlgos * coll::kNumProtos)
-        slowdown_[slot] = static_cast<float>(period[i] / fastest);
-  }
+  if (stage_ == kScreen) keepSlowdowns(period, fastest);
   int win = leader(info.hostBound);
   // Safety: leaving the base needs evidence on both sides; a round that ran out of calls without it keeps
   // NCCL's choice (stage 1; a re-explore falls back to it too) or the stage-1 winner (stage 2).
@@ -378,6 +349,43 @@ CommitInfo BucketExplorer::finishRound(uint64_t effectiveFrom, bool mayCommit) {
   return info;
 }
 
+std::string BucketExplorer::roundDetail(const std::array<double, kMaxArms>& period) const {
+  std::string detail;
+  bool spans = spanRanked();
+  char buf[112], name[48];
+  for (int i = 0; i < nBins_; ++i) {
+    const Bin& b = bins_[i];
+    Decision shown = b.d;
+    if (stage_ == kChannels && b.chRel == 0 && b.chSeen > 0) shown.channels = static_cast<int16_t>(b.chSeen);
+    const char* sep = detail.empty() ? "" : " ";
+    if (!measured(b)) {
+      snprintf(buf, sizeof buf, "%s%s -", sep, describe(shown, name, sizeof name));
+    } else {
+      double k = kernelEstimate(b);
+      // Span-ranked: "(2 spans)"; otherwise the number of per-call samples.
+      char count[24];
+      if (spans)
+        snprintf(count, sizeof count, "(%u span%s)", b.nSpan, b.nSpan == 1 ? "" : "s");
+      else
+        snprintf(count, sizeof count, "(%u)", b.n);
+      if (k > 0)
+        snprintf(buf, sizeof buf, "%s%s %.2fus/k%.2f%s", sep, describe(shown, name, sizeof name), period[i], k, count);
+      else
+        snprintf(buf, sizeof buf, "%s%s %.2fus%s", sep, describe(shown, name, sizeof name), period[i], count);
+    }
+    detail += buf;
+  }
+  return detail;
+}
+
+void BucketExplorer::keepSlowdowns(const std::array<double, kMaxArms>& period, double fastest) {
+  slowdown_.fill(0);
+  fastestUs_ = fastest;
+  for (int i = 0; i < nBins_; ++i)
+    if (int slot = slotOf(bins_[i].d); period[i] > 0 && slot < coll::kNumAlgos * coll::kNumProtos)
+      slowdown_[slot] = static_cast<float>(period[i] / fastest);
+}
+
 int BucketExplorer::slotOf(const Decision& d) {
   // Arms come from the cost table (in range); anything else shares the last slot, which no arm uses.
   bool ok = d.algo >= 0 && d.algo < coll::kNumAlgos && d.proto >= 0 && d.proto < coll::kNumProtos;
@@ -395,6 +403,31 @@ bool BucketExplorer::beginDuel(uint64_t start) {
   for (int i = 0; i < nBins_; ++i)
     if (bins_[i].d == current_) win = i;
   if (win < 0 || bins_[win].n == 0) return false;
+  bool quiet = p_.quietDuelCalls >= 3;
+  DuelArms arms = duelArms(win, quiet);
+  if (arms.n == 1) return false;  // the winner alone: nothing came close
+  std::array<Bin, kMaxDuelArms> fresh{};
+  int nccl = -1;
+  for (int k = 0; k < arms.n; ++k) {
+    fresh[k] = Bin{bins_[arms.bin[k]].d};
+    if (arms.bin[k] == ncclPick_) nccl = k;  // NCCL's choice keeps its margin in the duel
+  }
+  for (int k = 0; k < arms.n; ++k) bins_[k] = fresh[k];
+  nBins_ = arms.n;
+  ncclPick_ = nccl;
+  base_ = current_;
+  stage_ = kDuel;
+  quiet_ = quiet;  // at least one untimed call between a block's timed ends
+  nBlocks_ = arms.n;
+  for (int k = 0; k < arms.n; ++k) {
+    blockArm_[k] = static_cast<int8_t>(k);
+    blockSpoiled_[k] = false;
+  }
+  startRound(start);
+  return true;
+}
+
+BucketExplorer::DuelArms BucketExplorer::duelArms(int win, bool quiet) const {
   // Challengers: the best other arm by period when it came close, and NCCL's own choice (the reference a new
   // choice must beat by ncclMargin) whenever the screen left it, however clearly: screening calls come in pairs
   // right after another arm's, and some arms' first calls after a switch cost far less than their calls back to
@@ -413,49 +446,28 @@ bool BucketExplorer::beginDuel(uint64_t start) {
       others[1] = i;
     }
   }
-  std::array<int, 5> arms{-1, -1, -1, -1, -1};
-  int n = 0;
+  DuelArms arms;
   auto inDuel = [&](int bin) {
-    return bin == win || std::find(arms.begin(), arms.begin() + n, bin) != arms.begin() + n;
+    return bin == win || std::find(arms.bin.begin(), arms.bin.begin() + arms.n, bin) != arms.bin.begin() + arms.n;
   };
   bool ncclMeasured = ncclPick_ >= 0 && bins_[ncclPick_].n > 0;
-  bool quiet = p_.quietDuelCalls >= 3;
   // The best other arm when it came close; quiet duels also the runner-up, both within quietDuelRatio: the profiler
   // slows some arms' screening calls far above their untimed cost, which only a quiet duel's spans show.
   const double ratio = quiet ? p_.quietDuelRatio : p_.duelRatio;
   for (int k = 0; k < (quiet ? 2 : 1); ++k)
-    if (others[k] >= 0 && period[others[k]] <= ratio * period[win]) arms[n++] = others[k];
+    if (others[k] >= 0 && period[others[k]] <= ratio * period[win]) arms.bin[arms.n++] = others[k];
   // Host-bound rounds too: they leave NCCL's choice when its period was over hostTieRatio the best, and the host's
   // pace wanders enough for a screen to show that by luck.
-  if (ncclMeasured && !inDuel(ncclPick_)) arms[n++] = ncclPick_;
-  if (n == 0) return false;
+  if (ncclMeasured && !inDuel(ncclPick_)) arms.bin[arms.n++] = ncclPick_;
   // One node: the duel ends with the same-algorithm kernel rule (leader()), which can only pick among the duel's
   // arms, so an arm of NCCL's algorithm with a clearly shorter stage-1 kernel comes along. Without it a duel that
   // kept NCCL's choice kept it over that arm, even where stage 1 had measured the arm faster per call.
-  if (ncclMeasured) {
+  if (arms.n > 0 && ncclMeasured) {
     int shorter = sameAlgoShorterKernel(ncclPick_, period.data(), bestUs);
-    if (!inDuel(shorter)) arms[n++] = shorter;
+    if (!inDuel(shorter)) arms.bin[arms.n++] = shorter;
   }
-  arms[n++] = win;  // the winner's block last: it goes on running after the plan
-  std::array<Bin, 5> fresh{};
-  int nccl = -1;
-  for (int k = 0; k < n; ++k) {
-    fresh[k] = Bin{bins_[arms[k]].d};
-    if (arms[k] == ncclPick_) nccl = k;  // NCCL's choice keeps its margin in the duel
-  }
-  for (int k = 0; k < n; ++k) bins_[k] = fresh[k];
-  nBins_ = n;
-  ncclPick_ = nccl;
-  base_ = current_;
-  stage_ = kDuel;
-  quiet_ = quiet;  // at least one untimed call between a block's timed ends
-  nBlocks_ = n;
-  for (int k = 0; k < n; ++k) {
-    blockArm_[k] = static_cast<int8_t>(k);
-    blockSpoiled_[k] = false;
-  }
-  startRound(start);
-  return true;
+  arms.bin[arms.n++] = win;  // the winner's block last: it goes on running after the plan
+  return arms;
 }
 
 bool BucketExplorer::beginNext(uint64_t start) {

@@ -1,10 +1,10 @@
-// The tuner's INFO lines about one bucket: what it explores and what a round decided. Formatting only; the group
-// decides when they are due.
+// The tuner's INFO lines about one bucket: what it explores, what a round decided, a quiet block cut short and a
+// drift. Formatting only; the group decides when they are due.
 #pragma once
 #include <array>
 #include <cstdint>
 
-#include "tuner/bucket.h"
+#include "tuner/explore/bucket.h"
 
 namespace icn::tuner {
 
@@ -23,5 +23,9 @@ void logExploring(uint64_t commId, int coll, int bucket, const Bucket& b, const 
 // `whyKept`: why a winner that was not committed does not apply (ranks in other processes, static mode).
 void logRoundEnd(uint64_t commId, int coll, int bucket, const BucketExplorer& ex, const CommitInfo& ci,
                  bool committed, int minSamples, const char* whyKept);
+// Other buckets' calls came inside a quiet duel block (at call `index`): its arm runs another block.
+void logQuietBlockCut(uint64_t commId, int coll, int bucket, uint64_t index);
+// A settled bucket's measured times drifted: it explores again.
+void logDrift(uint64_t commId, int coll, int bucket, const BucketExplorer& ex);
 
 }  // namespace icn::tuner
