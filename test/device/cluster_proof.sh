@@ -130,6 +130,6 @@ for nodes in $NODES; do
   fi
   "$bed" down --name $name >/dev/null 2>&1
 done
-python3 "$here/cluster_summary.py" "$OUT/results.txt" > "$OUT/summary.md" || device_fail summary "cluster_summary.py failed"
+python3 "$here/cluster_summary.py" "$OUT/results.txt" --plot "$OUT/cluster.png" > "$OUT/summary.md" || device_fail summary "cluster_summary.py failed"
 cat "$OUT/summary.md"
 device_checks_exit

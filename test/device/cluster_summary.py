@@ -81,7 +81,43 @@ def tuner_rows(times, configs):
     return out
 
 
-def main(path):
+def plot(times, configs, path):
+    """ICN's time against the best Socket setting's, per collective and size, one panel per node count."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("summary: no matplotlib, no plot", file=sys.stderr)
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from small_png import save_png
+    keys = sorted(k for k in times if "online" not in configs[k])
+    if not keys:
+        return
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), sharey=True, squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        ops = list(dict.fromkeys(op for op, _ in times[key]))
+        for op in ops:
+            xs, ys = [], []
+            for (o, size) in sorted(k for k in times[key] if k[0] == op):
+                med = {c: statistics.median(v) for c, v in times[key][(o, size)].items()}
+                socket = [med[c] for c in med if c.startswith("socket")]
+                mine = [med[c] for c in med if not c.startswith("socket")]
+                if socket and mine:
+                    xs.append(size)
+                    ys.append(min(socket) / mine[0])
+            ax.plot(xs, ys, marker="o", label=op)
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{key[0]} nodes, {key[1]}")
+        ax.set_xlabel("bytes")
+    axes[0][0].set_ylabel("best Socket time / ICN time")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    save_png(fig, path)
+
+
+def main(path, plot_path=None):
     recs = load(path)
     fails = [f"{r.get('label')} rank {r.get('rank')} {r.get('config')} {r.get('op')} {r.get('bytes')}: "
              f"{r['wrong']} wrong elements" for r in recs if r.get("wrong")]
@@ -108,10 +144,18 @@ def main(path):
         tuner = "online" in configs[key]
         out += (tuner_rows if tuner else compare_rows)(times[key], configs[key])
     print("\n".join(out))
+    if plot_path and times:
+        plot(times, configs, plot_path)
     for f in fails:
         print("FAIL summary: " + f, file=sys.stderr)
     return 1 if fails else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    args = sys.argv[1:]
+    plot_path = None
+    if "--plot" in args:
+        i = args.index("--plot")
+        plot_path = args[i + 1]
+        del args[i:i + 2]
+    sys.exit(main(args[0], plot_path))
