@@ -660,8 +660,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   icn::fuzz::quietLogs();
   icn::fuzz::fillCounterRegistry();
   setenv("ICN_SOCKET_IFNAME", "lo", 1);
-  setenv("ICN_TCP_STREAMS", std::to_string(kLanes).c_str(), 1);
-  setenv("ICN_LISTEN_MAX_SETUPS", std::to_string(kListenMaxSetups).c_str(), 1);
+  setenv("ICN_TCP_STREAMS", std::to_string(icn::tcp::kLanes).c_str(), 1);
+  setenv("ICN_LISTEN_MAX_SETUPS", std::to_string(icn::tcp::kListenMaxSetups).c_str(), 1);
   setenv("ICN_CONNECT_TIMEOUT_MS", "2000", 1);  // longer than any input: deadlines never decide an outcome
   setenv("ICN_PEER_TIMEOUT_MS", "5", 1);
   icn::tcp::transport();
