@@ -69,6 +69,10 @@ Status driveConnect(HandleBytes handle, uint8_t transport, uint64_t commId,
   return Status::Ok;
 }
 
+// The handshake's deadline ends with its READY; a transport set-up that is still not ready ICN_CONNECT_TIMEOUT_MS
+// after its peer proved itself (a peer that left mid wire-up) is dropped with a WARN naming the peer.
+bool setupOverdue(const Handshake& hs, std::chrono::steady_clock::time_point taken);
+
 // How long a connection holds its transport resources before it may be evicted for a proven peer that waits for
 // room: an honest peer's set-up (endpoint wire-up, QP transitions, READY) takes a few round trips; a peer that
 // proved itself and then went silent holds them no longer than this while others wait.
@@ -102,6 +106,10 @@ class AcceptDriver {
       Handshake::Phase phase;
       bool ready = false;
       if (!it.hs || it.setup->poll(&ready) != Status::Ok || it.hs->progress(&phase) != Status::Ok) {
+        setups_.erase(setups_.begin() + static_cast<long>(i--));
+        continue;
+      }
+      if (phase == Handshake::Phase::Done && !ready && setupOverdue(*it.hs, it.taken)) {
         setups_.erase(setups_.begin() + static_cast<long>(i--));
         continue;
       }

@@ -4,13 +4,16 @@
 // flood from another address: the flood gives way, never the honest peer.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdarg>
 #include <string>
 #include <vector>
 
+#include "core/connect_driver.h"
 #include "core/log.h"
 #include "core/oob.h"
 #include "core/params.h"
@@ -134,6 +137,69 @@ TEST(AdversaryListener, FloodFromAnotherAddressGivesWayToTheHonestPeer) {
   setLogSink(nullptr);
   unsetenv("ICN_LISTEN_MAX_SETUPS");
   params::reloadForTesting();
+}
+
+
+// A transport set-up that never becomes ready once the handshake is done (a peer that left during UCX wire-up):
+// the handshake's deadline has ended with its READY, so the accept driver's own deadline drops it, with a WARN
+// naming the peer, and its socket closes.
+struct ReadyAtOnce : ConnectionSetup {
+  Status onPeerKnown(const Handshake&, std::vector<uint8_t>* answer) override {
+    if (answer) answer->assign(1, 0x5A);
+    return Status::Ok;
+  }
+};
+struct NeverReady : ReadyAtOnce {
+  Status poll(bool* ready) override {
+    *ready = false;
+    return Status::Ok;
+  }
+};
+
+TEST(AdversaryListener, SetupNeverReadyAfterTheHandshakeIsDroppedAtTheDeadline) {
+  g_warnings.clear();
+  setLogSink(&captureSink);
+  setenv("ICN_SOCKET_IFNAME", "lo", 1);
+  setenv("ICN_CONNECT_TIMEOUT_MS", "300", 1);
+  params::reloadForTesting();
+  std::array<uint8_t, kHandleSize> handle{};
+  std::unique_ptr<OobListener> l;
+  ASSERT_EQ(OobListener::open(kTransportUcx, 0x1234, 1, handle, &l), Status::Ok);
+  AcceptDriver<NeverReady> acceptor(std::move(l), 16);
+  std::array<uint8_t, kHandleSize> connectHandle = handle;
+  std::unique_ptr<PendingConnection<ReadyAtOnce>> connected;
+  auto start = [](std::unique_ptr<ReadyAtOnce>* s, std::vector<uint8_t>* blob) {
+    *s = std::make_unique<ReadyAtOnce>();
+    blob->assign(1, 0xC0);
+    return Status::Ok;
+  };
+  auto make = [](std::unique_ptr<NeverReady>* s) {
+    *s = std::make_unique<NeverReady>();
+    return Status::Ok;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  bool delivered = false;
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2) && warningsWith("was not ready") == 0) {
+    if (!connected) ASSERT_EQ(driveConnect<ReadyAtOnce>(connectHandle, kTransportUcx, 0x1234, start, &connected), Status::Ok);
+    std::unique_ptr<Handshake> hs;
+    std::unique_ptr<NeverReady> s;
+    ASSERT_EQ(acceptor.poll(make, &hs, &s), Status::Ok);
+    delivered |= hs != nullptr;
+    usleep(1000);
+  }
+  ASSERT_TRUE(connected) << "the connector's handshake never finished";
+  EXPECT_FALSE(delivered) << "a connection whose set-up never got ready was handed to NCCL";
+  EXPECT_EQ(warningsWith("was not ready"), 1u) << "expected one WARN naming the peer at the deadline";
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300)) << "dropped before the deadline";
+  // Its socket closed: the connector's control socket reads end-of-file.
+  Fd fd = connected->oob->handshake().takeFd();
+  pollfd p{fd.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 1000), 1);
+  char byte;
+  EXPECT_EQ(::recv(fd.get(), &byte, 1, 0), 0);
+  unsetenv("ICN_CONNECT_TIMEOUT_MS");
+  params::reloadForTesting();
+  setLogSink(nullptr);
 }
 
 }  // namespace

@@ -69,11 +69,15 @@ class UcxSetup final : public ConnectionSetup {
     ICN_CHECK(Endpoint::create(*worker, peerBlob.workerAddress, hs.peerName(), &ep));
     probeRecv = postWireupProbe(*worker);
     ep->startWireup();
+    acceptor_ = answer != nullptr;
     if (answer) *answer = encodeBlob(address_);
     else logLanesOnce(ep->get(), hs.peerName());
     return Status::Ok;
   }
-  // Ready once our probe went out, our flush finished and the peer's probe arrived.
+  // The connector is ready once its probe went out, its flush finished and the acceptor's probe arrived: its lanes
+  // to the acceptor carry traffic and the acceptor's reach it. The acceptor only receives: it is ready once the
+  // connector's probe arrived (its READY says our probe reached it too). Waiting for the acceptor's own flush as
+  // well would hang a connector that sends once and leaves before UCX finished wiring the acceptor's lanes.
   Status poll(bool* ready) override {
     *ready = false;
     if (!ep) return Status::Ok;
@@ -81,7 +85,7 @@ class UcxSetup final : public ConnectionSetup {
     ICN_CHECK(ep->pollWireup(&mine));
     if (UCS_PTR_IS_ERR(probeRecv)) return Status::RemoteError;
     bool theirs = !probeRecv || ucx().request_check_status(probeRecv) != UCS_INPROGRESS;
-    *ready = mine && theirs;
+    *ready = theirs && (mine || acceptor_);
     return Status::Ok;
   }
   // A fresh worker and its address (local failures are ours to report).
@@ -101,6 +105,7 @@ class UcxSetup final : public ConnectionSetup {
 
  private:
   std::vector<uint8_t> address_;
+  bool acceptor_ = false;
 };
 
 class UcxListenComm final : public ListenComm {
