@@ -34,6 +34,7 @@
 #include "core/net_counters.h"
 #include "core/socket.h"
 #include "core/status.h"
+#include "core/wire_fingerprint.h"
 
 namespace icn {
 
@@ -44,6 +45,12 @@ constexpr size_t kMaxFramePayload = 64 * 1024;
 constexpr size_t kMaxHandshakeInput = 12 + kMaxFramePayload;
 
 enum class FrameType : uint16_t { Hello = 1, Ready = 2, Challenge = 3 };
+
+// What a peer's code assumes of ours: changing any value in this list (or the HELLO's encoding) changes the wire.
+// Bump kWireVersion with it and record the new fingerprint for the new version in test/unit/wire_version_test.cc.
+constexpr uint64_t kWireFingerprint =
+    wireFingerprint({kWireMagic, kWireVersion, kMaxFramePayload, 12, uint16_t(FrameType::Hello),
+                     uint16_t(FrameType::Ready), uint16_t(FrameType::Challenge)});
 
 struct Hello {
   uint8_t transport = 0;  // 1 = ucx, 2 = ib

@@ -103,7 +103,8 @@ bool acceptErrorIsTemporary(int e) {
 }  // namespace
 
 size_t maxSetupsPerListener() {
-  return static_cast<size_t>(std::clamp<int64_t>(params::getInt(params::Id::ListenMaxSetups), 1, 4096));
+  static_assert(params::minOf(params::Id::ListenMaxSetups) >= 1);
+  return static_cast<size_t>(params::getInt(params::Id::ListenMaxSetups));
 }
 
 Status OobListener::open(uint8_t transport, uint64_t commId, size_t socketsPerConnection, HandleBytes handle,

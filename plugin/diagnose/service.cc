@@ -39,12 +39,10 @@ PeerKey keyOf(const PeerSummary& s) { return {s.commId, s.rank, s.peerRank, stat
 Settings settingsFromParams() {
   using params::Id;
   Settings s;
-  s.hangReportS = static_cast<double>(std::clamp<int64_t>(params::getInt(Id::HangReportS), 0, 86400));
+  s.hangReportS = static_cast<double>(params::getInt(Id::HangReportS));
   s.reportDir = params::getString(Id::HangReportDir);
-  const int64_t period = params::getInt(Id::StragglerReportS);
-  s.stragglerPeriodS = period <= 0 ? 0 : static_cast<double>(std::min<int64_t>(period, 3600));
-  s.detector.lateFloorS = static_cast<double>(std::clamp<int64_t>(params::getInt(Id::StragglerLateUs), 50, 60000000)) *
-                          1e-6;
+  s.stragglerPeriodS = static_cast<double>(params::getInt(Id::StragglerReportS));
+  s.detector.lateFloorS = static_cast<double>(params::getInt(Id::StragglerLateUs)) * 1e-6;
   return s;
 }
 

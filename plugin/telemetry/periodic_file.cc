@@ -38,7 +38,7 @@ void PeriodicWriter::finish(const Target& target) {
 
 void PeriodicWriter::loop() {
   std::unique_lock<std::mutex> lock(mu_);
-  auto interval = std::chrono::milliseconds(std::max<int64_t>(10, params::getInt(params::Id::HeatmapIntervalMs)));
+  auto interval = std::chrono::milliseconds(params::getInt(params::Id::HeatmapIntervalMs));
   bool warned = false;
   while (!stop_) {
     cv_.wait_for(lock, interval, [this] { return stop_; });

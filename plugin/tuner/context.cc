@@ -39,12 +39,7 @@ ContextConfig ContextConfig::fromEnvironment() {
     ratio = 1.5;
   }
   c.group.modelSkipRatio = ratio;
-  int waitMs = static_cast<int>(params::getInt(params::Id::TunerAgreeWaitMs));
-  if (waitMs < 1 || waitMs > 10000) {
-    ICN_WARN(subsys::Tuning, "ICN_TUNER_AGREE_WAIT_MS=%d out of range 1..10000; using 50", waitMs);
-    waitMs = 50;
-  }
-  c.group.agree.waitMs = waitMs;
+  c.group.agree.waitMs = static_cast<int>(params::getInt(params::Id::TunerAgreeWaitMs));
   c.rulesPath = params::getString(params::Id::TunerRules);
   if (c.rulesPath.empty()) {
     const char* nccl = std::getenv("NCCL_TUNER_CONFIG_FILE");

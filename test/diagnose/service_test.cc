@@ -280,8 +280,15 @@ TEST(DiagnoseSettings, ParametersAndTheirBounds) {
   icn::testing::setEnvAndReload("ICN_HANG_REPORT_S", "999999");
   icn::testing::setEnvAndReload("ICN_STRAGGLER_REPORT_S", "-5");
   icn::testing::setEnvAndReload("ICN_STRAGGLER_LATE_US", "1");
+  s = settingsFromParams();  // out of their bounds: refused (params.def), the defaults stand
+  EXPECT_EQ(s.hangReportS, 20);
+  EXPECT_EQ(s.stragglerPeriodS, 10);
+  EXPECT_NEAR(s.detector.lateFloorS, 500e-6, 1e-12);
+  icn::testing::setEnvAndReload("ICN_HANG_REPORT_S", "0");
+  icn::testing::setEnvAndReload("ICN_STRAGGLER_REPORT_S", "0");
+  icn::testing::setEnvAndReload("ICN_STRAGGLER_LATE_US", "50");
   s = settingsFromParams();
-  EXPECT_EQ(s.hangReportS, 86400);
+  EXPECT_EQ(s.hangReportS, 0);
   EXPECT_EQ(s.stragglerPeriodS, 0);
   EXPECT_NEAR(s.detector.lateFloorS, 50e-6, 1e-12);
   icn::testing::setEnvAndReload("ICN_HANG_REPORT_S", nullptr);

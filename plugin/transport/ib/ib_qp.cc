@@ -7,14 +7,21 @@
 
 namespace icn::ib {
 
+// The verbs fields' widths: 5-bit ACK timeout exponent (0 is infinite: never), 3-bit retry count, 4-bit SL, 8-bit
+// traffic class (-1 is ours for "NCCL's").
+static_assert(params::minOf(params::Id::IbTimeout) >= 1 && params::maxOf(params::Id::IbTimeout) <= 31);
+static_assert(params::minOf(params::Id::IbRetryCnt) >= 0 && params::maxOf(params::Id::IbRetryCnt) <= 7);
+static_assert(params::minOf(params::Id::IbSl) >= 0 && params::maxOf(params::Id::IbSl) <= 15);
+static_assert(params::minOf(params::Id::IbTc) >= -1 && params::maxOf(params::Id::IbTc) <= 255);
+
 QpTuning qpTuningFromParams(int commTrafficClass) {
   QpTuning t;
-  t.timeout = std::clamp<int>(int(params::getInt(params::Id::IbTimeout)), 1, 31);
-  t.retryCnt = std::clamp<int>(int(params::getInt(params::Id::IbRetryCnt)), 0, 7);
-  t.sl = std::clamp<int>(int(params::getInt(params::Id::IbSl)), 0, 15);
-  int tc = int(params::getInt(params::Id::IbTc));
-  if (tc < 0) tc = commTrafficClass >= 0 ? commTrafficClass : 0;
-  t.tc = std::clamp(tc, 0, 255);
+  t.timeout = int(params::getInt(params::Id::IbTimeout));
+  t.retryCnt = int(params::getInt(params::Id::IbRetryCnt));
+  t.sl = int(params::getInt(params::Id::IbSl));
+  t.tc = int(params::getInt(params::Id::IbTc));
+  // -1: NCCL's traffic class for the communicator, where it gives one that fits the field.
+  if (t.tc < 0) t.tc = commTrafficClass >= 0 && commTrafficClass <= 255 ? commTrafficClass : 0;
   return t;
 }
 

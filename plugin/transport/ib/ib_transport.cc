@@ -24,8 +24,11 @@ struct VDevice {
 // the listener takes no more proven peers until one finishes or fails.
 constexpr size_t kMaxSetups = 16;
 
+static_assert(params::minOf(params::Id::IbQpsPerConnection) >= 1 &&
+              params::maxOf(params::Id::IbQpsPerConnection) <= kMaxQps);
+
 int qpsPerConnection(int members) {
-  int q = std::clamp<int>(int(params::getInt(params::Id::IbQpsPerConnection)), 1, kMaxQps);
+  int q = int(params::getInt(params::Id::IbQpsPerConnection));
   q = std::max(q, members);
   return std::min(kMaxQps, (q + members - 1) / members * members);  // every member gets the same count
 }

@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "core/transport.h"
+#include "core/wire_fingerprint.h"
 
 namespace icn::ib {
 
@@ -65,6 +66,13 @@ struct ConnBlob {
   std::array<uint32_t, kMaxVDevMembers> fifoRkeys{};
   uint64_t flushAddr = 0;        // unused on the wire today, reserved
 };
+
+// What a peer's code assumes of ours: changing any value in this list changes the wire. Bump kBlobVersion with it
+// and record the new fingerprint for the new version in test/unit/wire_version_test.cc (docs/adding.md).
+constexpr uint64_t kWireFingerprint = wireFingerprint({
+    kBlobVersion, kMaxQps, kFifoSlots, kMaxRecvs, kMaxVDevMembers, kImmSeqMask, sizeof(CtsEntry),
+    offsetof(CtsEntry, addr), offsetof(CtsEntry, rkeys), offsetof(CtsEntry, size), offsetof(CtsEntry, tag),
+    offsetof(CtsEntry, nreqs), offsetof(CtsEntry, seq), sizeof(CtsSlot)});
 
 std::vector<uint8_t> encodeBlob(const ConnBlob& b);
 Status decodeBlob(std::span<const uint8_t> bytes, ConnBlob* out, std::string* why);

@@ -108,7 +108,7 @@ class TcpSendComm final : public SendComm, public CommCore {
   // Records read but not yet fully matched: at most one per live receive plus one per eager message whose
   // record has not been read (its receive may have completed already).
   static constexpr uint32_t kCtsRing = 512;
-  static_assert(kCtsRing >= kMaxRequests + kEagerWindow);
+  static_assert(kCtsRing >= kMaxUnsentRecords);
   std::array<Cts, kCtsRing> cts_{};
   uint32_t ctsHead_ = 0, ctsTail_ = 0;  // next to match, next to arrive
   alignas(8) uint8_t ctsIn_[4096];  // clear-to-send bytes read but not yet parsed
@@ -145,7 +145,7 @@ class TcpSendComm final : public SendComm, public CommCore {
 class PieceSet {
  public:
   // An honest sender splits a message into at most one piece per helper lane, or sends it whole on lane 0.
-  static constexpr int kMax = kMaxLanes + 1;
+  static constexpr int kMax = kMaxPieces;
   void clear() { n_ = 0; }
   bool empty() const { return n_ == 0; }
   // Claims [offset, offset + length) of a `total`-byte message with `tag`; false with *why when the range overlaps
@@ -240,7 +240,7 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   // live receive, and one per receive that its eager messages completed before the record went out; each of
   // those spent a credit not handed back in a record written yet, and it has at most kEagerWindow such credits
   // (creditRead). A backlog at the bound fails the connection.
-  static constexpr uint32_t kCtsBacklog = kMaxRequests + kEagerWindow;
+  static constexpr uint32_t kCtsBacklog = kMaxUnsentRecords;
   std::array<uint8_t, kCtsBacklog * kMaxCtsBytes> ctsOut_{};
   size_t ctsOutLen_ = 0, ctsOutOff_ = 0;
   std::array<uint64_t, kCtsBacklog> ctsEnd_{};  // where each unsent record ends, in bytes ever queued

@@ -13,58 +13,6 @@
 
 namespace icn::tcp {
 
-Tuning currentTuning() {
-  Tuning t;
-  t.inlineBytes = static_cast<size_t>(std::max<int64_t>(0, params::getInt(params::Id::TcpInlineBytes)));
-  t.chunkBytes = static_cast<size_t>(std::max<int64_t>(4096, params::getInt(params::Id::TcpChunkBytes)));
-  t.laneEagerBytes = static_cast<size_t>(
-      std::clamp<int64_t>(params::getInt(params::Id::TcpLaneEagerBytes), 0, int64_t{kMaxMessage}));
-  t.earlyLanes = static_cast<int>(std::clamp<int64_t>(params::getInt(params::Id::TcpEarlyLanes), 1, kMaxLanes));
-  return t;
-}
-
-CommCore::CommCore(Sockets& s, std::string peer, NetCommInfo info)
-    : failure_(peer),
-      control_(std::move(s.control), peer),
-      lane0_(std::move(s.lanes[0])),
-      tuning_(currentTuning()),
-      peerTimeout_(std::max<int64_t>(1, params::getInt(params::Id::PeerTimeoutMs))) {
-  counters_ = netstats::registerComm(info);
-}
-
-CommCore::~CommCore() { netstats::unregisterComm(counters_); }
-
-Status CommCore::regMr(void* data, size_t size, int type, void** mh) {
-  if (!mh) return Status::InvalidArgument;
-  if (type != kMemHost) {
-    ICN_WARN(subsys::Net, "regMr: the TCP transport moves host memory only (memory type %d)", type);
-    return Status::InvalidArgument;
-  }
-  *mh = data ? data : this;  // nothing to register: any non-null handle will do
-  return Status::Ok;
-}
-
-Status CommCore::deregMr(void*) { return Status::Ok; }
-
-Status CommCore::checkPeer(bool peerClosed, int pending) {
-  if (Status st = failure_.status(); st != Status::Ok) return st;
-  if (peerClosed) {
-    failure_.fail(Status::RemoteError, "peer closed the connection with " + std::to_string(pending) +
-                                           " request(s) unfinished (process exited or closed its comm)");
-    return Status::RemoteError;
-  }
-  if (control_.checkAlive() == Status::Ok) return Status::Ok;
-  // A peer that closed its control socket may still have bytes in flight on the lanes, and when its process
-  // exits its lanes close right after them (peerClosed above). Lanes left open past ICN_PEER_TIMEOUT_MS
-  // without the control socket mean a broken peer.
-  auto now = std::chrono::steady_clock::now();
-  if (peerGoneAt_ == std::chrono::steady_clock::time_point{}) peerGoneAt_ = now;
-  if (now - peerGoneAt_ < std::chrono::milliseconds(params::getInt(params::Id::PeerTimeoutMs))) return Status::Ok;
-  failure_.fail(Status::RemoteError, "peer is gone (" + control_.deadReason() + ") with " + std::to_string(pending) +
-                                         " request(s) unfinished");
-  return Status::RemoteError;
-}
-
 Status TcpSendRequest::test(bool* done, int* sizes) {
   Status st = owner->testRequest(this, done);
   if (st == Status::Ok && *done && sizes) sizes[0] = static_cast<int>(size);
@@ -174,7 +122,7 @@ Status TcpSendComm::readCts() {
         failure_.fail(Status::RemoteError, why);
         return Status::RemoteError;
       }
-      if (ctsTail_ - ctsHead_ >= kMaxRequests + kEagerWindow) {
+      if (ctsTail_ - ctsHead_ >= kMaxUnsentRecords) {
         failure_.fail(Status::RemoteError, "more than " + std::to_string(kMaxRequests) + " receives posted at once");
         return Status::RemoteError;
       }

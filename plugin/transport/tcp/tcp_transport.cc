@@ -33,10 +33,11 @@
 namespace icn::tcp {
 namespace {
 
-int wantedLanes() { return std::clamp<int>(static_cast<int>(params::getInt(params::Id::TcpStreams)), 0, kMaxLanes); }
-uint32_t wantedEagerBytes() {
-  return static_cast<uint32_t>(std::clamp<int64_t>(params::getInt(params::Id::TcpEagerBytes), 0, kMaxEagerBytes));
-}
+static_assert(params::minOf(params::Id::TcpStreams) >= 0 && params::maxOf(params::Id::TcpStreams) <= kMaxLanes);
+static_assert(params::minOf(params::Id::TcpEagerBytes) >= 0 &&
+              params::maxOf(params::Id::TcpEagerBytes) <= int64_t{kMaxEagerBytes});
+int wantedLanes() { return static_cast<int>(params::getInt(params::Id::TcpStreams)); }
+uint32_t wantedEagerBytes() { return static_cast<uint32_t>(params::getInt(params::Id::TcpEagerBytes)); }
 
 bool sameToken(const uint8_t* a, const uint8_t* b) {
   uint8_t diff = 0;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/handshake.h"
 #include "core/wire.h"
 
 namespace icn::tcp {
@@ -80,6 +81,35 @@ bool validChunk(const ChunkHeader& h, uint32_t eagerLimit, std::string* why) {
     return false;
   }
   return true;
+}
+
+std::string wireLimitsMarkdown() {
+  struct Row {
+    const char* name;
+    uint64_t value;
+    const char* meaning;
+  };
+  const Row rows[] = {
+      {"kMaxLanes", kMaxLanes, "helper lanes per connection (`ICN_TCP_STREAMS` at most)"},
+      {"kMaxPieces", kMaxPieces, "pieces of one message: one per helper lane, or lane 0 alone"},
+      {"kMaxRecvs", kMaxRecvs, "receives grouped in one irecv (NCCL's maximum)"},
+      {"kMaxRequests", kMaxRequests, "requests in flight per comm"},
+      {"kEagerCredits", kEagerCredits,
+       "small messages a sender may have sent before their clear-to-send records (the receiver stages each in a slot)"},
+      {"kEarlyCredits", kEarlyCredits,
+       "larger messages sent before their records, each whole on a helper lane (held in the receiver's socket)"},
+      {"kEagerWindow", kEagerWindow, "eager messages of both kinds unconsumed at once: what a sender starts with"},
+      {"kMaxEagerBytes", kMaxEagerBytes, "largest small eager message (`ICN_TCP_EAGER_BYTES` at most)"},
+      {"kMaxMessage", kMaxMessage, "largest message, in bytes"},
+      {"kMaxUnsentRecords", kMaxUnsentRecords,
+       "clear-to-send records a receiver keeps waiting to be written per connection"},
+      {"kMaxCtsBytes", kMaxCtsBytes, "bytes of one clear-to-send record, at most"},
+      {"kMaxFramePayload", kMaxFramePayload, "payload of one handshake frame (a handshake buffers one frame)"},
+  };
+  std::string out = "| Constant | Value | Meaning |\n|---|---|---|\n";
+  for (const Row& r : rows)
+    out += std::string("| `") + r.name + "` | " + std::to_string(r.value) + " | " + r.meaning + " |\n";
+  return out;
 }
 
 }  // namespace icn::tcp

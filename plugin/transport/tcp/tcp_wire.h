@@ -30,6 +30,7 @@
 // Every record is little-endian and fixed-size, so a reader never allocates on a peer's word.
 #pragma once
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -37,6 +38,7 @@
 
 #include "core/status.h"
 #include "core/transport.h"
+#include "core/wire_fingerprint.h"
 
 namespace icn::tcp {
 
@@ -103,9 +105,31 @@ struct Blob {
   uint8_t token[kTokenSize] = {};
 };
 
+// What a peer's code assumes of ours: changing any value in this list changes the wire. Bump kBlobVersion with it
+// (peers of different versions refuse each other at connect) and record the new fingerprint for the new version in
+// test/unit/wire_version_test.cc (docs/adding.md, "A TCP wire constant").
+constexpr uint64_t kWireFingerprint = wireFingerprint({
+    kBlobVersion, kMaxLanes, kChunkMagic, kCtsMagic, kMaxMessage, kChunkEager, kEagerCredits, kEarlyCredits,
+    kMaxEagerBytes, kMaxRecvs, kMaxRequests, kBlobControl, kBlobLane, kTokenSize,
+    sizeof(ChunkHeader), offsetof(ChunkHeader, seq), offsetof(ChunkHeader, slot), offsetof(ChunkHeader, index),
+    offsetof(ChunkHeader, flags), offsetof(ChunkHeader, tag), offsetof(ChunkHeader, total),
+    offsetof(ChunkHeader, offset), offsetof(ChunkHeader, length), offsetof(ChunkHeader, eager),
+    sizeof(CtsHeader), offsetof(CtsHeader, seq), offsetof(CtsHeader, slot), offsetof(CtsHeader, n),
+    offsetof(CtsHeader, credits), offsetof(CtsHeader, earlyCredits), sizeof(CtsEntry), offsetof(CtsEntry, size)});
+
 std::vector<uint8_t> encodeBlob(const Blob& b);
 // Rejects anything but an exact, well-formed blob; *why says what was wrong.
 Status decodeBlob(std::span<const uint8_t> raw, Blob* out, std::string* why);
+
+// Records a receiver keeps waiting to be written per connection: one per live receive, one per receive that eager
+// messages completed before its record went out.
+constexpr uint32_t kMaxUnsentRecords = kMaxRequests + kEagerWindow;
+// Pieces of one message: one per helper lane, or lane 0 alone.
+constexpr int kMaxPieces = kMaxLanes + 1;
+
+// The limits above as a Markdown table (`icn-params --wire-limits`), the one the docs show: prose names the
+// constants, this table gives their values.
+std::string wireLimitsMarkdown();
 
 // Checks a CTS header: magic, sequence, slot and count. *why on failure.
 bool validCts(const CtsHeader& h, uint32_t expectSeq, std::string* why);

@@ -15,6 +15,7 @@
 
 #include "core/auth.h"
 #include "core/socket.h"
+#include "core/wire_fingerprint.h"
 #include "tuner/agree/agreement.h"
 
 namespace icn::tuner::agree {
@@ -46,6 +47,12 @@ constexpr uint32_t kMaxPayload = 4096;
 constexpr size_t kMaxQueued = 1 << 20;  // bytes waiting for a slow peer before it is dropped
 constexpr size_t kMaxDecisions = (kMaxPayload - 20) / 8;
 static_assert(Agreement::kMaxPerMessage <= kMaxDecisions, "an announcement must fit one frame");
+// What a peer's code assumes of ours: changing any value in this list (or a message's payload layout) changes the
+// protocol. Bump kProtocol with it and record the new fingerprint for the new version in
+// test/unit/wire_version_test.cc.
+constexpr uint64_t kWireFingerprint =
+    wireFingerprint({kMagic, kProtocol, kHeader, kMaxPayload, kChallenge, kHello, kWelcome, kMembers, kStart,
+                     kHorizon, kFreeze, kDrop, kBye, kRegister, kLookup, kFound, kReport, kContested});
 constexpr auto kHandshake = std::chrono::seconds(5);
 constexpr auto kConnect = std::chrono::seconds(1);
 constexpr auto kLookEvery = std::chrono::milliseconds(2);

@@ -7,20 +7,13 @@
 
 namespace icn::tuner {
 
+// A quiet duel times the call that opens its ranked span and its last: it needs 4 calls at least.
+static_assert(params::minOf(params::Id::TunerQuietDuel) >= 4);
+
 ExploreParams exploreParamsFromSettings() {
   ExploreParams p;
-  int calls = static_cast<int>(params::getInt(params::Id::TunerExploreCalls));
-  if (calls < 1 || calls > 16) {
-    ICN_WARN(subsys::Tuning, "ICN_TUNER_EXPLORE_CALLS=%d out of range 1..16; using 2", calls);
-    calls = 2;
-  }
-  p.callsPerArm = calls;
-  int quiet = static_cast<int>(params::getInt(params::Id::TunerQuietDuel));
-  if (quiet != 0 && (quiet < 4 || quiet > 32)) {
-    ICN_WARN(subsys::Tuning, "ICN_TUNER_QUIET_DUEL=%d is not 0 or in 4..32; using 12", quiet);
-    quiet = 12;
-  }
-  p.quietDuelCalls = quiet;
+  p.callsPerArm = static_cast<int>(params::getInt(params::Id::TunerExploreCalls));
+  p.quietDuelCalls = static_cast<int>(params::getInt(params::Id::TunerQuietDuel));
   return p;
 }
 

@@ -1,0 +1,71 @@
+// What both directions of a TCP connection share (CommCore): the settings a comm reads once, its sockets, memory
+// registration (nothing to register: host memory only) and the peer's liveness.
+#include <chrono>
+#include <string>
+
+#include "core/log.h"
+#include "core/params.h"
+#include "transport/tcp/tcp_comm.h"
+
+namespace icn::tcp {
+
+// The settings' bounds (params.def) are what the wire allows: a value read is used as it is.
+static_assert(params::minOf(params::Id::TcpInlineBytes) >= 0);
+static_assert(params::minOf(params::Id::TcpChunkBytes) >= 4096, "a piece smaller than a page is all header");
+static_assert(params::minOf(params::Id::TcpLaneEagerBytes) >= 0 &&
+              params::maxOf(params::Id::TcpLaneEagerBytes) <= int64_t{kMaxMessage});
+static_assert(params::minOf(params::Id::TcpEarlyLanes) >= 1 && params::maxOf(params::Id::TcpEarlyLanes) <= kMaxLanes);
+static_assert(params::minOf(params::Id::PeerTimeoutMs) >= 1);
+
+Tuning currentTuning() {
+  Tuning t;
+  t.inlineBytes = static_cast<size_t>(params::getInt(params::Id::TcpInlineBytes));
+  t.chunkBytes = static_cast<size_t>(params::getInt(params::Id::TcpChunkBytes));
+  t.laneEagerBytes = static_cast<size_t>(params::getInt(params::Id::TcpLaneEagerBytes));
+  t.earlyLanes = static_cast<int>(params::getInt(params::Id::TcpEarlyLanes));
+  return t;
+}
+
+CommCore::CommCore(Sockets& s, std::string peer, NetCommInfo info)
+    : failure_(peer),
+      control_(std::move(s.control), peer),
+      lane0_(std::move(s.lanes[0])),
+      tuning_(currentTuning()),
+      peerTimeout_(params::getInt(params::Id::PeerTimeoutMs)) {
+  counters_ = netstats::registerComm(info);
+}
+
+CommCore::~CommCore() { netstats::unregisterComm(counters_); }
+
+Status CommCore::regMr(void* data, size_t size, int type, void** mh) {
+  if (!mh) return Status::InvalidArgument;
+  if (type != kMemHost) {
+    ICN_WARN(subsys::Net, "regMr: the TCP transport moves host memory only (memory type %d)", type);
+    return Status::InvalidArgument;
+  }
+  *mh = data ? data : this;  // nothing to register: any non-null handle will do
+  return Status::Ok;
+}
+
+Status CommCore::deregMr(void*) { return Status::Ok; }
+
+Status CommCore::checkPeer(bool peerClosed, int pending) {
+  if (Status st = failure_.status(); st != Status::Ok) return st;
+  if (peerClosed) {
+    failure_.fail(Status::RemoteError, "peer closed the connection with " + std::to_string(pending) +
+                                           " request(s) unfinished (process exited or closed its comm)");
+    return Status::RemoteError;
+  }
+  if (control_.checkAlive() == Status::Ok) return Status::Ok;
+  // A peer that closed its control socket may still have bytes in flight on the lanes, and when its process
+  // exits its lanes close right after them (peerClosed above). Lanes left open past ICN_PEER_TIMEOUT_MS
+  // without the control socket mean a broken peer.
+  auto now = std::chrono::steady_clock::now();
+  if (peerGoneAt_ == std::chrono::steady_clock::time_point{}) peerGoneAt_ = now;
+  if (now - peerGoneAt_ < std::chrono::milliseconds(params::getInt(params::Id::PeerTimeoutMs))) return Status::Ok;
+  failure_.fail(Status::RemoteError, "peer is gone (" + control_.deadReason() + ") with " + std::to_string(pending) +
+                                         " request(s) unfinished");
+  return Status::RemoteError;
+}
+
+}  // namespace icn::tcp
