@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/net_counters.h"
 #include "core/params.h"
+#include "diagnose/registry.h"
 #include "telemetry/coll_names.h"
 #include "telemetry/heatmap.h"
 #include "telemetry/kernel_timer.h"
@@ -92,6 +93,7 @@ ncclResult_t init(void** ctx, uint64_t commId, int* eActivationMask, const char*
   try {
     icn::netstats::setLocalRank(commId, rank);
     icn::tuner::noteLocalRank(commId, rank);
+    icn::diagnose::links::setCommSize(commId, rank, nranks);  // hang analysis: the ranks that never reported
     auto p = std::make_unique<ProfilerCtx>();
     p->commId = commId;
     p->rank = rank;

@@ -171,13 +171,15 @@ void Diagnoser::hangTick(uint64_t nowNs) {
   if (first && !report_.waits.empty()) {
     reportedWaits_ = true;
     const WaitEntry& w = report_.waits.front();
-    std::string peer = "rank " + std::to_string(w.peerRank);
+    // Ranks are known where NCCL's profiler told the plugin; otherwise the peer is named by host and address.
+    std::string peer = w.peerRank >= 0 ? "rank " + std::to_string(w.peerRank) : std::string("the peer");
     if (!w.peerHost.empty()) peer += " on " + w.peerHost;
     if (!w.peerAddr.empty()) peer += " (" + w.peerAddr + ")";
+    const std::string self = w.rank >= 0 ? "rank " + std::to_string(w.rank) : std::string("this process");
     ICN_WARN(subsys::Net,
-             "no network progress for %.1f s with %zu operations pending; the oldest: rank %d %s %s (tag %d, %llu of "
+             "no network progress for %.1f s with %zu operations pending; the oldest: %s %s %s (tag %d, %llu of "
              "%llu bytes, posted %.1f s ago); hang report in %s",
-             report_.noProgressS, report_.waits.size(), w.rank,
+             report_.noProgressS, report_.waits.size(), self.c_str(),
              w.dir == Dir::Recv ? "waits to receive from" : "waits to send to", peer.c_str(), w.tag,
              static_cast<unsigned long long>(w.bytesDone), static_cast<unsigned long long>(w.bytes), w.postedS,
              reportDir().c_str());

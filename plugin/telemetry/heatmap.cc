@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/net_counters.h"
 #include "core/params.h"
+#include "diagnose/service.h"
 #include "core/private_file.h"
 #include "telemetry/coll_names.h"
 #include "telemetry/periodic_file.h"
@@ -133,7 +134,9 @@ std::string renderJson() {
     }
     out += "]}";
   }
-  out += "\n]}\n";
+  out += "\n],\"diagnose\":";
+  out += diagnose::diagnoser().heatmapJson();  // per-peer lateness and the straggler findings raised
+  out += "}\n";
   return out;
 }
 

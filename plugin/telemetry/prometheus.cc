@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/net_counters.h"
 #include "core/params.h"
+#include "diagnose/service.h"
 #include "core/private_file.h"
 #include "telemetry/coll_names.h"
 #include "telemetry/periodic_file.h"
@@ -238,6 +239,7 @@ std::string render() {
          "connection.\n";
   out += "# TYPE icn_net_messages_total counter\n";
   for (const auto& [key, v] : net) appendSample(out, "icn_net_messages_total", netLabels(key), v.second);
+  out += diagnose::diagnoser().prometheusLines(node);  // per-peer lateness and the straggler findings raised
 
   out += "# HELP icn_metrics_timestamp_seconds When this file was written (a file that stops changing belongs to a "
          "process that ended).\n";

@@ -9,6 +9,7 @@
 #include "../reliability/log_capture.h"
 #include "diagnose/registry.h"
 #include "diagnose/service.h"
+#include "diagnose/watch.h"
 
 using namespace icn::diagnose;
 
@@ -294,4 +295,22 @@ TEST(DiagnoseSettings, ParametersAndTheirBounds) {
   icn::testing::setEnvAndReload("ICN_HANG_REPORT_S", nullptr);
   icn::testing::setEnvAndReload("ICN_STRAGGLER_REPORT_S", nullptr);
   icn::testing::setEnvAndReload("ICN_STRAGGLER_LATE_US", nullptr);
+}
+
+// The tick thread runs while a watched connection is open and is joined when the last one closes.
+TEST(DiagnoseWatch, TickThreadLivesWithTheWatchedConnections) {
+  EXPECT_FALSE(icn::diagnose::tickThreadRunning());
+  {
+    icn::diagnose::LinkInfo a, b;
+    a.dir = icn::diagnose::Dir::Send;
+    b.dir = icn::diagnose::Dir::Recv;
+    auto first = std::make_unique<icn::diagnose::ConnectionWatch>(a);
+    icn::diagnose::ConnectionWatch second(b);
+    EXPECT_TRUE(icn::diagnose::tickThreadRunning());
+    EXPECT_EQ(icn::diagnose::links::all().size(), 2u);
+    first.reset();
+    EXPECT_TRUE(icn::diagnose::tickThreadRunning()) << "stopped while a watched connection is open";
+  }
+  EXPECT_FALSE(icn::diagnose::tickThreadRunning()) << "the tick thread outlived the last watched connection";
+  EXPECT_TRUE(icn::diagnose::links::all().empty());
 }

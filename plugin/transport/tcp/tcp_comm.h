@@ -16,6 +16,7 @@
 #include "core/net_counters.h"
 #include "core/socket.h"
 #include "core/transport.h"
+#include "diagnose/watch.h"
 #include "transport/tcp/tcp_lane.h"
 
 namespace icn::tcp {
@@ -58,6 +59,9 @@ class CommCore {
   // How long a lane may wait on a peer that must be reading it (ICN_PEER_TIMEOUT_MS).
   std::chrono::milliseconds peerTimeout_;
   std::chrono::steady_clock::time_point peerGoneAt_{};
+  // The diagnosis's view of this connection: every request's post, clear-to-send or first byte and completion,
+  // from the proxy thread (diagnose/link_monitor.h).
+  std::unique_ptr<diagnose::ConnectionWatch> watch_;
 };
 
 class TcpSendComm;
@@ -69,6 +73,7 @@ struct TcpSendRequest final : Request {
   int tag = 0;
   bool matched = false;
   std::atomic<int> pending{0};  // pieces not yet in the kernel
+  diagnose::OpId op = diagnose::kNoOp;
 };
 
 class TcpSendComm final : public SendComm, public CommCore {
@@ -177,6 +182,10 @@ struct TcpRecvRequest final : Request {
   std::atomic<uint64_t> live{0};  // seq + 1 while posted, 0 when free
   std::atomic<int> users{0};      // lanes writing into this request right now
   std::mutex mu;                  // the entries' pieces: lanes claim them concurrently
+  // The diagnosis (proxy thread only): its operation, whether a first byte was seen, the bytes last reported.
+  diagnose::OpId op = diagnose::kNoOp;
+  bool sawByte = false;
+  uint64_t bytesSeen = 0;
 };
 
 class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
@@ -194,6 +203,7 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
     return Status::Ok;
   }
   Status testRequest(TcpRecvRequest* r, bool* done, int* sizes);
+  void noteArrival(TcpRecvRequest* r);
   Status land(const ChunkHeader& h, bool lane0, Landing* out, std::string* why) override;
   void landed(const Landing& l, bool arrived) override;
 

@@ -129,9 +129,17 @@ Status TcpRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
   ctsOutLen_ += record;
   ctsQueuedBytes_ += record;
   ctsEnd_[ctsQueued_++ % kCtsBacklog] = ctsQueuedBytes_;
+  uint64_t postedBytes = 0;
+  for (int i = 0; i < n; i++) postedBytes += r->posted[i];
+  r->op = watch_->monitor().onRecvPosted(tags[0], postedBytes, diagnose::nowNs());
+  r->sawByte = false;
+  r->bytesSeen = 0;
   *request = r;
   Status st = progress();
-  if (st != Status::Ok) *request = nullptr;
+  if (st != Status::Ok) {
+    watch_->monitor().abandon(r->op);
+    *request = nullptr;
+  }
   return st;
 }
 
@@ -483,6 +491,23 @@ void TcpRecvComm::release(TcpRecvRequest* r) {
   pool_.release(r);
 }
 
+// A receive's first byte as NCCL's polling sees it (the first piece's header landed: its total is known), and its
+// bytes so far while they move, for the diagnosis.
+void TcpRecvComm::noteArrival(TcpRecvRequest* r) {
+  uint64_t got = 0;
+  bool started = false;
+  for (int i = 0; i < r->n; i++) {
+    started |= r->entries[i].total.load(std::memory_order_relaxed) >= 0;
+    got += r->entries[i].received.load(std::memory_order_relaxed);
+  }
+  if (!started || (r->sawByte && got == r->bytesSeen)) return;
+  const uint64_t now = diagnose::nowNs();
+  if (!r->sawByte) watch_->monitor().onFirstByte(r->op, now);
+  r->sawByte = true;
+  if (got != r->bytesSeen) watch_->monitor().progress(r->op, got, now);
+  r->bytesSeen = got;
+}
+
 Status TcpRecvComm::testRequest(TcpRecvRequest* r, bool* done, int* sizes) {
   *done = false;
   if (!pool_.owns(r) || r->live.load(std::memory_order_relaxed) == 0) return Status::InvalidArgument;
@@ -497,7 +522,10 @@ Status TcpRecvComm::testRequest(TcpRecvRequest* r, bool* done, int* sizes) {
     ICN_CHECK(progress());
     // Read before the second look: a lane counts its end of stream only after landing everything before it.
     const bool allClosed = closedLanes_.load() == static_cast<int>(helpers_.size()) + 1;
-    if (!complete()) return checkPeer(allClosed, static_cast<int>(pool_.inUse()));
+    if (!complete()) {
+      noteArrival(r);
+      return checkPeer(allClosed, static_cast<int>(pool_.inUse()));
+    }
   }
   uint64_t bytes = 0;
   for (int i = 0; i < r->n; i++) {
@@ -507,6 +535,9 @@ Status TcpRecvComm::testRequest(TcpRecvRequest* r, bool* done, int* sizes) {
   }
   counters_->add(bytes);
   received_ += static_cast<uint64_t>(r->n);
+  const uint64_t now = diagnose::nowNs();
+  if (!r->sawByte) watch_->monitor().onFirstByte(r->op, now);
+  watch_->monitor().onRecvDone(r->op, bytes, now);
   release(r);
   *done = true;
   return Status::Ok;

@@ -72,19 +72,29 @@ Status TcpSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reque
   r->tag = tag;
   r->matched = false;
   r->pending.store(0, std::memory_order_relaxed);
+  diagnose::LinkMonitor& m = watch_->monitor();
+  r->op = m.onSendPosted(tag, size, diagnose::nowNs());
   *request = r;
   if (sendEager(r)) {
+    m.onClearToSend(r->op, diagnose::nowNs());  // it leaves now: no clear-to-send to wait for
     Status st = flushLane0();
-    if (st != Status::Ok) *request = nullptr;
+    if (st != Status::Ok) {
+      m.abandon(r->op);
+      *request = nullptr;
+    }
     return st;
   }
   if (Status st = failure_.status(); st != Status::Ok) {
+    m.abandon(r->op);
     *request = nullptr;
     return st;
   }
   queue_[queued_++] = r;
   Status st = progress();
-  if (st != Status::Ok) *request = nullptr;  // the connection failed; the request dies with the comm
+  if (st != Status::Ok) {  // the connection failed; the request dies with the comm
+    m.abandon(r->op);
+    *request = nullptr;
+  }
   return st;
 }
 
@@ -282,6 +292,7 @@ Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
   h.tag = r->tag;
   h.total = r->size;
   r->matched = true;
+  watch_->monitor().onClearToSend(r->op, diagnose::nowNs());
   // Pieces never queue behind an unresolved eager message on a helper lane (tcp_wire.h): they take the clean
   // lanes, or lane 0 when none is.
   const size_t nh = helpers_.size();
@@ -352,6 +363,7 @@ Status TcpSendComm::testRequest(TcpSendRequest* r, bool* done) {
       return checkPeer(lane0Closed_, static_cast<int>(pool_.inUse()));
   }
   counters_->add(r->size);
+  watch_->monitor().onSendDone(r->op, r->size, diagnose::nowNs());
   r->matched = false;
   pool_.release(r);
   *done = true;

@@ -1,0 +1,113 @@
+#include "diagnose/watch.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "diagnose/registry.h"
+#include "diagnose/service.h"
+
+namespace icn::diagnose {
+namespace {
+
+class Ticker;
+Ticker& ticker();
+
+constexpr auto kTickEvery = std::chrono::seconds(1);
+
+// The tick thread, shared by the watched connections: started by the first, joined by the last, or at exit when a
+// process exits with connections open (as PyTorch jobs often do), before the statics it reads are destroyed. Start
+// and stop run on the threads that open and close connections (NCCL's proxy threads), never on the data path. A
+// forked child inherits the count but not the thread: it never joins its parent's.
+class Ticker {
+ public:
+  void acquire() {
+    std::lock_guard<std::mutex> lock(users_);
+    if (count_++ > 0) return;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = false;
+    }
+    owner_ = getpid();
+    thread_ = std::make_unique<std::thread>([this] { run(); });
+    static bool atExitSet = false;
+    if (!atExitSet) atExitSet = std::atexit([] { ticker().stopAtExit(); }) == 0;
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(users_);
+    if (count_ > 0 && --count_ == 0) stopLocked();
+  }
+  bool running() {
+    std::lock_guard<std::mutex> lock(users_);
+    return thread_ != nullptr;
+  }
+  void stopAtExit() {
+    std::lock_guard<std::mutex> lock(users_);
+    stopLocked();
+  }
+
+ private:
+  void stopLocked() {
+    if (!thread_) return;
+    if (getpid() != owner_) {  // a forked child: the thread is its parent's
+      (void)thread_.release();
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_->join();
+    thread_.reset();
+  }
+  void run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, kTickEvery, [this] { return stop_; })) {
+      lock.unlock();
+      diagnoser().tick(nowNs());
+      lock.lock();
+    }
+  }
+
+  std::mutex users_;  // count_ and thread_: serialises start and stop
+  int count_ = 0;
+  std::unique_ptr<std::thread> thread_;
+  pid_t owner_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+};
+
+Ticker& ticker() {
+  static Ticker* t = new Ticker();  // never destroyed: a connection may close during static teardown
+  return *t;
+}
+
+bool diagnosisOn() {
+  const Settings& s = diagnoser().settings();
+  return s.hangReportS > 0 || s.stragglerPeriodS > 0;
+}
+
+}  // namespace
+
+ConnectionWatch::ConnectionWatch(LinkInfo info) : monitor_(links::open(std::move(info))) {
+  if (diagnosisOn()) {
+    ticker().acquire();
+    ticking_ = true;
+  }
+}
+
+ConnectionWatch::~ConnectionWatch() {
+  links::close(monitor_);
+  if (ticking_) ticker().release();
+}
+
+bool tickThreadRunning() { return ticker().running(); }
+
+}  // namespace icn::diagnose

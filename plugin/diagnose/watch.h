@@ -1,0 +1,30 @@
+// What a transport's connection holds for the diagnosis: its monitor (opened with the connection, closed with it)
+// and a share of the process's tick thread, which runs while any watched connection is open and the diagnosis is
+// on (ICN_HANG_REPORT_S or ICN_STRAGGLER_REPORT_S not 0). The thread wakes about once a second and runs
+// diagnoser().tick(): straggler periods, hang reports. It is joined when the last watched connection closes, so no
+// thread of the plugin outlives NCCL's use of it (NCCL unloads the plugin once its communicators are gone).
+#pragma once
+#include <memory>
+
+#include "diagnose/link_monitor.h"
+
+namespace icn::diagnose {
+
+class ConnectionWatch {
+ public:
+  explicit ConnectionWatch(LinkInfo info);
+  ~ConnectionWatch();
+  ConnectionWatch(const ConnectionWatch&) = delete;
+  ConnectionWatch& operator=(const ConnectionWatch&) = delete;
+
+  LinkMonitor& monitor() { return *monitor_; }
+
+ private:
+  std::shared_ptr<LinkMonitor> monitor_;
+  bool ticking_ = false;  // holds a share of the tick thread
+};
+
+// Whether the tick thread runs now (tests).
+bool tickThreadRunning();
+
+}  // namespace icn::diagnose

@@ -1,0 +1,123 @@
+// The diagnosis wired into ICN's TCP transport, end to end through the plugin as NCCL drives it: two processes,
+// each with a request that cannot complete (a receive of tag 7 whose sender sends tag 9, and that send, whose
+// receiver posted no receive of tag 9). Within ICN_HANG_REPORT_S (1 s) plus a tick each process writes its hang
+// report naming what it waits for (direction, peer, tag, bytes, whether a first byte or clear-to-send came) and
+// WARNs; once the matching requests are posted and everything completes, each rewrites its report as resumed.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pair_runner.h"
+
+namespace {
+
+using icn::testpair::kWait;
+using icn::testpair::Rank;
+
+// The text of the only icn-hang-*.json in dir once it contains every needle, or "" after the deadline.
+std::string reportWith(const std::string& dir, std::initializer_list<const char*> needles,
+                       std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  std::string text;
+  while (std::chrono::steady_clock::now() < end) {
+    text.clear();
+    if (DIR* d = opendir(dir.c_str())) {
+      while (dirent* e = readdir(d)) {
+        std::string name = e->d_name;
+        if (name.rfind("icn-hang-", 0) != 0 || name.find("merged") != std::string::npos) continue;
+        std::ifstream in(dir + "/" + name);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        text = ss.str();
+      }
+      closedir(d);
+    }
+    bool all = !text.empty();
+    for (const char* n : needles) all = all && text.find(n) != std::string::npos;
+    if (all) return text;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return "";
+}
+
+std::string makeDir(const char* what) {
+  char tmpl[64];
+  snprintf(tmpl, sizeof tmpl, "/tmp/icn-wired-%s-XXXXXX", what);
+  const char* d = mkdtemp(tmpl);
+  return d ? d : "";
+}
+
+void* post(Rank& r, void* comm, bool send, int tag, std::vector<char>& buf) {
+  void* req = nullptr;
+  if (send) {
+    while (!req) EXPECT_EQ(r.plugin.net->isend(comm, buf.data(), buf.size(), tag, nullptr, nullptr, &req), ncclSuccess);
+  } else {
+    void* d = buf.data();
+    size_t sz = buf.size();
+    EXPECT_EQ(r.plugin.net->irecv(comm, 1, &d, &sz, &tag, nullptr, nullptr, &req), ncclSuccess);
+  }
+  return req;
+}
+
+TEST(DiagnoseWired, TcpHangReportsNameTheWaitsAndTheirEnd) {
+  const std::string dir0 = makeDir("r0"), dir1 = makeDir("r1");
+  ASSERT_FALSE(dir0.empty() || dir1.empty());
+  std::array<icn::testpair::RankSetup, 2> setup;
+  for (int i = 0; i < 2; i++)
+    setup[i].env = {{"ICN_TRANSPORT", "tcp"},
+                    {"ICN_HANG_REPORT_S", "1"},
+                    {"ICN_HANG_REPORT_DIR", i == 0 ? dir0 : dir1},
+                    {"ICN_SOCKET_IFNAME", "lo"},
+                    {"ICN_TCP_EAGER_BYTES", "0"}};  // the send waits for its clear-to-send
+  auto out = icn::testpair::runPair(
+      [&](Rank& r) {
+        void *s = nullptr, *rc = nullptr;
+        r.connectPair(&s, &rc);
+        std::vector<char> a(4096, 0), b(4096, 0);
+        void* stuck = post(r, rc, false, 7, a);  // its sender sends tag 9
+        std::string rep = reportWith(dir0, {"\"state\":\"stalled\"", "\"dir\":\"recv\"", "\"tag\":7",
+                                            "\"bytes\":4096", "\"ready\":false"},
+                                     std::chrono::seconds(10));
+        EXPECT_FALSE(rep.empty()) << "no hang report naming the receive of tag 7 within 10 s";
+        ASSERT_TRUE(r.peer.barrier());  // both reported: now the requests that match go in
+        void* freeing = post(r, rc, false, 9, b);
+        EXPECT_EQ(icn::netapi::waitRequest(r.plugin, freeing, nullptr, kWait), ncclSuccess);
+        EXPECT_EQ(icn::netapi::waitRequest(r.plugin, stuck, nullptr, kWait), ncclSuccess);
+        EXPECT_FALSE(reportWith(dir0, {"\"state\":\"resumed\""}, std::chrono::seconds(5)).empty())
+            << "the report was not rewritten as resumed";
+        ASSERT_TRUE(r.peer.barrier());
+        EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
+      },
+      [&](Rank& r) {
+        void *s = nullptr, *rc = nullptr;
+        r.connectPair(&s, &rc);
+        std::vector<char> a(4096, 1), b(4096, 2);
+        void* stuck = post(r, s, true, 9, a);  // its receiver posted tag 7
+        std::string rep = reportWith(dir1, {"\"state\":\"stalled\"", "\"dir\":\"send\"", "\"tag\":9",
+                                            "\"bytes\":4096", "\"ready\":false"},
+                                     std::chrono::seconds(10));
+        EXPECT_FALSE(rep.empty()) << "no hang report naming the send of tag 9 within 10 s";
+        ASSERT_TRUE(r.peer.barrier());
+        void* freeing = post(r, s, true, 7, b);
+        EXPECT_EQ(icn::netapi::waitRequest(r.plugin, freeing, nullptr, kWait), ncclSuccess);
+        EXPECT_EQ(icn::netapi::waitRequest(r.plugin, stuck, nullptr, kWait), ncclSuccess);
+        EXPECT_FALSE(reportWith(dir1, {"\"state\":\"resumed\""}, std::chrono::seconds(5)).empty())
+            << "the report was not rewritten as resumed";
+        ASSERT_TRUE(r.peer.barrier());
+        EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
+      },
+      setup, std::chrono::seconds(90));
+  for (int i = 0; i < 2; i++) {
+    EXPECT_TRUE(out[i].cleanExit()) << "rank " << i << ":\n" << out[i].log;
+    EXPECT_TRUE(out[i].warnHas({"no network progress", "hang report in", i == 0 ? dir0 : dir1})) << out[i].log;
+  }
+}
+
+}  // namespace
