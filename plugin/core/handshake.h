@@ -139,6 +139,7 @@ class ControlChannel {
   // Why checkAlive() declared the peer gone ("" while it is alive).
   const std::string& deadReason() const { return deadReason_; }
   const std::string& peerName() const { return peerName_; }
+  int fd() const { return fd_.get(); }
 
  private:
   Fd fd_;

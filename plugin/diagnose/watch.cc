@@ -1,5 +1,6 @@
 #include "diagnose/watch.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/socket.h"
 #include "diagnose/registry.h"
 #include "diagnose/service.h"
 
@@ -109,5 +111,36 @@ ConnectionWatch::~ConnectionWatch() {
 }
 
 bool tickThreadRunning() { return ticker().running(); }
+
+namespace {
+std::string hostName() {
+  char h[256] = {};
+  if (gethostname(h, sizeof h - 1) != 0 || !h[0]) return "unknown";
+  return h;
+}
+
+std::string socketAddress(int fd, bool peer) {
+  if (fd < 0) return "";
+  SockAddr a;
+  a.len = sizeof a.storage;
+  sockaddr* sa = reinterpret_cast<sockaddr*>(&a.storage);
+  if ((peer ? getpeername(fd, sa, &a.len) : getsockname(fd, sa, &a.len)) != 0) return "";
+  return a.str();
+}
+}  // namespace
+
+LinkInfo linkInfoFor(const NetCommInfo& info, int socketFd) {
+  LinkInfo l;
+  l.commId = info.commId;
+  l.rank = info.localRank;
+  l.peerRank = info.peerRank;
+  l.host = hostName();
+  l.addr = socketAddress(socketFd, false);
+  const size_t colon = info.peer.rfind(':');
+  l.peerHost = colon == std::string::npos ? info.peer : info.peer.substr(0, colon);
+  l.peerAddr = socketAddress(socketFd, true);
+  l.dir = info.isSend ? Dir::Send : Dir::Recv;
+  return l;
+}
 
 }  // namespace icn::diagnose

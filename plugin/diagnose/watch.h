@@ -6,9 +6,14 @@
 #pragma once
 #include <memory>
 
+#include "core/net_counters.h"
 #include "diagnose/link_monitor.h"
 
 namespace icn::diagnose {
+
+// Who is on both ends of a transport's connection, as the diagnosis names them: our host, the addresses of a
+// socket of the connection on each side (-1: none), the peer's host from its name ("host:pid").
+LinkInfo linkInfoFor(const NetCommInfo& info, int socketFd);
 
 class ConnectionWatch {
  public:

@@ -54,6 +54,16 @@ std::string makeDir(const char* what) {
   return d ? d : "";
 }
 
+// The reports of a finished run go with their directory.
+void removeDir(const std::string& dir) {
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') unlink((dir + "/" + e->d_name).c_str());
+    closedir(d);
+  }
+  rmdir(dir.c_str());
+}
+
 void* post(Rank& r, void* comm, bool send, int tag, std::vector<char>& buf) {
   void* req = nullptr;
   if (send) {
@@ -118,6 +128,53 @@ TEST(DiagnoseWired, TcpHangReportsNameTheWaitsAndTheirEnd) {
     EXPECT_TRUE(out[i].cleanExit()) << "rank " << i << ":\n" << out[i].log;
     EXPECT_TRUE(out[i].warnHas({"no network progress", "hang report in", i == 0 ? dir0 : dir1})) << out[i].log;
   }
+  removeDir(dir0);
+  removeDir(dir1);
+}
+
+// UCX shows a receive only when its tag completes: a receive whose sender has not sent is reported as waiting with
+// no first byte, and the report turns resumed once it completes. (A UCX send completes locally, into the
+// receiver's unexpected queue: there is no send-side wait to report.)
+TEST(DiagnoseWired, UcxHangReportNamesAWaitingReceive) {
+  const std::string dir0 = makeDir("u0");
+  ASSERT_FALSE(dir0.empty());
+  std::array<icn::testpair::RankSetup, 2> setup;
+  for (int i = 0; i < 2; i++)
+    setup[i].env = {{"ICN_TRANSPORT", "ucx"},       {"UCX_TLS", "tcp"},          {"UCX_WARN_UNUSED_ENV_VARS", "n"},
+                    {"ICN_HANG_REPORT_S", "1"},     {"ICN_HANG_REPORT_DIR", dir0}, {"ICN_SOCKET_IFNAME", "lo"}};
+  setup[1].env[4].second = makeDir("u1");
+  auto out = icn::testpair::runPair(
+      [&](Rank& r) {
+        void *s = nullptr, *rc = nullptr;
+        r.connectPair(&s, &rc);
+        std::vector<char> a(4096, 0);
+        void* waiting = post(r, rc, false, 7, a);
+        EXPECT_FALSE(reportWith(dir0, {"\"state\":\"stalled\"", "\"dir\":\"recv\"", "\"tag\":7", "\"ready\":false"},
+                                std::chrono::seconds(10))
+                         .empty())
+            << "no hang report naming the receive of tag 7 within 10 s";
+        ASSERT_TRUE(r.peer.barrier());
+        EXPECT_EQ(icn::netapi::waitRequest(r.plugin, waiting, nullptr, kWait), ncclSuccess);
+        EXPECT_FALSE(reportWith(dir0, {"\"state\":\"resumed\""}, std::chrono::seconds(5)).empty())
+            << "the report was not rewritten as resumed";
+        ASSERT_TRUE(r.peer.barrier());
+        EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
+      },
+      [&](Rank& r) {
+        void *s = nullptr, *rc = nullptr;
+        r.connectPair(&s, &rc);
+        ASSERT_TRUE(r.peer.barrier());
+        std::vector<char> a(4096, 1);
+        EXPECT_EQ(icn::netapi::waitRequest(r.plugin, post(r, s, true, 7, a), nullptr, kWait), ncclSuccess);
+        ASSERT_TRUE(r.peer.barrier());
+        EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
+      },
+      setup, std::chrono::seconds(90));
+  EXPECT_TRUE(out[0].cleanExit()) << out[0].log;
+  EXPECT_TRUE(out[1].cleanExit()) << out[1].log;
+  EXPECT_TRUE(out[0].warnHas({"no network progress", "waits to receive from", dir0})) << out[0].log;
+  removeDir(dir0);
+  removeDir(setup[1].env[4].second);
 }
 
 }  // namespace

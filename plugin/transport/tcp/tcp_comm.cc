@@ -1,8 +1,5 @@
 // What both directions of a TCP connection share (CommCore): the settings a comm reads once, its sockets, memory
 // registration (nothing to register: host memory only) and the peer's liveness.
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <memory>
 #include <string>
@@ -30,47 +27,13 @@ Tuning currentTuning() {
   return t;
 }
 
-namespace {
-
-std::string hostName() {
-  char h[256] = {};
-  if (gethostname(h, sizeof h - 1) != 0 || !h[0]) return "unknown";
-  return h;
-}
-
-std::string socketAddress(int fd, bool peer) {
-  SockAddr a;
-  a.len = sizeof a.storage;
-  sockaddr* sa = reinterpret_cast<sockaddr*>(&a.storage);
-  if ((peer ? getpeername(fd, sa, &a.len) : getsockname(fd, sa, &a.len)) != 0) return "";
-  return a.str();
-}
-
-// Who is on both ends, as the diagnosis names them: our host and lane 0's address on each side; the peer's host
-// from its name ("host:pid").
-diagnose::LinkInfo linkInfo(const NetCommInfo& info, int lane0) {
-  diagnose::LinkInfo l;
-  l.commId = info.commId;
-  l.rank = info.localRank;
-  l.peerRank = info.peerRank;
-  l.host = hostName();
-  l.addr = socketAddress(lane0, false);
-  const size_t colon = info.peer.rfind(':');
-  l.peerHost = colon == std::string::npos ? info.peer : info.peer.substr(0, colon);
-  l.peerAddr = socketAddress(lane0, true);
-  l.dir = info.isSend ? diagnose::Dir::Send : diagnose::Dir::Recv;
-  return l;
-}
-
-}  // namespace
-
 CommCore::CommCore(Sockets& s, std::string peer, NetCommInfo info)
     : failure_(peer),
       control_(std::move(s.control), peer),
       lane0_(std::move(s.lanes[0])),
       tuning_(currentTuning()),
       peerTimeout_(params::getInt(params::Id::PeerTimeoutMs)),
-      watch_(std::make_unique<diagnose::ConnectionWatch>(linkInfo(info, lane0_.get()))) {
+      watch_(std::make_unique<diagnose::ConnectionWatch>(diagnose::linkInfoFor(info, lane0_.get()))) {
   counters_ = netstats::registerComm(info);
 }
 

@@ -49,7 +49,8 @@ CommBase::CommBase(std::unique_ptr<Worker> worker, std::unique_ptr<Endpoint> ep,
       ep_(std::move(ep)),
       reaper_(reaper),
       control_(std::move(control)),
-      ptrSupport_(ptrSupport) {
+      ptrSupport_(ptrSupport),
+      watch_(std::make_unique<diagnose::ConnectionWatch>(diagnose::linkInfoFor(info, control_.fd()))) {
   counters_ = netstats::registerComm(info);
 }
 
@@ -138,6 +139,13 @@ Status CommBase::testRequest(UcxRequest* r, bool* done, int* sizes) {
     s.reset();
   }
   counters_->add(bytes);
+  const uint64_t now = diagnose::nowNs();
+  if (result == Status::Ok) {
+    watch_->monitor().ready(r->op, now);
+    watch_->monitor().done(r->op, bytes, now);
+  } else {
+    watch_->monitor().abandon(r->op);
+  }
   *done = true;
   r->active = false;
   releaseRequest(r);
@@ -179,6 +187,7 @@ Status UcxSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reque
     return Status::RemoteError;
   }
   s.length = size;
+  r->op = watch_->monitor().onSendPosted(tag, size, diagnose::nowNs());
   (size >= rndvFrom_ ? fromRndv_ : belowRndv_)++;
   if (st == nullptr)
     s.done = true;
@@ -230,6 +239,9 @@ Status UcxRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
       s.ucxReq = st;
     }
   }
+  uint64_t postedBytes = 0;
+  for (int i = 0; i < n; i++) postedBytes += sizes[i];
+  r->op = watch_->monitor().onRecvPosted(tags[0], postedBytes, diagnose::nowNs());
   *request = r;
   return Status::Ok;
 }

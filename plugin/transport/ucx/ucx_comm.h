@@ -12,6 +12,7 @@
 #include "core/handshake.h"
 #include "core/net_counters.h"
 #include "core/transport.h"
+#include "diagnose/watch.h"
 #include "transport/ucx/ucx_endpoint.h"
 #include "transport/ucx/ucx_reaper.h"
 #include "transport/ucx/ucx_worker.h"
@@ -45,6 +46,7 @@ class UcxRequest final : public Request {
   size_t posted[kMaxRecvs] = {};
   int tags[kMaxRecvs] = {};
   SubRequest sub[kMaxRecvs];
+  diagnose::OpId op = diagnose::kNoOp;  // the diagnosis's operation (NCCL's proxy thread only)
 };
 
 struct MemHandle {
@@ -78,6 +80,9 @@ class CommBase {
   int ptrSupport_;
   bool failed_ = false;
   std::chrono::steady_clock::time_point peerGoneAt_{};
+  // The diagnosis's view of this connection: posts and completions (UCX shows no first byte or clear-to-send
+  // before a tag completes, so the completion is the first byte too).
+  std::unique_ptr<diagnose::ConnectionWatch> watch_;
 };
 
 class UcxSendComm final : public SendComm, public CommBase {
