@@ -316,7 +316,7 @@ bool idleRoot(const Graph& g, HangAnalysis* a) {
   return true;
 }
 
-// In a group of ranks that wait only on each other: a send whose receive is pending too.
+// In a group of ranks that wait only on each other: a send whose receive (same tag) is pending too.
 bool stuckOrCycle(const Graph& g, HangAnalysis* a) {
   std::vector<std::vector<int>> sccs = components(g);
   const std::vector<int>* best = nullptr;
@@ -343,8 +343,11 @@ bool stuckOrCycle(const Graph& g, HangAnalysis* a) {
       if (!members.count(y) || !g.out.count(y) || !g.out.at(y).count(x)) continue;
       for (const WaitEntry* s : waits) {
         if (s->dir != Dir::Send) continue;
+        // A receive takes only messages with its tag: a send and a receive with different tags do not wait on
+        // each other (their calls do not match: a cycle, below), whatever the link does.
         for (const WaitEntry* r : g.out.at(y).at(x))
-          if (r->dir == Dir::Recv && (!sendW || score(s, r) > score(sendW, recvW))) sendW = s, recvW = r;
+          if (r->dir == Dir::Recv && r->tag == s->tag && (!sendW || score(s, r) > score(sendW, recvW)))
+            sendW = s, recvW = r;
       }
     }
   addChain(g, members, a);

@@ -4,6 +4,8 @@
 // report naming what it waits for (direction, peer, tag, bytes, whether a first byte or clear-to-send came) and
 // WARNs; once the matching requests are posted and everything completes, each rewrites its report as resumed.
 #include <dirent.h>
+#include <dlfcn.h>
+#include <sys/wait.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "abi/profiler_v5.h"
 #include "pair_runner.h"
 
 namespace {
@@ -64,6 +67,28 @@ void removeDir(const std::string& dir) {
   rmdir(dir.c_str());
 }
 
+// What NCCL does at communicator init when the net plugin also serves as the profiler (NCCL_PROFILER_PLUGIN unset):
+// the plugin learns this process's rank and the communicator's size, so reports name ranks.
+void announceRank(Rank& r, int nranks) {
+  auto* prof = static_cast<const ncclProfiler_v5_t*>(dlsym(r.plugin.dl, "ncclProfiler_v5"));
+  ASSERT_NE(prof, nullptr);
+  void* ctx = nullptr;
+  int mask = 0;
+  ASSERT_EQ(prof->init(&ctx, 0x1234, &mask, "wired", nranks, nranks, r.rank, nullptr), ncclSuccess);
+}
+
+// icn-hang over the reports of both processes: its output and exit status.
+std::string icnHang(const std::string& paths, int* rc) {
+  std::string out;
+  FILE* p = popen((std::string(ICN_HANG_CLI) + " " + paths + " 2>&1").c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  *rc = WEXITSTATUS(pclose(p));
+  return out;
+}
+
 void* post(Rank& r, void* comm, bool send, int tag, std::vector<char>& buf) {
   void* req = nullptr;
   if (send) {
@@ -88,15 +113,25 @@ TEST(DiagnoseWired, TcpHangReportsNameTheWaitsAndTheirEnd) {
                     {"ICN_TCP_EAGER_BYTES", "0"}};  // the send waits for its clear-to-send
   auto out = icn::testpair::runPair(
       [&](Rank& r) {
+        announceRank(r, 2);
         void *s = nullptr, *rc = nullptr;
         r.connectPair(&s, &rc);
         std::vector<char> a(4096, 0), b(4096, 0);
         void* stuck = post(r, rc, false, 7, a);  // its sender sends tag 9
-        std::string rep = reportWith(dir0, {"\"state\":\"stalled\"", "\"dir\":\"recv\"", "\"tag\":7",
-                                            "\"bytes\":4096", "\"ready\":false"},
+        std::string rep = reportWith(dir0, {"\"state\":\"stalled\"", "\"rank\":0,\"peerRank\":1,\"dir\":\"recv\"",
+                                            "\"tag\":7", "\"bytes\":4096", "\"ready\":false"},
                                      std::chrono::seconds(10));
-        EXPECT_FALSE(rep.empty()) << "no hang report naming the receive of tag 7 within 10 s";
-        ASSERT_TRUE(r.peer.barrier());  // both reported: now the requests that match go in
+        EXPECT_FALSE(rep.empty()) << "no hang report naming the receive of tag 7 from rank 1 within 10 s";
+        ASSERT_TRUE(r.peer.barrier());  // both reported
+        // The job's reports read together: each rank waits on the other, and the tags of the send and the receive
+        // differ: mismatched calls (a cycle), not a link that stopped.
+        int status = -1;
+        const std::string analysis = icnHang(dir0 + " " + dir1, &status);
+        EXPECT_EQ(status, 0) << analysis;
+        EXPECT_NE(analysis.find("2 of 2 ranks reported): cycle"), std::string::npos) << analysis;
+        EXPECT_NE(analysis.find("waits to receive from rank 1"), std::string::npos) << analysis;
+        EXPECT_NE(analysis.find("waits to send to rank 0"), std::string::npos) << analysis;
+        ASSERT_TRUE(r.peer.barrier());  // now the requests that match go in
         void* freeing = post(r, rc, false, 9, b);
         EXPECT_EQ(icn::netapi::waitRequest(r.plugin, freeing, nullptr, kWait), ncclSuccess);
         EXPECT_EQ(icn::netapi::waitRequest(r.plugin, stuck, nullptr, kWait), ncclSuccess);
@@ -106,14 +141,16 @@ TEST(DiagnoseWired, TcpHangReportsNameTheWaitsAndTheirEnd) {
         EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
       },
       [&](Rank& r) {
+        announceRank(r, 2);
         void *s = nullptr, *rc = nullptr;
         r.connectPair(&s, &rc);
         std::vector<char> a(4096, 1), b(4096, 2);
         void* stuck = post(r, s, true, 9, a);  // its receiver posted tag 7
-        std::string rep = reportWith(dir1, {"\"state\":\"stalled\"", "\"dir\":\"send\"", "\"tag\":9",
-                                            "\"bytes\":4096", "\"ready\":false"},
+        std::string rep = reportWith(dir1, {"\"state\":\"stalled\"", "\"rank\":1,\"peerRank\":0,\"dir\":\"send\"",
+                                            "\"tag\":9", "\"bytes\":4096", "\"ready\":false"},
                                      std::chrono::seconds(10));
-        EXPECT_FALSE(rep.empty()) << "no hang report naming the send of tag 9 within 10 s";
+        EXPECT_FALSE(rep.empty()) << "no hang report naming the send of tag 9 to rank 0 within 10 s";
+        ASSERT_TRUE(r.peer.barrier());
         ASSERT_TRUE(r.peer.barrier());
         void* freeing = post(r, s, true, 7, b);
         EXPECT_EQ(icn::netapi::waitRequest(r.plugin, freeing, nullptr, kWait), ncclSuccess);
