@@ -291,7 +291,7 @@ TEST_F(RecvSide, EagerMessageBeyondTheLimitFails) {
 TEST_F(RecvSide, EagerMessageOnAHelperLaneWaitsInItsSocketUntilItsReceiveIsPosted) {
   auto data = pattern(kPosted);
   sendChunk(wires.lane(1), eager(0, 7, 900, 0), data);  // larger than the lane-0 limit would allow: not staged
-  usleep(30000);
+  usleep(100000);
   EXPECT_EQ(buf[0], 0xEE) << "landed before its receive was posted";
   CtsHeader cts;
   Request* r = post(7, &cts);
@@ -306,13 +306,14 @@ TEST_F(RecvSide, EagerMessageOnAHelperLaneWaitsInItsSocketUntilItsReceiveIsPoste
   sendChunk(wires.lane(1), chunk(cts, 0, 7, 10, 0, 10), data);  // the lane reads on after it
   ASSERT_EQ(finish(r2, &size), Status::Ok);
   EXPECT_EQ(size, 10);
-  // The close line tells how long the lane held the message: at least the 30 ms before its receive was posted.
+  // The close line tells how long the lane held the message: the 100 ms before its receive was posted, less the
+  // time its helper thread took to see it arrive (on a loaded machine, up to tens of ms).
   const auto held = waitsIn(closeLine(comm), std::regex(R"(2 messages received; the helper lanes held a message )"
                                                          R"(that arrived before its receive (\d+) times, ([\d.]+) ms in all)"));
   EXPECT_TRUE(held) << "no receive close line with the held time";
   if (held) {
     EXPECT_GE(held->count, 1);
-    EXPECT_GE(held->ms, 25.0);
+    EXPECT_GE(held->ms, 50.0);
   }
 }
 
