@@ -48,7 +48,16 @@ for kind in $KINDS; do
     # bytes: the application's race, which TSan reports. It runs in the ASan pass and the plain build.
     export GTEST_FILTER='-PerfShape.*'
   fi
-  ctest --test-dir "$dir" -R "$TESTS" -E "$skip" --output-on-failure -j1 --timeout 900 || rc=1
+  if [ "$kind" = address ]; then
+    # Suites over the UCX transport run without the leak check: in their forked ranks LeakSanitizer's tracer crashes
+    # (signal 11 in its stop-the-world, with UCX's own threads in the process) before it reports anything. ASan and
+    # UBSan still check them; the same suites over ICN's TCP transport keep the leak check.
+    ctest --test-dir "$dir" -R "$TESTS" -E "$skip|ucx" --output-on-failure -j1 --timeout 900 || rc=1
+    ASAN_OPTIONS=${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0} \
+      ctest --test-dir "$dir" -R '^(conformance|adversary)\..*ucx' -E "$skip" --output-on-failure -j1 --timeout 900 || rc=1
+  else
+    ctest --test-dir "$dir" -R "$TESTS" -E "$skip" --output-on-failure -j1 --timeout 900 || rc=1
+  fi
   if [ "$kind" = address ]; then
     ctest --test-dir "$dir" -L "$ASAN_LABELS" --no-tests=error --output-on-failure -j1 --timeout 900 || rc=1
     ctest --test-dir "$dir" -R "$ASAN_TESTS" --no-tests=error --output-on-failure -j1 --timeout 900 || rc=1

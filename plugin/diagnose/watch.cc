@@ -22,15 +22,16 @@ Ticker& ticker();
 
 constexpr auto kTickEvery = std::chrono::seconds(1);
 
-// The tick thread, shared by the watched connections: started by the first, joined by the last, or at exit when a
-// process exits with connections open (as PyTorch jobs often do), before the statics it reads are destroyed. Start
-// and stop run on the threads that open and close connections (NCCL's proxy threads), never on the data path. A
-// forked child inherits the count but not the thread: it never joins its parent's.
+// The tick thread: started by the first watched connection, it runs until the process exits or the plugin is
+// unloaded (an exit handler registered from this library runs at both and joins it), so a job that opens and closes
+// communicators does not start and stop a thread each time. Between communicators it finds no connection and does
+// nothing. Start and stop run on the threads that open connections (NCCL's proxy threads) and at exit, never on the
+// data path. A forked child inherits the flag but not the thread: it never joins its parent's.
 class Ticker {
  public:
   void acquire() {
     std::lock_guard<std::mutex> lock(users_);
-    if (count_++ > 0) return;
+    if (thread_) return;
     {
       std::lock_guard<std::mutex> l(mu_);
       stop_ = false;
@@ -40,10 +41,6 @@ class Ticker {
     static bool atExitSet = false;
     if (!atExitSet) atExitSet = std::atexit([] { ticker().stopAtExit(); }) == 0;
   }
-  void release() {
-    std::lock_guard<std::mutex> lock(users_);
-    if (count_ > 0 && --count_ == 0) stopLocked();
-  }
   bool running() {
     std::lock_guard<std::mutex> lock(users_);
     return thread_ != nullptr;
@@ -52,6 +49,7 @@ class Ticker {
     std::lock_guard<std::mutex> lock(users_);
     stopLocked();
   }
+  void stopForTesting() { stopAtExit(); }
 
  private:
   void stopLocked() {
@@ -77,8 +75,7 @@ class Ticker {
     }
   }
 
-  std::mutex users_;  // count_ and thread_: serialises start and stop
-  int count_ = 0;
+  std::mutex users_;  // thread_: serialises start and stop
   std::unique_ptr<std::thread> thread_;
   pid_t owner_ = 0;
   std::mutex mu_;
@@ -99,18 +96,13 @@ bool diagnosisOn() {
 }  // namespace
 
 ConnectionWatch::ConnectionWatch(LinkInfo info) : monitor_(links::open(std::move(info))) {
-  if (diagnosisOn()) {
-    ticker().acquire();
-    ticking_ = true;
-  }
+  if (diagnosisOn()) ticker().acquire();
 }
 
-ConnectionWatch::~ConnectionWatch() {
-  links::close(monitor_);
-  if (ticking_) ticker().release();
-}
+ConnectionWatch::~ConnectionWatch() { links::close(monitor_); }
 
 bool tickThreadRunning() { return ticker().running(); }
+void stopTickThreadForTesting() { ticker().stopForTesting(); }
 
 namespace {
 std::string hostName() {

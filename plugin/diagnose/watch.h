@@ -1,8 +1,8 @@
-// What a transport's connection holds for the diagnosis: its monitor (opened with the connection, closed with it)
-// and a share of the process's tick thread, which runs while any watched connection is open and the diagnosis is
-// on (ICN_HANG_REPORT_S or ICN_STRAGGLER_REPORT_S not 0). The thread wakes about once a second and runs
-// diagnoser().tick(): straggler periods, hang reports. It is joined when the last watched connection closes, so no
-// thread of the plugin outlives NCCL's use of it (NCCL unloads the plugin once its communicators are gone).
+// What a transport's connection holds for the diagnosis: its monitor (opened with the connection, closed with it).
+// The first watched connection starts the process's tick thread when the diagnosis is on (ICN_HANG_REPORT_S or
+// ICN_STRAGGLER_REPORT_S not 0): it wakes about once a second and runs diagnoser().tick() (straggler periods, hang
+// reports) until the process exits or NCCL unloads the plugin, where it is joined, so no thread of the plugin
+// outlives the library.
 #pragma once
 #include <memory>
 
@@ -26,10 +26,10 @@ class ConnectionWatch {
 
  private:
   std::shared_ptr<LinkMonitor> monitor_;
-  bool ticking_ = false;  // holds a share of the tick thread
 };
 
-// Whether the tick thread runs now (tests).
+// Whether the tick thread runs now, and stopping it (tests).
 bool tickThreadRunning();
+void stopTickThreadForTesting();
 
 }  // namespace icn::diagnose
