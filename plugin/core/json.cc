@@ -218,6 +218,12 @@ bool parseFile(const std::string& path, Value& out, std::string& err) {
   return true;
 }
 
+std::string number(double v, int digits) {
+  char b[40];
+  snprintf(b, sizeof b, "%.*g", digits, std::isfinite(v) ? v : 0.0);
+  return b;
+}
+
 std::string quote(const std::string& s) {
   std::string o = "\"";
   for (unsigned char c : s) {

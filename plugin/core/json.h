@@ -42,5 +42,7 @@ bool parseFile(const std::string& path, Value& out, std::string& err);
 
 // String escaping for writers.
 std::string quote(const std::string& s);
+// A JSON number with `digits` significant digits; NaN and infinities (no JSON form) are written as 0.
+std::string number(double v, int digits = 9);
 
 }  // namespace icn::json

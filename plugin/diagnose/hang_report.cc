@@ -14,11 +14,7 @@
 namespace icn::diagnose {
 namespace {
 
-std::string num(double v) {
-  char b[40];
-  snprintf(b, sizeof b, "%.6g", std::isfinite(v) ? v : 0.0);
-  return b;
-}
+std::string num(double v) { return json::number(v, 6); }
 
 std::string waitJson(const WaitEntry& w) {
   return "{\"commId\":\"" + commIdText(w.commId) + "\",\"rank\":" + std::to_string(w.rank) +

@@ -9,11 +9,7 @@
 namespace icn::diagnose {
 namespace {
 
-std::string num(double v) {
-  char b[40];
-  snprintf(b, sizeof b, "%.9g", std::isfinite(v) ? v : 0.0);
-  return b;
-}
+std::string num(double v) { return json::number(v, 9); }
 
 void label(std::string& out, const char* name, const std::string& v) {
   if (out.size() > 1) out += ',';

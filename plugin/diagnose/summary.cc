@@ -12,11 +12,7 @@
 namespace icn::diagnose {
 namespace {
 
-std::string num(double v) {
-  char b[40];
-  snprintf(b, sizeof b, "%.9g", std::isfinite(v) ? v : 0.0);
-  return b;
-}
+std::string num(double v) { return json::number(v, 9); }
 
 bool boundedString(const json::Value& o, const char* key, std::string* out) {
   const json::Value* v = o.get(key);
