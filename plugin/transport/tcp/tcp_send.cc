@@ -73,10 +73,11 @@ Status TcpSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reque
   r->matched = false;
   r->pending.store(0, std::memory_order_relaxed);
   diagnose::LinkMonitor& m = watch_->monitor();
-  r->op = m.onSendPosted(tag, size, diagnose::nowNs());
+  const uint64_t postedNs = diagnose::nowNs();
+  r->op = m.onSendPosted(tag, size, postedNs);
   *request = r;
   if (sendEager(r)) {
-    m.onClearToSend(r->op, diagnose::nowNs());  // it leaves now: no clear-to-send to wait for
+    m.onClearToSend(r->op, postedNs);  // it leaves now: no clear-to-send to wait for
     Status st = flushLane0();
     if (st != Status::Ok) {
       m.abandon(r->op);
