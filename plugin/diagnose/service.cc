@@ -65,6 +65,7 @@ void Diagnoser::stragglerTick(uint64_t nowNs) {
   if (nowNs < nextPeriodNs_) return;
   nextPeriodNs_ = nowNs + period;
   local_ = summarize(links::all());
+  ++periods_;
   std::vector<PeerSummary> all = local_;
   std::set<PeerKey> have;
   for (const PeerSummary& s : local_) have.insert(keyOf(s));
@@ -79,14 +80,43 @@ void Diagnoser::stragglerTick(uint64_t nowNs) {
 
 void Diagnoser::addRemoteSummaries(std::vector<PeerSummary> remote) {
   std::lock_guard<std::mutex> lock(mu_);
-  const size_t room = kMaxSummaries * 4 > remote_.size() ? kMaxSummaries * 4 - remote_.size() : 0;
-  if (remote.size() > room) remote.resize(room);
-  remote_.insert(remote_.end(), std::make_move_iterator(remote.begin()), std::make_move_iterator(remote.end()));
+  remoteTaken_ += remote.size();
+  // Periods of other processes end at other times: two of one peer's may come before the next check here, and
+  // the newer one is what that check should see.
+  std::map<PeerKey, size_t> at;
+  for (size_t i = 0; i < remote_.size(); ++i) at[keyOf(remote_[i])] = i;
+  for (PeerSummary& s : remote) {
+    auto it = at.find(keyOf(s));
+    if (it != at.end()) {
+      remote_[it->second] = std::move(s);
+    } else if (remote_.size() < kMaxSummaries * 4) {
+      at.emplace(keyOf(s), remote_.size());
+      remote_.push_back(std::move(s));
+    }
+  }
 }
 
 std::string Diagnoser::localSummariesJson() const {
   std::lock_guard<std::mutex> lock(mu_);
   return summariesToJson(local_);
+}
+
+std::string Diagnoser::localSummariesJson(uint64_t commId) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<PeerSummary> mine;
+  for (const PeerSummary& s : local_)
+    if (s.commId == commId) mine.push_back(s);
+  return summariesToJson(mine);
+}
+
+uint64_t Diagnoser::periodsEnded() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return periods_;
+}
+
+uint64_t Diagnoser::remoteSummariesTaken() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return remoteTaken_;
 }
 
 std::vector<Finding> Diagnoser::activeFindings() const {
@@ -151,6 +181,7 @@ void Diagnoser::hangTick(uint64_t nowNs) {
     if (haveReport_) {
       report_.stalled = false;
       report_.timeUnixMs = unixMs();
+      ++reportSeq_;
       writeReport(report_);
       if (reportedWaits_)
         ICN_INFO(subsys::Net, "network progress resumed after %.1f s without", seconds(last - stallProgressNs_));
@@ -167,6 +198,7 @@ void Diagnoser::hangTick(uint64_t nowNs) {
   lastWriteNs_ = nowNs;
   report_ = buildReport(nowNs, seconds(nowNs - last), settings_.hangReportS);
   haveReport_ = true;
+  ++reportSeq_;
   writeReport(report_);
   if (first && !report_.waits.empty()) {
     reportedWaits_ = true;
@@ -191,6 +223,12 @@ bool Diagnoser::currentReport(ProcessReport* out) const {
   if (!haveReport_) return false;
   *out = report_;
   return true;
+}
+
+uint64_t Diagnoser::latestReport(ProcessReport* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (reportSeq_ > 0) *out = report_;
+  return reportSeq_;
 }
 
 void Diagnoser::addRemoteReport(ProcessReport report) {

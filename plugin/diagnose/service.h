@@ -36,9 +36,13 @@ class Diagnoser {
   void tick(uint64_t nowNs);
 
   // Straggler check. The agreement leader hands in what its followers sent (summariesFromJson on their text);
-  // they join the next period's check, then are dropped. A follower sends localSummariesJson() once a period.
+  // they join the next period's check, then are dropped (a peer's newer summary replaces an older one not yet
+  // checked). A follower sends localSummariesJson(commId) once a period: periodsEnded() tells when one ended.
   void addRemoteSummaries(std::vector<PeerSummary> remote);
   std::string localSummariesJson() const;
+  std::string localSummariesJson(uint64_t commId) const;  // only that communicator's ("[]" when none)
+  uint64_t periodsEnded() const;
+  uint64_t remoteSummariesTaken() const;  // summaries other processes handed in so far
   std::vector<Finding> activeFindings() const;
   std::string prometheusLines(const std::string& node) const;
   std::string heatmapJson() const;
@@ -46,6 +50,9 @@ class Diagnoser {
   // Hang reports. A follower sends its current report (false when it has none: no stall) to the leader, which
   // hands it to addRemoteReport; the next tick merges, analyses and writes icn-hang-merged-<commId>.json.
   bool currentReport(ProcessReport* out) const;
+  // The latest report written (stalled, or the resumed one after it) and its number, counting from 1 (0: none
+  // yet, *out untouched): a follower sends each new one to the leader.
+  uint64_t latestReport(ProcessReport* out) const;
   void addRemoteReport(ProcessReport report);
   std::vector<HangAnalysis> lastAnalysis() const;
   std::string reportDir() const;  // where reports are written ("" when no directory could be made)
@@ -64,12 +71,14 @@ class Diagnoser {
   StragglerDetector detector_;
   uint64_t nextPeriodNs_ = 0;
   std::vector<PeerSummary> local_, remote_;
+  uint64_t periods_ = 0, remoteTaken_ = 0;
   std::vector<Finding> active_;
   // hang watch
   bool stalled_ = false;
   uint64_t stallProgressNs_ = 0, lastWriteNs_ = 0;
   bool haveReport_ = false, reportedWaits_ = false;
   ProcessReport report_;
+  uint64_t reportSeq_ = 0;
   std::map<std::pair<std::string, int>, ProcessReport> remoteReports_;
   bool remoteChanged_ = false;
   std::vector<HangAnalysis> analysis_;

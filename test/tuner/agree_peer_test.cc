@@ -14,6 +14,8 @@
 
 #include "agree_hostile.h"
 #include "core/log.h"
+#include "diagnose/registry.h"
+#include "diagnose/service.h"
 #include "tuner/agree/service.h"
 
 namespace icn::tuner {
@@ -350,6 +352,188 @@ TEST_F(HostileFollower, FloodOfIdleConnectionsDoesNotKeepAFollowerOut) {
   auto follower = joinAndStart({1}, &st);
   EXPECT_GE(st.s, AgreeParams{}.window);
   EXPECT_TRUE(eventually([&] { return warned({"127.0.0.1: ", "floods the agreement port"}); })) << warnings();
+}
+
+
+// ---- DIAG: the diagnosis's gathering ----
+
+namespace diag {
+
+using diagnose::Dir;
+using diagnose::PeerSummary;
+
+PeerSummary summary(uint64_t commId, int rank, int peerRank) {
+  PeerSummary s;
+  s.commId = commId;
+  s.rank = rank;
+  s.peerRank = peerRank;
+  s.dir = Dir::Recv;
+  s.host = "host" + std::to_string(rank);
+  s.peerHost = "host" + std::to_string(peerRank);
+  s.links = 1;
+  return s;
+}
+
+// DIAG frames carrying `text` in chunks of at most `chunk` bytes.
+bool sendText(Wire& w, uint8_t kind, const std::string& text, size_t chunk = kMaxPayload - 2) {
+  size_t off = 0;
+  do {
+    size_t n = std::min(chunk, text.size() - off);
+    Writer f;
+    f.u8(kind);
+    f.u8(off + n == text.size() ? 1 : 0);
+    f.bytes(reinterpret_cast<const uint8_t*>(text.data()) + off, n);
+    if (!w.send(kDiag, f.b)) return false;
+    off += n;
+  } while (off < text.size());
+  return true;
+}
+
+std::string waitReport(uint64_t commId, int rank, int peerRank, int pid) {
+  diagnose::ProcessReport r;
+  r.host = "host" + std::to_string(rank);
+  r.pid = pid;
+  r.timeUnixMs = 1767225600000;
+  r.noProgressS = 25;
+  r.reportAfterS = 20;
+  r.ranks.push_back(diagnose::RankEntry{commId, rank, 2, "10.0.0.2"});
+  diagnose::WaitEntry w;
+  w.commId = commId;
+  w.rank = rank;
+  w.peerRank = peerRank;
+  w.dir = Dir::Recv;
+  w.tag = 7;
+  w.bytes = 4096;
+  w.postedS = w.progressS = 25;
+  r.waits.push_back(w);
+  return diagnose::toJson(r);
+}
+
+}  // namespace diag
+
+// Summaries in several frames are one message: the leader's diagnoser gets each of them, and a follower that
+// sends them more than three times a period has the extra ones dropped unread (a WARN, no stop).
+TEST_F(HostileFollower, DiagnosisSummariesReachTheLeadersDiagnoserAndAFloodIsCut) {
+  auto w = joinAndStart({1});
+  diagnose::Diagnoser& d = diagnose::diagnoser();
+  const uint64_t before = d.remoteSummariesTaken();
+  std::vector<diagnose::PeerSummary> two = {diag::summary(commId_, 1, 0), diag::summary(commId_, 1, 0)};
+  two[1].dir = diagnose::Dir::Send;
+  const std::string text = diagnose::summariesToJson(two);
+  ASSERT_TRUE(diag::sendText(*w, kDiagSummaries, text, text.size() / 3));
+  ASSERT_TRUE(eventually([&] { return d.remoteSummariesTaken() == before + 2; })) << warnings();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(diag::sendText(*w, kDiagSummaries, text));
+  EXPECT_TRUE(eventually([&] { return warned({w->name(), "more than 3 times a period"}); })) << warnings();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(d.remoteSummariesTaken(), before + 6) << "three messages a period are read, the rest dropped";
+  EXPECT_FALSE(leader_->frozen()) << warnings();
+}
+
+TEST_F(HostileFollower, DiagnosisSummariesOfARankItDoesNotHoldAreALie) {
+  hostile::Start st;
+  auto liar = joinAndStart({1}, &st);
+  diag::sendText(*liar, kDiagSummaries, diagnose::summariesToJson({diag::summary(commId_, 0, 1)}));
+  expectStoppedAt(st.h + 1, *liar, "straggler summaries of rank 0, which it does not hold");
+}
+
+TEST_F(HostileFollower, DiagnosisSummariesOfAnotherCommunicatorAreALie) {
+  hostile::Start st;
+  auto liar = joinAndStart({1}, &st);
+  diag::sendText(*liar, kDiagSummaries, diagnose::summariesToJson({diag::summary(commId_ + 1, 1, 0)}));
+  expectStoppedAt(st.h + 1, *liar, "of another communicator");
+}
+
+TEST_F(HostileFollower, UnreadableDiagnosisIsALie) {
+  hostile::Start st;
+  auto liar = joinAndStart({1}, &st);
+  diag::sendText(*liar, kDiagSummaries, "[{\"commId\":");
+  expectStoppedAt(st.h + 1, *liar, "unreadable straggler summaries");
+}
+
+TEST_F(HostileFollower, DiagnosisMessageOverItsBoundIsALieBeforeItIsKept) {
+  hostile::Start st;
+  auto liar = joinAndStart({1}, &st);
+  const std::string chunk(kMaxPayload - 2, ' ');
+  Writer f;
+  f.u8(kDiagSummaries);
+  f.u8(0);  // never the last: the leader must not keep more than kMaxDiagText of it
+  f.bytes(reinterpret_cast<const uint8_t*>(chunk.data()), chunk.size());
+  for (size_t sent = 0; sent <= kMaxDiagText; sent += chunk.size())
+    if (!liar->send(kDiag, f.b)) break;
+  expectStoppedAt(st.h + 1, *liar, "diagnosis message over 524288 bytes");
+}
+
+TEST_F(HostileFollower, InterleavedDiagnosisMessagesAreALie) {
+  hostile::Start st;
+  auto liar = joinAndStart({1}, &st);
+  Writer f;
+  f.u8(kDiagSummaries);
+  f.u8(0);
+  f.bytes(reinterpret_cast<const uint8_t*>("[{"), 2);
+  liar->send(kDiag, f.b);
+  diag::sendText(*liar, kDiagReport, diag::waitReport(commId_, 1, 0, 4242));
+  expectStoppedAt(st.h + 1, *liar, "interleaved two diagnosis messages");
+}
+
+TEST_F(HostileFollower, HangReportsOfTwoProcessesFromOneFollowerAreALie) {
+  hostile::Start st;
+  auto liar = joinAndStart({1}, &st);
+  ASSERT_TRUE(diag::sendText(*liar, kDiagReport, diag::waitReport(commId_, 1, 0, 4242)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_FALSE(leader_->frozen()) << warnings();
+  diag::sendText(*liar, kDiagReport, diag::waitReport(commId_, 1, 0, 4243));
+  expectStoppedAt(st.h + 1, *liar, "hang reports of two processes");
+}
+
+TEST_F(HostileFollower, HangReportOfARankItDoesNotHoldIsALie) {
+  hostile::Start st;
+  auto liar = joinAndStart({1}, &st);
+  diag::sendText(*liar, kDiagReport, diag::waitReport(commId_, 0, 1, 4242));
+  expectStoppedAt(st.h + 1, *liar, "hang report of rank 0, which it does not hold");
+}
+
+// An honest follower of this process (the service carries both roles): once its straggler period ends, its
+// summaries reach the leader; once it stalls, its hang report does, and the leader's analysis names the rank its
+// pending receive waits on.
+TEST_F(HostileFollower, AFollowersSummariesAndHangReportReachTheLeaderAndNameTheRoot) {
+  diagnose::Diagnoser& d = diagnose::diagnoser();
+  ASSERT_GT(d.settings().stragglerPeriodS, 0);
+  ASSERT_GT(d.settings().hangReportS, 0);
+  auto follower = std::make_shared<Agreement>(commId_, 2, Agreement::Role::Follower, AgreeParams{});
+  follower->noteRank(1);
+  std::string why;
+  ASSERT_TRUE(attach(follower, 1, &why)) << why;
+  EXPECT_EQ(follower->gate(0, 1), Agreement::Gate::Untuned);  // its first call: it reports its ranks now
+  ASSERT_TRUE(eventually([&] { return leader_->start() != Agreement::kNever; })) << warnings();
+
+  diagnose::links::setCommSize(commId_, 1, 2);
+  auto m = diagnose::links::open(diagnose::LinkInfo{commId_, 1, 0, "hostB", "10.0.0.2", "hostA", "10.0.0.1",
+                                                    diagnose::Dir::Recv});
+  const uint64_t t0 = diagnose::nowNs();
+  for (int i = 0; i < 16; ++i) {
+    const uint64_t t = t0 + static_cast<uint64_t>(i) * 1000000;
+    auto op = m->onRecvPosted(i, 1 << 20, t);
+    m->onFirstByte(op, t + 200000);
+    m->onRecvDone(op, 1 << 20, t + 600000);
+  }
+  m->onRecvPosted(99, 4096, t0 + 20000000);  // never arrives
+  const uint64_t before = d.remoteSummariesTaken();
+  const uint64_t period = static_cast<uint64_t>(d.settings().stragglerPeriodS * 1e9);
+  d.tick(t0 + 30000000);                 // the first period starts
+  d.tick(t0 + 30000000 + period + 1);    // and ends: the follower sends its summaries
+  EXPECT_TRUE(eventually([&] { return d.remoteSummariesTaken() > before; })) << warnings();
+
+  const uint64_t stall = t0 + 20000000 + static_cast<uint64_t>(d.settings().hangReportS * 1e9) + period + 1;
+  d.tick(stall);  // no progress for longer than ICN_HANG_REPORT_S: the follower's report goes to the leader
+  bool named = eventually([&] {
+    d.tick(stall + 1000);
+    for (const diagnose::HangAnalysis& a : d.lastAnalysis())
+      if (a.commId == commId_ && std::find(a.roots.begin(), a.roots.end(), 0) != a.roots.end()) return true;
+    return false;
+  });
+  EXPECT_TRUE(named) << warnings();
+  diagnose::links::close(m);
+  detach(follower.get());
 }
 
 }  // namespace

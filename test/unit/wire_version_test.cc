@@ -53,7 +53,7 @@ TEST(WireVersion, Handshake) {
 
 TEST(WireVersion, TunerAgreement) {
   expectRecorded("tuner agreement", "kProtocol (tuner/agree/wire.h)", icn::tuner::agree::kProtocol,
-                 icn::tuner::agree::kWireFingerprint, {{2, 0x11fa1abc9908db93ull}});
+                 icn::tuner::agree::kWireFingerprint, {{2, 0x11fa1abc9908db93ull}, {3, 0x57e1992a1675e536ull}});
 }
 
 // The docs name the TCP wire limits and show their values in one generated table (docs/readme/reliability.md,

@@ -248,7 +248,7 @@ constexpr const char* kBrokeProtocol = "broke the agreement protocol";
 const char* frameName(uint8_t type) {
   static const char* names[] = {"?",     "CHALLENGE", "HELLO",  "WELCOME", "MEMBERS", "START",  "HORIZON",
                                 "FREEZE", "DROP",      "BYE",    "REGISTER", "LOOKUP", "FOUND", "REPORT",
-                                "CONTESTED"};
+                                "CONTESTED", "DIAG"};
   return type < sizeof names / sizeof names[0] ? names[type] : "an unknown frame";
 }
 
@@ -400,6 +400,7 @@ void Service::fromFollower(Conn& c, uint8_t type, Reader& r) {
   if (type == kMembers) return onMembers(c, r);
   if (type == kReport) return onReport(c, r);
   if (type == kDrop) return onDrop(c, r);
+  if (type == kDiag) return onDiag(c, r);
   char buf[200];
   if (type == kContested) {
     if (!r.done()) return lie(c, "sent a malformed CONTESTED");
@@ -416,7 +417,7 @@ void Service::fromFollower(Conn& c, uint8_t type, Reader& r) {
     return fail(c, "finalized");
   }
   snprintf(buf, sizeof buf, "sent %s out of order (after its handshake a follower sends only MEMBERS, REPORT, DROP, "
-           "CONTESTED and BYE)", frameName(type));
+           "CONTESTED, DIAG and BYE)", frameName(type));
   lie(c, buf);
 }
 
@@ -426,6 +427,7 @@ void Service::onMembers(Conn& c, Reader& r) {
   if (c.membersSeen) return lie(c, "reported its ranks a second time");
   if (c.dropSeen) return lie(c, "reported its ranks after it gave up (DROP)");
   c.membersSeen = true;
+  c.ranks = ranks;
   std::string l = c.entry->a->claimRanks(c.member, ranks);
   if (!l.empty()) lie(c, l, /*drop=*/false);
 }
@@ -732,6 +734,7 @@ void Service::stepFollower(Entry& e, Conn& c) {
     w.u64(h);
     send(c, kDrop, w.b);
   }
+  if (c.state == Conn::State::Ready) sendDiagnosis(e, c);
   flush(c);
   if (c.dead) e.leader.reset();
 }

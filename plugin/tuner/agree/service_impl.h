@@ -47,6 +47,15 @@ struct Conn {
   int member = 0;
   bool membersSeen = false, dropSeen = false;
   std::array<std::array<bool, coll::kNumBuckets>, coll::kNumColls> reported{};
+  std::vector<int> ranks;  // leader side: the ranks its MEMBERS claimed
+  // Leader side: the diagnosis message being reassembled, the kind it is, per kind the window its messages are
+  // counted in and their count, and the process (host, pid) its hang reports speak for (fixed by the first).
+  std::string diagIn;
+  uint8_t diagKind = 0;
+  std::array<Clock::time_point, 3> diagWindow{};
+  std::array<int, 3> diagCount{};
+  std::string reportOf;
+  bool diagWarned = false;
 };
 
 struct Entry {
@@ -67,6 +76,9 @@ struct Entry {
   bool regWarned = false, regDistrustWarned = false;
   Clock::time_point nextLook{};
   bool membersSent = false, freezeSent = false, warnedStale = false;
+  // Follower: the diagnosis's last straggler period and hang report sent to the leader.
+  uint64_t diagPeriodSent = 0, diagReportSent = 0;
+  bool diagTooBigWarned = false;
 };
 
 class Service {
@@ -100,6 +112,13 @@ class Service {
   void onMembers(Conn& c, Reader& r);  // a follower's ranks (once, before any REPORT)
   void onReport(Conn& c, Reader& r);   // its measurements of one bucket (once per bucket)
   void onDrop(Conn& c, Reader& r);     // it gave up waiting (once)
+  // The diagnosis's gathering (agree/gather.cc): a follower sends each new straggler period's summaries of this
+  // communicator and each new hang report; the leader checks them and hands them to the process's diagnoser.
+  void sendDiagnosis(Entry& e, Conn& c);
+  void sendDiagText(Conn& c, uint8_t kind, const std::string& text);
+  void onDiag(Conn& c, Reader& r);
+  void takeDiagSummaries(Conn& c, const std::string& text);
+  void takeDiagReport(Conn& c, const std::string& text);
   void fromLeader(Conn& c, uint8_t type, Reader& r);    // follower side, after the handshake
   // Leader: a follower that proved the secret becomes a member (a late one gets what was announced so far).
   void join(Conn& c);

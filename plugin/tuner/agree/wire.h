@@ -28,7 +28,7 @@ using Nonce = std::array<uint8_t, 16>;
 constexpr uint32_t kMagic = 0x49434e41;  // "ICNA"
 // The protocol's version: in every proof, the rendezvous file's first line and the derived secrets, so that
 // processes speaking another version never get past the handshake.
-constexpr uint8_t kProtocol = 2;
+constexpr uint8_t kProtocol = 3;
 enum : uint8_t {
   kChallenge = 1, kHello, kWelcome, kMembers, kStart, kHorizon, kFreeze, kDrop, kBye,
   kRegister, kLookup, kFound,  // the registry (ICN_TUNER_RENDEZVOUS=tcp://host:port)
@@ -36,9 +36,17 @@ enum : uint8_t {
   // Two processes claim rank 0 of a communicator (both registered as its leader): the registry tells every client
   // of that communicator (payload: both addresses), and a follower tells its leader (no payload).
   kContested,
+  // The diagnosis (plugin/diagnose): a follower's straggler summaries and hang reports for the leader, as JSON in
+  // chunks (payload: u8 kind | u8 last | text), one message at a time.
+  kDiag,
 };
+enum : uint8_t { kDiagSummaries = 1, kDiagReport = 2 };
+// A diagnosis message's text: a follower sends none longer (a bigger one waits for a smaller period), a leader
+// drops a follower that sends more. Half the send queue's bound, so one message never fills it.
+constexpr size_t kMaxDiagText = 512 * 1024;
 // What each side may send once the handshake is done: anything else is a lie about the protocol.
-//   follower -> leader: MEMBERS (once, before any REPORT), REPORT (once per bucket), DROP (once), CONTESTED, BYE
+//   follower -> leader: MEMBERS (once, before any REPORT), REPORT (once per bucket), DROP (once), CONTESTED, DIAG,
+//                       BYE
 //   leader -> follower: START (once, first), HORIZON, FREEZE, BYE
 //   registry client -> registry: REGISTER (a leader, once) or LOOKUP (a follower, once)
 //   registry -> client: FOUND, CONTESTED
@@ -47,12 +55,14 @@ constexpr uint32_t kMaxPayload = 4096;
 constexpr size_t kMaxQueued = 1 << 20;  // bytes waiting for a slow peer before it is dropped
 constexpr size_t kMaxDecisions = (kMaxPayload - 20) / 8;
 static_assert(Agreement::kMaxPerMessage <= kMaxDecisions, "an announcement must fit one frame");
+static_assert(2 * kMaxDiagText <= kMaxQueued, "a diagnosis message must never fill the send queue");
 // What a peer's code assumes of ours: changing any value in this list (or a message's payload layout) changes the
 // protocol. Bump kProtocol with it and record the new fingerprint for the new version in
 // test/unit/wire_version_test.cc.
 constexpr uint64_t kWireFingerprint =
     wireFingerprint({kMagic, kProtocol, kHeader, kMaxPayload, kChallenge, kHello, kWelcome, kMembers, kStart,
-                     kHorizon, kFreeze, kDrop, kBye, kRegister, kLookup, kFound, kReport, kContested});
+                     kHorizon, kFreeze, kDrop, kBye, kRegister, kLookup, kFound, kReport, kContested, kDiag,
+                     kDiagSummaries, kDiagReport, kMaxDiagText});
 constexpr auto kHandshake = std::chrono::seconds(5);
 constexpr auto kConnect = std::chrono::seconds(1);
 constexpr auto kLookEvery = std::chrono::milliseconds(2);
@@ -330,8 +340,8 @@ inline bool getText(Reader& r, std::string* out) {
 
 // Secrets of a network rendezvous, derived from the job key (ICN_AUTH_KEY): every process of the job computes the
 // same ones, and nobody without the key can. Only used when auth::enabled().
-constexpr const char* kRegistryLabel = "icn-agree-registry 2";
-constexpr const char* kCommLabel = "icn-agree-comm 2";
+constexpr const char* kRegistryLabel = "icn-agree-registry 3";
+constexpr const char* kCommLabel = "icn-agree-comm 3";
 // What the job key signs for one secret: label, NUL, commId, nRanks.
 inline std::string derivation(const char* label, uint64_t commId, uint32_t nRanks) {
   Writer w;
