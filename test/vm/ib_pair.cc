@@ -1,7 +1,9 @@
 // ib_pair: two-process exerciser of the ib transport (linked directly, no NCCL), for the Soft-RoCE VM.
-//   ib_pair --role a|b --dir DIR [--case functional|deadpeer|bw|lat] [--size N] [--iters N] [--dev N]
+//   ib_pair --role a|b --dir DIR [--case functional|deadpeer|bw|lat|waits] [--size N] [--iters N] [--dev N]
 // Role a sends data, role b receives; handles travel as files in DIR. Both directions are connected (lat uses
 // them). Exit status 0 = every check passed; "RESULT key=value" lines carry measurements.
+// waits (run with ICN_HANG_REPORT_S=1 and ICN_HANG_REPORT_DIR): b's receive waits for a's bytes and b's send for a's
+// clear-to-send; b's hang report must name both, then read resumed once a lets them complete.
 #include <sched.h>
 #include <unistd.h>
 
@@ -326,6 +328,65 @@ void deadPeer(Conn& c) {
   printf("ib_pair[b]: dead peer reported as %s after %.1f s\n", toString(st),
          std::chrono::duration<double>(Clock::now() - t0).count());
 }
+// The text of the hang report in ICN_HANG_REPORT_DIR once it holds every needle ("" after 20 s).
+std::string reportWith(std::initializer_list<const char*> needles) {
+  const char* d = getenv("ICN_HANG_REPORT_DIR");
+  if (!d) die("waits: ICN_HANG_REPORT_DIR is not set");
+  auto end = Clock::now() + std::chrono::seconds(20);
+  while (Clock::now() < end) {
+    std::string cmd = std::string("cat ") + d + "/icn-hang-*.json 2>/dev/null";
+    std::string text;
+    if (FILE* p = popen(cmd.c_str(), "r")) {
+      char buf[4096];
+      size_t n;
+      while ((n = fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
+      pclose(p);
+    }
+    bool all = !text.empty();
+    for (const char* n : needles) all = all && text.find(n) != std::string::npos;
+    if (all) return text;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return "";
+}
+
+void waits(Conn& c) {
+  const std::string go = dir + "/go";
+  Buffers in, out;
+  reg(*c.recv, in, 4096);
+  reg(*c.send, out, 4096);
+  if (role == "a") {  // lets b's operations complete once b saw them reported
+    until("b's go", 60000, [&] { return access(go.c_str(), F_OK) == 0; });
+    void* data[1] = {in.mem.data()};
+    size_t sz[1] = {4096};
+    int tags[1] = {6};
+    void* mhs[1] = {in.mh};
+    Request *r = nullptr, *s = nullptr;
+    CHECK_OK(c.recv->irecv(1, data, sz, tags, mhs, &r));
+    sendOne(c, out, 4096, 5, &s);
+    wait(r, nullptr, "receive of tag 6");
+    wait(s, nullptr, "send of tag 5");
+    return;
+  }
+  void* data[1] = {in.mem.data()};
+  size_t sz[1] = {4096};
+  int tags[1] = {5};
+  void* mhs[1] = {in.mh};
+  Request *r = nullptr, *s = nullptr;
+  CHECK_OK(c.recv->irecv(1, data, sz, tags, mhs, &r));
+  sendOne(c, out, 4096, 6, &s);
+  bool done = false;  // neither can complete; testing keeps the proxy's part going
+  CHECK_OK(r->test(&done, nullptr));
+  CHECK_OK(s->test(&done, nullptr));
+  std::string rep = reportWith({"\"state\":\"stalled\"", "\"dir\":\"recv\"", "\"tag\":5,\"bytes\":4096,\"bytes_done\":0,\"ready\":false",
+                                "\"dir\":\"send\"", "\"tag\":6,\"bytes\":4096,\"bytes_done\":0,\"ready\":false"});
+  if (rep.empty()) die("waits: no hang report naming the receive of tag 5 and the send of tag 6 within 20 s");
+  printf("ib_pair[b]: hang report: %s\n", rep.c_str());
+  std::ofstream(go) << "go\n";
+  wait(r, nullptr, "receive of tag 5");
+  wait(s, nullptr, "send of tag 6");
+  if (reportWith({"\"state\":\"resumed\""}).empty()) die("waits: the report was not rewritten as resumed");
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -341,7 +402,7 @@ int main(int argc, char** argv) {
     else { fprintf(stderr, "unknown option %s\n", k.c_str()); return 2; }
   }
   if (role != "a" && role != "b") {
-    fprintf(stderr, "usage: ib_pair --role a|b [--dir DIR] [--case functional|deadpeer|bw|lat] [--size N] [--iters N] [--dev N]\n");
+    fprintf(stderr, "usage: ib_pair --role a|b [--dir DIR] [--case functional|deadpeer|bw|lat|waits] [--size N] [--iters N] [--dev N]\n");
     return 2;
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -351,6 +412,7 @@ int main(int argc, char** argv) {
   else if (testCase == "bw") bandwidth(c);
   else if (testCase == "lat") latency(c);
   else if (testCase == "deadpeer") deadPeer(c);
+  else if (testCase == "waits") waits(c);
   else die("unknown case %s", testCase.c_str());
   // Orderly close: both sides finish before tearing down (the peer may still be draining).
   std::this_thread::sleep_for(std::chrono::milliseconds(200));

@@ -11,6 +11,12 @@ rm -rf /tmp/dp; mkdir -p /tmp/dp
 pair ib-dead-peer 120 "ib_pair --role b --dev 1 --dir /tmp/dp --case deadpeer" \
      "ib_pair --role a --dev 0 --dir /tmp/dp --case deadpeer"
 grep -h 'dead peer' /tmp/ib-dead-peer.server.log || true
+# The diagnosis over verbs: a receive waiting for its bytes and a send for its clear-to-send, both in b's hang
+# report, then resumed.
+rm -rf /tmp/hw /tmp/hw-a /tmp/hw-b; mkdir -p /tmp/hw; mkdir -m 700 /tmp/hw-a /tmp/hw-b
+pair ib-hang-report 90 \
+  "env ICN_HANG_REPORT_S=1 ICN_HANG_REPORT_DIR=/tmp/hw-b ib_pair --role b --dev 1 --dir /tmp/hw --case waits" \
+  "env ICN_HANG_REPORT_S=1 ICN_HANG_REPORT_DIR=/tmp/hw-a ib_pair --role a --dev 0 --dir /tmp/hw --case waits"
 # HCA filter: only rxe1 is visible, so device 1 must not exist.
 check ib-hca-filter 60 sh -c 'ICN_IB_HCA==rxe1 ib_pair --role a --dev 1 --dir /tmp/none 2>&1 | grep -q "device 1 of 1"'
 

@@ -113,6 +113,25 @@ void CommBase::start(ControlChannel control, NetCommInfo info) {
   peerName_ = control.peerName();
   control_ = std::move(control);
   counters_ = netstats::registerComm(info);
+  diag_ = std::make_unique<diagnose::ConnectionWatch>(diagnose::linkInfoFor(info, control_.fd()));
+}
+
+void CommBase::diagnosePosted(IbRequest* r, int tag, uint64_t bytes, bool send) {
+  diagnose::LinkMonitor* m = monitor();
+  if (!m) return;
+  const uint64_t now = diagnose::nowNs();
+  r->op = send ? m->onSendPosted(tag, bytes, now) : m->onRecvPosted(tag, bytes, now);
+}
+
+void CommBase::diagnoseStarted(IbRequest* r) {
+  if (r->started) return;
+  r->started = true;
+  diagnose::LinkMonitor* m = monitor();
+  if (!m) return;
+  if (r->kind == IbRequest::Kind::Send)
+    m->onClearToSend(r->op, diagnose::nowNs());
+  else
+    m->onFirstByte(r->op, diagnose::nowNs());
 }
 
 Status CommBase::fail(Status st, const std::string& why) {
@@ -203,14 +222,23 @@ Status CommBase::testRequest(IbRequest* r, bool* done, int* sizes) {
   ICN_CHECK(progress());
   ICN_CHECK(poll());
   bool complete = r->kind == IbRequest::Kind::Recv ? r->subsDone == r->n : r->pending == 0;
-  if (!complete) return checkHealth(r);
+  if (!complete) {
+    Status st = checkHealth(r);
+    if (st != Status::Ok && monitor()) monitor()->abandon(r->op);
+    return st;
+  }
   if (sizes) {
     for (int i = 0; i < r->n; ++i) sizes[i] = int(r->bytes[i]);
   }
-  if (r->kind == IbRequest::Kind::Recv && counters_) {
-    uint64_t total = 0;
-    for (int i = 0; i < r->n; ++i) total += r->bytes[i];
-    counters_->add(total);
+  uint64_t total = 0;
+  for (int i = 0; i < r->n; ++i) total += r->bytes[i];
+  if (r->kind == IbRequest::Kind::Recv && counters_) counters_->add(total);
+  if (diagnose::LinkMonitor* m = monitor(); m && r->kind != IbRequest::Kind::Flush) {
+    diagnoseStarted(r);  // a message of 0 bytes: its completion is all there is
+    if (r->kind == IbRequest::Kind::Recv)
+      m->onRecvDone(r->op, total, diagnose::nowNs());
+    else
+      m->onSendDone(r->op, total, diagnose::nowNs());
   }
   *done = true;
   release(r);

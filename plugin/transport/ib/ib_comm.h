@@ -17,6 +17,7 @@
 #include "core/handshake.h"
 #include "core/net_counters.h"
 #include "core/transport.h"
+#include "diagnose/watch.h"
 #include "transport/ib/ib_device.h"
 #include "transport/ib/ib_qp.h"
 #include "transport/ib/ib_wire.h"
@@ -53,6 +54,8 @@ struct IbRequest final : public Request {
   MemHandle* mh = nullptr;
   int ntmp = 0;           // temporary registrations (buffers passed without a memory handle)
   MemHandle* tmp[kMaxRecvs] = {};
+  diagnose::OpId op = diagnose::kNoOp;  // the diagnosis's operation (NCCL's proxy thread only)
+  bool started = false;   // send: its clear-to-send came (it was posted); recv: its first chunk landed
 };
 
 class CommBase {
@@ -104,6 +107,11 @@ class CommBase {
   Status tempHandle(IbRequest* r, void* data, size_t size, MemHandle** out);
   void releaseTemps(IbRequest* r);
   Status postRecvs(int qp, int count);
+  // The diagnosis's view of this connection (null before start()): a send's clear-to-send is when it is posted
+  // (its CTS was in the FIFO), a receive's first byte is its first write-with-immediate completion.
+  diagnose::LinkMonitor* monitor() { return diag_ ? &diag_->monitor() : nullptr; }
+  void diagnosePosted(IbRequest* r, int tag, uint64_t bytes, bool send);
+  void diagnoseStarted(IbRequest* r);
 
   std::vector<const Port*> ports_;
   bool isSend_;
@@ -123,6 +131,7 @@ class CommBase {
   std::chrono::steady_clock::duration stallLimit_ = std::chrono::hours(24);
   QpTuning tuning_;
   std::chrono::steady_clock::time_point peerGoneAt_{};
+  std::unique_ptr<diagnose::ConnectionWatch> diag_;
 };
 
 class IbSendComm final : public SendComm, public CommBase {

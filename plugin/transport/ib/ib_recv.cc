@@ -128,10 +128,13 @@ Status IbRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tag
   r.inUse = true;
   r.n = n;
   r.seq = uint32_t(seq_);
+  uint64_t postedBytes = 0;
   for (int i = 0; i < n; ++i) {
     r.tags[i] = tags[i];
     r.posted[i] = sizes[i];
+    postedBytes += sizes[i];
   }
+  diagnosePosted(&r, tags[0], postedBytes, /*send=*/false);  // grouped receives as one: first tag, summed sizes
   ++seq_;
   *request = &r;
   return Status::Ok;
@@ -158,6 +161,7 @@ Status IbRecvComm::onCompletion(const ibv_wc& wc) {
                                            std::to_string(r.tags[im.sub]) + ")");
     }
     r.bytes[im.sub] += wc.byte_len;
+    diagnoseStarted(&r);
     if (++r.chunks[im.sub] == im.nchunks && ++r.subsDone == r.n) slotReq_[im.slot] = nullptr;
     if (postRecvs(qp, 1) != Status::Ok) return fail(Status::SystemError, "ibv_post_recv: " + errnoString(errno));
     return Status::Ok;

@@ -75,11 +75,15 @@ Status IbSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reques
     }
   }
   r->pending = 1;  // until posted; then one per chunk
+  diagnosePosted(r, tag, size, /*send=*/true);
   queue_[queued_++] = r;
   if (counters_) counters_->add(size);
   *request = r;
   Status st = progress();
-  if (st != Status::Ok) *request = nullptr;  // the comm failed; the request dies with it
+  if (st != Status::Ok) {
+    if (monitor()) monitor()->abandon(r->op);
+    *request = nullptr;  // the comm failed; the request dies with it
+  }
   return st;
 }
 
@@ -124,6 +128,7 @@ Status IbSendComm::post(IbRequest* r, const CtsEntry& cts, uint32_t slot, int su
     return fail(Status::InvalidUsage, "isend of " + std::to_string(size) + " bytes (tag " + std::to_string(r->tags[0]) +
                                           ") exceeds the " + std::to_string(cts.size) + " bytes the receiver posted");
   }
+  diagnoseStarted(r);  // its receiver's clear-to-send is here
   uint64_t off[kMaxQps], len[kMaxQps];
   const int nchunks = splitMessage(size, qpCount(), off, len);
   const uint32_t imm = htonl(encodeImm({slot, uint32_t(sub), uint32_t(nchunks), uint32_t(seq_ & kImmSeqMask)}));
