@@ -101,12 +101,12 @@ std::string Diagnoser::localSummariesJson() const {
   return summariesToJson(local_);
 }
 
-std::string Diagnoser::localSummariesJson(uint64_t commId) const {
+std::vector<PeerSummary> Diagnoser::localSummaries(uint64_t commId) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<PeerSummary> mine;
   for (const PeerSummary& s : local_)
     if (s.commId == commId) mine.push_back(s);
-  return summariesToJson(mine);
+  return mine;
 }
 
 uint64_t Diagnoser::periodsEnded() const {

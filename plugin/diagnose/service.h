@@ -37,10 +37,10 @@ class Diagnoser {
 
   // Straggler check. The agreement leader hands in what its followers sent (summariesFromJson on their text);
   // they join the next period's check, then are dropped (a peer's newer summary replaces an older one not yet
-  // checked). A follower sends localSummariesJson(commId) once a period: periodsEnded() tells when one ended.
+  // checked). A follower sends localSummaries(commId) once a period: periodsEnded() tells when one ended.
   void addRemoteSummaries(std::vector<PeerSummary> remote);
   std::string localSummariesJson() const;
-  std::string localSummariesJson(uint64_t commId) const;  // only that communicator's ("[]" when none)
+  std::vector<PeerSummary> localSummaries(uint64_t commId) const;  // only that communicator's
   uint64_t periodsEnded() const;
   uint64_t remoteSummariesTaken() const;  // summaries other processes handed in so far
   std::vector<Finding> activeFindings() const;

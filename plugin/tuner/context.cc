@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "core/params.h"
+#include "diagnose/service.h"
 #include "telemetry/coll_names.h"
 #include "tuner/explore/params.h"
 #include "tuner/group_registry.h"
@@ -53,11 +54,13 @@ Context::Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNod
     : mode_(cfg.group.mode), userForced_(cfg.userForced), commId_(commId) {
   if (mode_ == Mode::Off) {
     ICN_INFO(subsys::Tuning, "tuner: ICN_TUNER=off, NCCL's own model decides");
+    joinForDiagnosis(cfg, commId, nRanks, nNodes);
     return;
   }
   if (userForced_) {
     ICN_INFO(subsys::Tuning, "tuner: NCCL_ALGO/NCCL_PROTO set by the user (%s/%s): the ICN tuner stands aside",
              std::getenv("NCCL_ALGO") ? std::getenv("NCCL_ALGO") : "-", std::getenv("NCCL_PROTO") ? std::getenv("NCCL_PROTO") : "-");
+    joinForDiagnosis(cfg, commId, nRanks, nNodes);
     return;
   }
   if (!cfg.rulesPath.empty()) loadRules(cfg.rulesPath, nRanks, nNodes);
@@ -94,6 +97,17 @@ Context::Context(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNod
            static_cast<unsigned long long>(commId), nRanks, nNodes,
            mode_ == Mode::Online ? "online" : "static", gc.cachePath.empty() ? "-" : gc.cachePath.c_str());
   if (!gc.cacheKey.empty()) ICN_INFO(subsys::Tuning, "tuner: table key: %s", gc.cacheKey.c_str());
+}
+
+void Context::joinForDiagnosis(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNodes) {
+  const diagnose::Settings& d = diagnose::diagnoser().settings();
+  if (!cfg.shareByCommId || nRanks < 2 || (d.stragglerPeriodS <= 0 && d.hangReportS <= 0)) return;
+  GroupConfig gc;
+  gc.mode = Mode::Off;
+  gc.agree = cfg.group.agree;
+  group_ = acquireGroup(commId, nRanks, nNodes, gc);
+  slot_ = group_->join();
+  group_->announceRanksForDiagnosis();
 }
 
 void Context::loadRules(const std::string& path, int nRanks, int nNodes) {

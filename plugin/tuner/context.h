@@ -42,6 +42,9 @@ class Context {
 
  private:
   void loadRules(const std::string& path, int nRanks, int nNodes);  // a broken file is reported and ignored
+  // Standing aside (ICN_TUNER=off, or NCCL_ALGO/NCCL_PROTO set): the communicator's processes still meet through
+  // an agreement that tunes nothing, so the diagnosis's leader gathers every process's view.
+  void joinForDiagnosis(const ContextConfig& cfg, uint64_t commId, int nRanks, int nNodes);
 
   Mode mode_;
   bool userForced_;

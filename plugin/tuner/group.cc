@@ -87,7 +87,7 @@ void Group::noteRank(int rank) {
 }
 
 void Group::startAgreement() {
-  if (cfg_.mode == Mode::Off || nRanks_ < 2) return;
+  if (nRanks_ < 2) return;
   if (agree_) agree::detach(agree_.get());
   bool lead = hasRank0_.load();
   std::vector<AgreedDecision> initial;
@@ -101,6 +101,17 @@ void Group::startAgreement() {
   }
   std::string why;
   if (!agree::attach(agree_, nNodes_, &why)) agree_->freeze(0, why.c_str());
+}
+
+void Group::announceRanksForDiagnosis() {
+  if (cfg_.mode != Mode::Off) return;
+  std::shared_ptr<Agreement> a;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    a = agree_;
+  }
+  // Call 0 is below every agreement's window: the gate notes the local ranks and never waits there.
+  if (a) a->gate(0, std::max(1, members_.load()));
 }
 
 Agreement* Group::agreement() {
@@ -337,7 +348,7 @@ void Group::maybeTransition(int c, int bkt) {
 }
 
 void Group::addSample(int c, int bkt, const Sample& s) {
-  if (c < 0 || c >= coll::kNumColls || bkt < 0 || bkt >= coll::kNumBuckets) return;
+  if (cfg_.mode == Mode::Off || c < 0 || c >= coll::kNumColls || bkt < 0 || bkt >= coll::kNumBuckets) return;
   std::lock_guard<std::mutex> lock(mu_);
   Bucket& b = buckets_[c][bkt];
   if (!b.addSample(s, [&] { return maxNext(c, bkt); })) return;

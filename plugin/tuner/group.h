@@ -27,6 +27,8 @@
 
 namespace icn::tuner {
 
+// Off: NCCL decides; a group of that mode exists only to carry the diagnosis's gathering (agree/gather.cc) over
+// an agreement that never tunes a call.
 enum class Mode { Off, Static, Online };
 
 // Exploring buckets that saw no call for this many process-wide decisions release the profiler.
@@ -67,6 +69,9 @@ class Group {
   // every rank turns out to be local. Null when there is nothing to agree on.
   void startAgreement();
   Agreement* agreement();
+  // Mode Off: the ranks noted so far are all this process holds (no collective passes the gate to say so): a
+  // follower reports them to the leader, which takes its diagnosis for them.
+  void announceRanksForDiagnosis();
 
   // The decision for this slot's next call of (coll, bucket); `table` is this call's cost table (candidates are
   // taken from it the first time the bucket is seen). O(1) and lock-free once the bucket has settled.

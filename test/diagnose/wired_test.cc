@@ -3,6 +3,8 @@
 // receiver posted no receive of tag 9). Within ICN_HANG_REPORT_S (1 s) plus a tick each process writes its hang
 // report naming what it waits for (direction, peer, tag, bytes, whether a first byte or clear-to-send came) and
 // WARNs; once the matching requests are posted and everything completes, each rewrites its report as resumed.
+// With the tuner off (ICN_TUNER=off: it tunes nothing, yet the processes still meet through its agreement), the
+// follower's report reaches the leader (rank 0's process), which writes the merged report naming the mismatch.
 #include <dirent.h>
 #include <dlfcn.h>
 #include <sys/wait.h>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "abi/profiler_v5.h"
+#include "abi/tuner_v5.h"
 #include "pair_runner.h"
 
 namespace {
@@ -77,6 +80,48 @@ void announceRank(Rank& r, int nranks) {
   ASSERT_EQ(prof->init(&ctx, 0x1234, &mask, "wired", nranks, nranks, r.rank, nullptr), ncclSuccess);
 }
 
+// ... and its tuner's init, which joins the communicator's processes (the agreement's leader is rank 0's process).
+void* joinTuner(Rank& r, int nranks) {
+  auto* tuner = static_cast<const ncclTuner_v5_t*>(dlsym(r.plugin.dl, "ncclTunerPlugin_v5"));
+  EXPECT_NE(tuner, nullptr);
+  if (!tuner) return nullptr;
+  void* ctx = nullptr;
+  ncclNvlDomainInfo_v5_t nvl{static_cast<int>(nranks), 1, 1};
+  ncclTunerConstants_v5_t constants{};
+  EXPECT_EQ(tuner->init(&ctx, 0x1234, nranks, nranks, nullptr, &nvl, &constants), ncclSuccess);
+  return ctx;
+}
+
+void leaveTuner(Rank& r, void* ctx) {
+  auto* tuner = static_cast<const ncclTuner_v5_t*>(dlsym(r.plugin.dl, "ncclTunerPlugin_v5"));
+  if (tuner && ctx) EXPECT_EQ(tuner->finalize(ctx), ncclSuccess);
+}
+
+// The leader's merged report in dir once it contains every needle, or "" after the deadline.
+std::string mergedWith(const std::string& dir, std::initializer_list<const char*> needles,
+                       std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (DIR* d = opendir(dir.c_str())) {
+      std::string text;
+      while (dirent* e = readdir(d)) {
+        std::string name = e->d_name;
+        if (name.rfind("icn-hang-merged-", 0) != 0) continue;
+        std::ifstream in(dir + "/" + name);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        text = ss.str();
+      }
+      closedir(d);
+      bool all = !text.empty();
+      for (const char* n : needles) all = all && text.find(n) != std::string::npos;
+      if (all) return text;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return "";
+}
+
 // icn-hang over the reports of both processes: its output and exit status.
 std::string icnHang(const std::string& paths, int* rc) {
   std::string out;
@@ -102,18 +147,22 @@ void* post(Rank& r, void* comm, bool send, int tag, std::vector<char>& buf) {
 }
 
 TEST(DiagnoseWired, TcpHangReportsNameTheWaitsAndTheirEnd) {
-  const std::string dir0 = makeDir("r0"), dir1 = makeDir("r1");
-  ASSERT_FALSE(dir0.empty() || dir1.empty());
+  const std::string dir0 = makeDir("r0"), dir1 = makeDir("r1"), meet = makeDir("meet");
+  ASSERT_FALSE(dir0.empty() || dir1.empty() || meet.empty());
   std::array<icn::testpair::RankSetup, 2> setup;
   for (int i = 0; i < 2; i++)
     setup[i].env = {{"ICN_TRANSPORT", "tcp"},
                     {"ICN_HANG_REPORT_S", "1"},
                     {"ICN_HANG_REPORT_DIR", i == 0 ? dir0 : dir1},
                     {"ICN_SOCKET_IFNAME", "lo"},
-                    {"ICN_TCP_EAGER_BYTES", "0"}};  // the send waits for its clear-to-send
+                    {"ICN_TCP_EAGER_BYTES", "0"},  // the send waits for its clear-to-send
+                    {"ICN_TUNER", "off"},
+                    {"ICN_TUNER_RENDEZVOUS", meet},
+                    {"NCCL_DEBUG", "INFO"}};
   auto out = icn::testpair::runPair(
       [&](Rank& r) {
         announceRank(r, 2);
+        void* tuner = joinTuner(r, 2);
         void *s = nullptr, *rc = nullptr;
         r.connectPair(&s, &rc);
         std::vector<char> a(4096, 0), b(4096, 0);
@@ -131,6 +180,10 @@ TEST(DiagnoseWired, TcpHangReportsNameTheWaitsAndTheirEnd) {
         EXPECT_NE(analysis.find("2 of 2 ranks reported): cycle"), std::string::npos) << analysis;
         EXPECT_NE(analysis.find("waits to receive from rank 1"), std::string::npos) << analysis;
         EXPECT_NE(analysis.find("waits to send to rank 0"), std::string::npos) << analysis;
+        // The same analysis at the leader, from its own report and the one its follower sent.
+        const std::string merged = mergedWith(dir0, {"\"kind\":\"cycle\"", "\"tag\":9", "\"tag\":7"},
+                                              std::chrono::seconds(10));
+        EXPECT_FALSE(merged.empty()) << "the leader wrote no merged report naming the cycle of tags 7 and 9";
         ASSERT_TRUE(r.peer.barrier());  // now the requests that match go in
         void* freeing = post(r, rc, false, 9, b);
         EXPECT_EQ(icn::netapi::waitRequest(r.plugin, freeing, nullptr, kWait), ncclSuccess);
@@ -139,9 +192,11 @@ TEST(DiagnoseWired, TcpHangReportsNameTheWaitsAndTheirEnd) {
             << "the report was not rewritten as resumed";
         ASSERT_TRUE(r.peer.barrier());
         EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
+        leaveTuner(r, tuner);
       },
       [&](Rank& r) {
         announceRank(r, 2);
+        void* tuner = joinTuner(r, 2);
         void *s = nullptr, *rc = nullptr;
         r.connectPair(&s, &rc);
         std::vector<char> a(4096, 1), b(4096, 2);
@@ -159,14 +214,17 @@ TEST(DiagnoseWired, TcpHangReportsNameTheWaitsAndTheirEnd) {
             << "the report was not rewritten as resumed";
         ASSERT_TRUE(r.peer.barrier());
         EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
+        leaveTuner(r, tuner);
       },
       setup, std::chrono::seconds(90));
+  EXPECT_TRUE(out[0].logHas("diagnosis: comm 0x1234: hang report of")) << out[0].log;
   for (int i = 0; i < 2; i++) {
     EXPECT_TRUE(out[i].cleanExit()) << "rank " << i << ":\n" << out[i].log;
     EXPECT_TRUE(out[i].warnHas({"no network progress", "hang report in", i == 0 ? dir0 : dir1})) << out[i].log;
   }
   removeDir(dir0);
   removeDir(dir1);
+  std::system(("rm -rf '" + meet + "'").c_str());
 }
 
 // UCX shows a receive only when its tag completes: a receive whose sender has not sent is reported as waiting with

@@ -7,6 +7,7 @@
 // diagnosis's bounded readers, must speak only for this communicator and the ranks the follower claimed, and may
 // come at most three times a period (a faster sender's extra messages are dropped unread, so a flood costs neither
 // memory nor parsing): a summary each period, a hang report and the resumed one after it, each window's phase.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -26,10 +27,31 @@ Clock::duration diagWindow(uint8_t kind) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(period));
 }
 
-bool holds(const Conn& c, int rank) {
-  for (int r : c.ranks)
+bool holds(const std::vector<int>& ranks, int rank) {
+  for (int r : ranks)
     if (r == rank) return true;
   return false;
+}
+
+// What the leader takes from this follower: summaries of the communicator's ranks it named in MEMBERS (a rank noted
+// later, in a process holding several, stays out), as JSON.
+std::string summariesOf(uint64_t commId, const std::vector<int>& ranks) {
+  std::vector<diagnose::PeerSummary> mine;
+  for (diagnose::PeerSummary& s : diagnose::diagnoser().localSummaries(commId))
+    if (holds(ranks, s.rank)) mine.push_back(std::move(s));
+  return diagnose::summariesToJson(mine);
+}
+
+// The process's report without this communicator's ranks it did not name (other communicators' stay: the leader
+// analyses per communicator and checks only its own).
+void keepNamed(diagnose::ProcessReport& r, uint64_t commId, const std::vector<int>& ranks) {
+  auto foreign = [&](uint64_t c, int rank) { return c == commId && !holds(ranks, rank); };
+  r.waits.erase(std::remove_if(r.waits.begin(), r.waits.end(),
+                               [&](const diagnose::WaitEntry& w) { return foreign(w.commId, w.rank); }),
+                r.waits.end());
+  r.ranks.erase(std::remove_if(r.ranks.begin(), r.ranks.end(),
+                               [&](const diagnose::RankEntry& k) { return foreign(k.commId, k.rank); }),
+                r.ranks.end());
 }
 
 }  // namespace
@@ -37,13 +59,14 @@ bool holds(const Conn& c, int rank) {
 void Service::sendDiagnosis(Entry& e, Conn& c) {
   diagnose::Diagnoser& d = diagnose::diagnoser();
   const uint64_t commId = e.a->commId();
+  if (e.membersRanks.empty()) return;  // the leader takes nothing from a follower that named no rank
   // Only into a queue with room: a leader that reads slowly gets the next period instead of a growing backlog.
   constexpr size_t kQueueRoom = 64 * 1024;
   if (d.settings().stragglerPeriodS > 0 && c.out.size() < kQueueRoom) {
     const uint64_t p = d.periodsEnded();
     if (p != e.diagPeriodSent) {
       e.diagPeriodSent = p;
-      std::string text = d.localSummariesJson(commId);
+      std::string text = summariesOf(commId, e.membersRanks);
       if (text.size() <= kMaxDiagText) {
         sendDiagText(c, kDiagSummaries, text);
       } else if (!e.diagTooBigWarned) {
@@ -59,6 +82,7 @@ void Service::sendDiagnosis(Entry& e, Conn& c) {
     const uint64_t seq = d.latestReport(&r);
     if (seq != e.diagReportSent) {
       e.diagReportSent = seq;
+      keepNamed(r, commId, e.membersRanks);
       std::string text = diagnose::toJson(r);
       if (text.size() <= kMaxDiagText) sendDiagText(c, kDiagReport, text);
     }
@@ -120,7 +144,7 @@ void Service::takeDiagSummaries(Conn& c, const std::string& text) {
   for (const diagnose::PeerSummary& s : v) {
     if (s.commId != commId) return lie(c, "sent straggler summaries of another communicator");
     // Without MEMBERS (a process that knows none of its ranks) nothing ties a summary to the sender.
-    if (!holds(c, s.rank))
+    if (!holds(c.ranks, s.rank))
       return lie(c, "sent straggler summaries of rank " + std::to_string(s.rank) + ", which it does not hold");
   }
   if (v.empty()) return;
@@ -139,10 +163,10 @@ void Service::takeDiagReport(Conn& c, const std::string& text) {
     return lie(c, "sent hang reports of two processes (" + c.reportOf + " and " + of + ")");
   const uint64_t commId = c.entry->a->commId();
   for (const diagnose::WaitEntry& w : r.waits)
-    if (w.commId == commId && !holds(c, w.rank))
+    if (w.commId == commId && !holds(c.ranks, w.rank))
       return lie(c, "sent a hang report of rank " + std::to_string(w.rank) + ", which it does not hold");
   for (const diagnose::RankEntry& k : r.ranks)
-    if (k.commId == commId && !holds(c, k.rank))
+    if (k.commId == commId && !holds(c.ranks, k.rank))
       return lie(c, "sent a hang report of rank " + std::to_string(k.rank) + ", which it does not hold");
   c.reportOf = of;
   ICN_INFO(subsys::Net, "diagnosis: comm 0x%llx: hang report of %s from follower %s (%s, %zu waits)",

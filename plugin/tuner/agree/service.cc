@@ -752,6 +752,7 @@ void Service::sendMembers(Entry& e, Conn& c) {
   Writer w;
   putRanks(w, ranks);
   send(c, kMembers, w.b);
+  e.membersRanks = ranks;
 }
 
 void Service::loop() {

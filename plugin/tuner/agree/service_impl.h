@@ -76,7 +76,9 @@ struct Entry {
   bool regWarned = false, regDistrustWarned = false;
   Clock::time_point nextLook{};
   bool membersSent = false, freezeSent = false, warnedStale = false;
-  // Follower: the diagnosis's last straggler period and hang report sent to the leader.
+  // Follower: the ranks its MEMBERS named (the only ones the leader takes diagnosis for), and the diagnosis's last
+  // straggler period and hang report sent to the leader.
+  std::vector<int> membersRanks;
   uint64_t diagPeriodSent = 0, diagReportSent = 0;
   bool diagTooBigWarned = false;
 };
