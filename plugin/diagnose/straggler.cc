@@ -12,13 +12,13 @@ namespace {
 
 // Thresholds of one finding: relaxed while the finding is raised.
 struct Limits {
-  double floorS, ownRatio, share, slowRatio;
+  double floorS, ownRatio, share, slowRatio, standOutRatio;
 };
 
 Limits limitsFor(const DetectorConfig& c, bool raised) {
-  if (!raised) return {c.lateFloorS, c.ownRatio, c.lateShare, c.slowLinkRatio};
+  if (!raised) return {c.lateFloorS, c.ownRatio, c.lateShare, c.slowLinkRatio, c.standOutRatio};
   return {c.lateFloorS * c.exitRelax, c.ownRatio * c.exitRelax, c.lateShare * c.exitRelax,
-          std::min(1.0, c.slowLinkRatio / c.exitRelax)};
+          std::min(1.0, c.slowLinkRatio / c.exitRelax), std::max(1.0, c.standOutRatio * c.exitRelax)};
 }
 
 double median(std::vector<double> v) { return quantile(v, 0.5); }
@@ -119,6 +119,28 @@ double ownTail(const PeerSummary& s, Measure m, const DetectorConfig& c) {
   return s.fig.arrivals >= c.minArrivals ? s.fig.arrivalP90S : -1;
 }
 
+// How long rank x's own connections in direction d wait, by measure m: their median (-1: none measured).
+double ownLevel(int x, Dir d, Measure m, const Comm& comm, const DetectorConfig& c) {
+  std::vector<double> v;
+  for (const PeerSummary* s : comm.of(comm.byRank[static_cast<int>(d)], x))
+    if (m == Measure::Pacing || s->fig.arrivals >= c.minArrivals) v.push_back(lateBy(*s, m, c));
+  return v.empty() ? -1 : median(v);
+}
+
+// Rank x waits `standOutRatio` times less than the other ranks' median does, and they wait past the floor: the
+// delay it brings has spread to everyone but itself.
+bool standsOut(int x, Dir d, Measure m, const Comm& comm, const DetectorConfig& c, const Limits& lim) {
+  const double mine = ownLevel(x, d, m, comm, c);
+  if (mine < 0) return false;
+  std::vector<double> others;
+  for (int y : comm.ranks)
+    if (y != x)
+      if (double l = ownLevel(y, d, m, comm, c); l >= 0) others.push_back(l);
+  if (others.size() < 2) return false;
+  const double level = median(others);
+  return level >= lim.floorS && mine * lim.standOutRatio <= level;
+}
+
 // The late-rank test for rank x in one direction and by one measure; false when it does not hold.
 bool lateIn(int x, Dir d, Measure m, const Comm& comm, const std::set<std::pair<int, int>>& slow,
             const DetectorConfig& c, const Limits& lim, Finding* f) {
@@ -144,9 +166,10 @@ bool lateIn(int x, Dir d, Measure m, const Comm& comm, const std::set<std::pair<
   const size_t needed = std::max<size_t>(1, static_cast<size_t>(std::ceil(lim.share * observed - 1e-9)));
   if (late.size() < needed) return false;
   const double lateMedian = median(late);
-  // It does not wait by the measure it is late by, nor more than the communicator's connections do overall (a
-  // rank that comes late because it waited before is not the one to name).
-  if (median(ownTails) * lim.ownRatio > lateMedian) return false;
+  // It does not wait by the measure it is late by (or far less than every other rank, where its delay spread to
+  // all), nor more than the communicator's connections do overall (a rank that comes late because it waited
+  // before is not the one to name).
+  if (median(ownTails) * lim.ownRatio > lateMedian && !standsOut(x, d, m, comm, c, lim)) return false;
   if (median(ownMeans) > comm.medianMean[di]) return false;
   f->kind = FindingKind::LateRank;
   f->commId = comm.id;

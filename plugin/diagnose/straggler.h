@@ -33,6 +33,10 @@ namespace icn::diagnose {
 struct DetectorConfig {
   double lateFloorS = 0.0005;
   double ownRatio = 6;
+  // Where a late rank's delay spreads to every rank (collectives posted together, a ring that waits on its
+  // slowest member), its peers wait about as long on each other as on it: then it is the one rank that waits
+  // this many times less than the others' median does, while its peers wait on it past the floor.
+  double standOutRatio = 3;
   double lateShare = 0.5;
   uint32_t minCount = 8;      // wait samples a connection needs in the window to count
   uint32_t minArrivals = 4;   // arrival samples for the arrival median to count
