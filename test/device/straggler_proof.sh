@@ -20,7 +20,7 @@
 # Env: NODES (4), CASES ("healthy throttle delay link hang cost"), HEALTHY_S (60), REPORT_S (2: the straggler
 #      period), HANG_S (3: ICN_HANG_REPORT_S), WARM_S, HOLD_S, CLEAR_S, INJECT_RANKS (1..N-1), STOP_MS (10),
 #      PERIOD_MS (20), DELAY_US (5000), RATE (10gbit), SLOW_RATE (5gbit), AR_BYTES (1M), A2A_BYTES (2M),
-#      COST_ROUNDS (3), COST_ARGS. Every rank gets ICN_TUNER_RENDEZVOUS=tcp://<host 0>:<port> and a random
+#      COST_ROUNDS (3), COST_ARGS, PLUGIN_LABEL (printed in the summary). Every rank gets ICN_TUNER_RENDEZVOUS=tcp://<host 0>:<port> and a random
 #      ICN_AUTH_KEY, so a plugin that gathers the processes' summaries at the leader through the agreement service
 #      can name a late rank across processes.
 # Writes $OUT/summary.md (table: case, injections, named correctly, detection median/max, false reports; cost
@@ -310,6 +310,7 @@ done
 {
   echo "# Straggler and hang diagnosis, $NODES nodes on one GPU"
   echo
+  [ -n "${PLUGIN_LABEL:-}" ] && echo "Plugin: $PLUGIN_LABEL" && echo
   echo "NODES=$NODES REPORT_S=$REPORT_S HANG_S=$HANG_S HEALTHY_S=$HEALTHY_S WARM_S=$WARM_S HOLD_S=$HOLD_S" \
     "CLEAR_S=$CLEAR_S INJECT_RANKS='$INJECT_RANKS' throttle ${STOP_MS}/${PERIOD_MS} ms, delay ${DELAY_US} us," \
     "link $SLOW_RATE of $RATE, all_reduce $AR_BYTES + alltoall $A2A_BYTES per iteration; $(since "$start") s in all"

@@ -70,7 +70,8 @@ def findings(work, tag):
     """Raised straggler findings: (time, logged by rank, kind, named ranks, text); cleared ones are left out."""
     out = []
     for t, rank, line in log_lines(work, tag):
-        if "ICN straggler:" not in line or "no longer" in line:
+        # Clearing lines ("is no longer late", "runs at the others' rate again") end a finding; they are not one.
+        if "ICN straggler:" not in line or "no longer" in line or "rate again" in line:
             continue
         m = LATE_RE.search(line)
         if m:
@@ -149,29 +150,29 @@ def summary(work):
             span = next(e for e in evs if e["kind"] == "span")
             false = [f for f in fs if span["t0"] <= f[0] <= span["t1"]]
             res["cases"][case] = {"seconds": span["t1"] - span["t0"], "false_reports": len(false),
-                                  "examples": [f[4] for f in false[:5]]}
-            rows.append([case, f"{span['t1'] - span['t0']:.0f} s healthy", "-", "-", "-", str(len(false))])
+                                  "false_examples": [f"{f[2]} logged by rank {f[1]}: {f[4]}" for f in false[:5]]}
+            rows.append([case, f"none ({span['t1'] - span['t0']:.0f} s)", "-", "-", "-", str(len(false))])
             continue
         link_ok = case == "link"
         det, per = [], []
-        wrong = 0
-        windows = [(e["t0"], e["t1"]) for e in injections]
         for e in injections:
             hit = next((f for f in fs if e["t0"] <= f[0] <= e["t1"] + 0.5 and names(f, e["rank"], link_ok)), None)
-            others = [f for f in fs if e["t0"] <= f[0] <= e["t1"] and not names(f, e["rank"], link_ok)]
-            wrong += len(others)
             per.append({"rank": e["rank"], "detected_s": None if hit is None else hit[0] - e["t0"],
                         "logged_by_rank": None if hit is None else hit[1], "text": None if hit is None else hit[4],
-                        "held_s": e["t1"] - e["t0"], "other_reports": [f[4] for f in others[:3]]})
+                        "held_s": e["t1"] - e["t0"]})
             if hit is not None:
                 det.append(hit[0] - e["t0"])
-        # Reports before the first injection (warm-up) are false ones too.
-        first = min((w[0] for w in windows), default=None)
-        warm = [f for f in fs if first is not None and f[0] < first]
-        res["cases"][case] = {"injections": per, "wrong_or_false_reports": wrong + len(warm),
-                              "warmup_reports": [f[4] for f in warm[:3]]}
+        # A finding is false unless it names the rank injected last (while held, or its tail while clearing):
+        # before the first injection nothing is injected, so everything there is false.
+        false = []
+        for f in fs:
+            last = [e for e in injections if e["t0"] <= f[0]]
+            if not last or not names(f, last[-1]["rank"], link_ok):
+                false.append(f)
+        res["cases"][case] = {"injections": per, "false_reports": len(false),
+                              "false_examples": [f"{f[2]} logged by rank {f[1]}: {f[4]}" for f in false[:5]]}
         rows.append([case, str(len(injections)), f"{len(det)}/{len(injections)}", fmt_s(med(det)),
-                     fmt_s(max(det) if det else None), str(wrong + len(warm))])
+                     fmt_s(max(det) if det else None), str(len(false))])
     hang = [e for e in events if e["case"] == "hang" and e["kind"] == "inject"]
     if hang:
         warn = [e["warn_s"] for e in hang if e.get("warn_s") is not None]
@@ -190,6 +191,8 @@ def summary(work):
         print("\nNo timestamped NCCL log line was found: NCCL_DEBUG_TIMESTAMP_FORMAT was not honoured, so detection "
               "times from the logs are missing.")
     for case, v in res["cases"].items():
+        for x in v.get("false_examples", []):
+            print(f"\n{case}, false report: `{x[:300]}`")
         for p in v.get("injections", []):
             if case != "hang" and p.get("text"):
                 print(f"\n{case}, rank {p['rank']}: {p['detected_s']:.2f} s, logged by rank {p['logged_by_rank']}: "
