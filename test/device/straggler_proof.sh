@@ -20,7 +20,8 @@
 # Env: NODES (4), CASES ("healthy throttle delay link hang cost"), HEALTHY_S (60), REPORT_S (2: the straggler
 #      period), HANG_S (3: ICN_HANG_REPORT_S), WARM_S, HOLD_S, CLEAR_S, INJECT_RANKS (1..N-1), STOP_MS (10),
 #      PERIOD_MS (20), DELAY_US (5000), RATE (10gbit), SLOW_RATE (5gbit), AR_BYTES (1M), A2A_BYTES (2M),
-#      COST_ROUNDS (3), COST_ARGS, PLUGIN_LABEL (printed in the summary). Every rank gets ICN_TUNER_RENDEZVOUS=tcp://<host 0>:<port> and a random
+#      COST_ROUNDS (3), COST_ARGS, PLUGIN_LABEL (printed in the summary), PROM (set: every process writes its
+#      Prometheus file and heatmap, copied as each injection ends, to see the figures behind a verdict). Every rank gets ICN_TUNER_RENDEZVOUS=tcp://<host 0>:<port> and a random
 #      ICN_AUTH_KEY, so a plugin that gathers the processes' summaries at the leader through the agreement service
 #      can name a late rank across processes.
 # Writes $OUT/summary.md (table: case, injections, named correctly, detection median/max, false reports; cost
@@ -126,11 +127,16 @@ start_group() {
   mkdir -m 700 "$W/hang_$gtag" 2>/dev/null
   for rank in $(seq 0 $((NODES - 1))); do
     echo 0 > "$W/delay_${gtag}_rank$rank"
+    local prom=()
+    if [ -n "${PROM:-}" ]; then
+      mkdir -m 700 "$W/prom_$gtag" 2>/dev/null
+      prom=(ICN_PROM_DIR="$W/prom_$gtag" ICN_HEATMAP_FILE="$W/prom_$gtag/heatmap_rank$rank.json")
+    fi
     "$bed" exec --name $name "$rank" -- env NCCL_NET_PLUGIN="$PLUGIN" ICN_TRANSPORT=tcp NCCL_NVLS_ENABLE=0 \
       NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_DEBUG_FILE="$W/${gtag}_rank$rank.nccl" \
       NCCL_DEBUG_TIMESTAMP_LEVELS=ALL NCCL_DEBUG_TIMESTAMP_FORMAT='%s.%3f_' \
       ICN_STRAGGLER_REPORT_S="$REPORT_S" ICN_HANG_REPORT_S="$HANG_S" ICN_HANG_REPORT_DIR="$W/hang_$gtag" \
-      ICN_TUNER_RENDEZVOUS="tcp://$addr0:$port" ICN_AUTH_KEY="$KEY" "$@" \
+      ICN_TUNER_RENDEZVOUS="tcp://$addr0:$port" ICN_AUTH_KEY="$KEY" "${prom[@]}" "$@" \
       timeout "$RUN_TIMEOUT" "$DRIVER" -r "$rank" -N "$NODES" -i "$W/ids_$gtag" -T 86400 -s "$AR_BYTES" \
       -a "$A2A_BYTES" -p "$W/${gtag}_rank$rank.pid" -d "$W/delay_${gtag}_rank$rank" -x "$W/stop_$gtag" \
       > "$W/${gtag}_rank$rank.log" 2>&1 &
@@ -184,12 +190,16 @@ case_healthy() {
 
 inject() {  # CASE RANK
   case $1 in
-    throttle) st throttle "$(pid_of "$2")" "$STOP_MS" "$PERIOD_MS" & throttler=$! ;;
+    # python3 itself in the background (not through st, whose subshell would take the TERM and leave it running)
+    throttle) python3 "$here/straggler_tool.py" throttle "$(pid_of "$2")" "$STOP_MS" "$PERIOD_MS" & throttler=$! ;;
     delay) echo "$DELAY_US" > "$W/delay_${gtag}_rank$2" ;;
     link) set_rate "$2" "$SLOW_RATE" ;;
   esac
 }
 release() {  # CASE RANK
+  if [ -n "${PROM:-}" ]; then  # what every process measured, as the injection ends
+    mkdir -p "$W/snap_${gtag}_rank$2" && cp "$W/prom_$gtag"/* "$W/snap_${gtag}_rank$2/" 2>/dev/null
+  fi
   case $1 in
     throttle) kill "$throttler"; wait "$throttler"; throttler="" ;;
     delay) echo 0 > "$W/delay_${gtag}_rank$2" ;;
