@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <deque>
 #include <map>
@@ -158,12 +159,25 @@ std::vector<Graph> buildGraphs(const std::vector<ProcessReport>& in, double stal
     after = std::max(after, r->reportAfterS);
   }
   if (staleS <= 0) staleS = std::max(60.0, 2 * after);
+  // When the stall began: the earliest last progress of a process that reports waits. A live process makes no
+  // network progress in a stall either, so it writes a report within its ICN_HANG_REPORT_S (plus a tick) of that;
+  // one whose newest report predates the stall while the others had that long does not vouch for itself (a process
+  // stopped right after a stall it resumed from).
+  int64_t stallStart = INT64_MAX;
+  for (const auto& [k, r] : latest)
+    if (r->stalled && !r->waits.empty())
+      stallStart = std::min(stallStart, r->timeUnixMs - static_cast<int64_t>(r->noProgressS * 1000));
+  constexpr double kReportSlackS = 2;  // the tick that writes a report, and clocks of different hosts
+  auto silentSinceStall = [&](const ProcessReport& r) {
+    return stallStart != INT64_MAX && r.timeUnixMs < stallStart &&
+           static_cast<double>(newest - stallStart) >= (r.reportAfterS + kReportSlackS) * 1000;
+  };
   std::map<uint64_t, Graph> graphs;
   for (const auto& [k, r] : latest) {
     for (const WaitEntry& w : r->waits) graphs[w.commId].commId = w.commId;  // communicators with a wait
   }
   for (const auto& [k, r] : latest) {
-    const bool fresh = static_cast<double>(newest - r->timeUnixMs) <= staleS * 1000;
+    const bool fresh = static_cast<double>(newest - r->timeUnixMs) <= staleS * 1000 && !silentSinceStall(*r);
     for (const RankEntry& e : r->ranks) {
       auto it = graphs.find(e.commId);
       if (it == graphs.end()) continue;

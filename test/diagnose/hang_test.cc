@@ -158,6 +158,23 @@ TEST(HangGraph, StaleReportCountsAsMissing) {
   EXPECT_EQ(only(j.reports).kind, RootKind::IdleRank);
 }
 
+// A process stopped right after it resumed from an earlier stall: its newest report (resumed, nothing pending)
+// predates this stall, and the others had time to report on it: it does not vouch for itself.
+TEST(HangGraph, ReportFromBeforeTheStallCountsAsMissingOnceTheOthersReported) {
+  Job j(3);
+  j.wait(0, 1, Dir::Recv).wait(2, 1, Dir::Recv);  // they stopped moving 25 s ago and report after 20 s
+  j.of(1).timeUnixMs -= 30000;
+  j.of(1).stalled = false;
+  HangAnalysis a = only(j.reports);
+  EXPECT_EQ(a.kind, RootKind::MissingProcess);
+  EXPECT_EQ(a.roots, std::vector<int>{1});
+  // While a live process could still be about to report on the stall, its report stands.
+  for (ProcessReport& p : j.reports) p.noProgressS = 21;
+  a = only(j.reports);
+  EXPECT_EQ(a.kind, RootKind::IdleRank);
+  EXPECT_EQ(a.roots, std::vector<int>{1});
+}
+
 // A hang of a large job: the analysis walks a 5000-rank cycle and a 5000-rank chain without recursion, and its
 // texts stay a paragraph.
 TEST(HangGraph, LongCycleAndLongChainStayBounded) {
