@@ -199,8 +199,10 @@ def summary(work):
                       f"`{p['text'][:300]}`")
         if case == "hang":
             for e in v["injections"]:
-                print(f"\nhang, rank {e['rank']}: WARN after {fmt_s(e.get('warn_s'))} s, icn-hang named it after "
-                      f"{fmt_s(e.get('named_s'))} s: {e.get('summary', '')[:300]}")
+                verdict = (f"icn-hang named it after {fmt_s(e.get('named_s'))} s: {(e.get('summary') or '')[:300]}"
+                           if e.get('named_s') is not None else
+                           f"icn-hang did not name it missing_process (it answered {e.get('other_kind') or 'nothing'})")
+                print(f"\nhang, rank {e['rank']}: WARN after {fmt_s(e.get('warn_s'))} s, {verdict}")
     cost = os.path.join(work, "cost_results.txt")
     if os.path.exists(cost):
         times = {}
