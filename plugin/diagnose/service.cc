@@ -248,10 +248,21 @@ void Diagnoser::mergeTick(uint64_t nowNs) {
   if (!remoteChanged_) return;
   remoteChanged_ = false;
   std::vector<ProcessReport> reports;
-  // The leader's own part: its stall report, else what it waits for now (it is alive, and not to be taken for a
-  // process that did not report).
+  // The leader's own part: its stall report, else itself as a process that moves (alive, and not to be taken for
+  // one that did not report; its pending operations are traffic, not waits).
   reports.push_back(haveReport_ ? report_ : buildReport(nowNs, 0, settings_.hangReportS));
+  if (!haveReport_) reports.back().stalled = false;
   for (const auto& [k, r] : remoteReports_) reports.push_back(r);
+  // A hang needs a process that stalled with something pending: once every report reads resumed, there is none.
+  const bool anyStalled = std::any_of(reports.begin(), reports.end(),
+                                      [](const ProcessReport& r) { return r.stalled && !r.waits.empty(); });
+  if (!anyStalled) {
+    for (const HangAnalysis& a : analysis_)
+      if (a.kind != RootKind::None)
+        ICN_INFO(subsys::Net, "hang on comm %s: every process that reported moves again", commIdText(a.commId).c_str());
+    analysis_.clear();
+    return;
+  }
   std::vector<HangAnalysis> before = std::move(analysis_);
   analysis_ = analyzeHang(reports);
   const std::string dir = reportDir();

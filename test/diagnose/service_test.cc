@@ -200,6 +200,34 @@ TEST_F(DiagnoseService, LeaderThatIsNotStalledIsNoMissingProcess) {
   EXPECT_EQ(a[0].kind, RootKind::IdleRank);
   EXPECT_EQ(a[0].roots, std::vector<int>{0});
   EXPECT_TRUE(a[0].missing.empty());
+  // The follower resumes: no process is stalled, so there is no hang to name (and no WARN about one).
+  follower.stalled = false;
+  follower.timeUnixMs += 1000;
+  icn::testing::takeWarnings();
+  d.addRemoteReport(follower);
+  d.tick(11 * kS);
+  EXPECT_TRUE(d.lastAnalysis().empty());
+  EXPECT_TRUE(icn::testing::takeWarnings().empty());
+}
+
+// A leader with traffic in flight but no stall of its own: its pending operations are not waits, so a follower's
+// resumed report next to them names no hang.
+TEST_F(DiagnoseService, LeaderTrafficAfterAStallIsNoHang) {
+  Diagnoser d(hangSettings(freshDir()));
+  links::setCommSize(kComm, 0, 2);
+  auto recv = links::open(link(0, 1, Dir::Recv));
+  recv->onRecvPosted(3, 4096, 9 * kS);  // in flight, posted a second before the tick
+  ProcessReport follower;
+  follower.host = "p1";
+  follower.pid = 79;
+  follower.stalled = false;
+  follower.timeUnixMs = Diagnoser::buildReport(0, 0, 0).timeUnixMs;
+  follower.ranks.push_back(RankEntry{kComm, 1, 2, ""});
+  d.addRemoteReport(follower);
+  icn::testing::takeWarnings();
+  d.tick(10 * kS);
+  EXPECT_TRUE(d.lastAnalysis().empty());
+  EXPECT_TRUE(icn::testing::takeWarnings().empty());
 }
 
 namespace {
