@@ -111,6 +111,9 @@ void LinkMonitor::done(OpId op, uint64_t bytes, uint64_t tNs) {
     rateSlow_.store(slow > 0 ? slow + kSlowAlpha * (rate - slow) : rate, std::memory_order_relaxed);
     const double size = rateBytes_.load(std::memory_order_relaxed), b = static_cast<double>(bytes);
     rateBytes_.store(size > 0 ? size + kFastAlpha * (b - size) : b, std::memory_order_relaxed);
+    rateMessages_.store(rateMessages_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    rateBytesSum_.store(rateBytesSum_.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+    rateNsSum_.store(rateNsSum_.load(std::memory_order_relaxed) + (tNs - start), std::memory_order_relaxed);
   }
   lastDoneNs_ = std::max(lastDoneNs_, tNs);
   completed_.fetch_add(1, std::memory_order_relaxed);
@@ -146,7 +149,9 @@ std::vector<PendingOp> LinkMonitor::pendingOps() const {
 WindowCounts LinkMonitor::takeWindow() {
   std::lock_guard<std::mutex> lock(readMu_);
   const WindowCounts now = totals();
-  WindowCounts d{now.wait - lastRead_.wait, now.arrival - lastRead_.arrival};
+  WindowCounts d{now.wait - lastRead_.wait, now.arrival - lastRead_.arrival,
+                 now.rateMessages - lastRead_.rateMessages, now.rateBytes - lastRead_.rateBytes,
+                 now.rateNs - lastRead_.rateNs};
   lastRead_ = now;
   return d;
 }

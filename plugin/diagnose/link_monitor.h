@@ -10,8 +10,10 @@
 //            still pending waits for that sibling, not for the peer, and counts 0.
 //   arrival  the wait of an operation posted on an idle connection (nothing else pending): how late the peer
 //            came to the exchange (a rank that enters a collective late shows here).
-//   rate     bytes / (done - max(ready, posted)) for operations of at least kRateMinBytes, as two EWMAs: a recent
-//            one and a long one; their ratio compares the connection with its own history.
+//   rate     bytes / (done - max(ready, posted)) for operations of at least kRateMinBytes: per period, the bytes
+//            of those operations over their summed durations (a figure of hundreds of messages, where one slow
+//            poll of a busy proxy moves it little), and two EWMAs of the per-message rate, a recent one and a long
+//            one (the connection's history).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -66,17 +68,21 @@ struct WindowFigures {
   double waitMedianS = 0, waitP90S = 0, waitMeanS = 0;
   uint32_t arrivals = 0;         // of those, operations posted on an idle connection
   double arrivalMedianS = 0, arrivalP90S = 0;
-  double rateBps = 0;            // recent rate EWMA (0: no sample yet)
-  double rateRatio = 0;          // recent / long EWMA (0: unknown)
-  double rateBytes = 0;          // recent EWMA of the size of the messages the rate was measured on
+  double rateBps = 0;            // the period's rate (0: fewer than kRateMinMessages measured)
+  double rateRatio = 0;          // the period's rate / the long EWMA (0: unknown)
+  double rateBytes = 0;          // the mean size of the messages the rate was measured on
 };
 
 // The waits of one period, before figures are taken (histograms of several connections add up).
 struct WindowCounts {
   WaitHistogram::Counts wait, arrival;
+  uint64_t rateMessages = 0, rateBytes = 0, rateNs = 0;  // operations the rate is measured on, their bytes and time
   WindowCounts& operator+=(const WindowCounts& o) {
     wait += o.wait;
     arrival += o.arrival;
+    rateMessages += o.rateMessages;
+    rateBytes += o.rateBytes;
+    rateNs += o.rateNs;
     return *this;
   }
 };
@@ -86,6 +92,7 @@ class LinkMonitor {
  public:
   static constexpr int kSlots = 64;                  // tracked operations in flight (NCCL keeps <= 8 per connection)
   static constexpr uint64_t kRateMinBytes = 64 << 10;  // smaller messages measure latency, not rate
+  static constexpr uint64_t kRateMinMessages = 8;      // a period's rate needs at least this many of them
 
   explicit LinkMonitor(LinkInfo info);
   LinkMonitor(const LinkMonitor&) = delete;
@@ -123,7 +130,10 @@ class LinkMonitor {
   // The waits since the previous call (since the connection opened, at the first): the period a reporter reads.
   WindowCounts takeWindow();
   // Everything since the connection opened.
-  WindowCounts totals() const { return {wait_.read(), arrival_.read()}; }
+  WindowCounts totals() const {
+    return {wait_.read(), arrival_.read(), rateMessages_.load(std::memory_order_relaxed),
+            rateBytesSum_.load(std::memory_order_relaxed), rateNsSum_.load(std::memory_order_relaxed)};
+  }
   double rateFastBps() const { return rateFast_.load(std::memory_order_relaxed); }
   double rateSlowBps() const { return rateSlow_.load(std::memory_order_relaxed); }
   double rateBytes() const { return rateBytes_.load(std::memory_order_relaxed); }
@@ -155,6 +165,7 @@ class LinkMonitor {
   std::atomic<uint32_t> pending_{0};
   std::atomic<uint64_t> untracked_{0}, completed_{0};
   std::atomic<double> rateFast_{0}, rateSlow_{0}, rateBytes_{0};
+  std::atomic<uint64_t> rateMessages_{0}, rateBytesSum_{0}, rateNsSum_{0};  // cumulative, read per period
 };
 
 // The q-quantile (linear between ranks) of values; sorts them. Empty: 0.

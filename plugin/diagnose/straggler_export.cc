@@ -84,8 +84,8 @@ std::string prometheusLines(const std::vector<PeerSummary>& peers, const std::ve
   family(out, "icn_peer_arrival_late_seconds",
          "How long a message posted on an idle connection waited for the peer: how late the peer came.", arrival);
   family(out, "icn_peer_messages", "Messages whose wait was measured in the last straggler period.", count);
-  family(out, "icn_peer_rate_bytes_per_second", "Recent transfer rate of the connections to the peer (EWMA).", rate);
-  family(out, "icn_peer_rate_ratio", "Recent rate over the connections' own longer-term rate.", ratio);
+  family(out, "icn_peer_rate_bytes_per_second", "Transfer rate of the connections to the peer over the period (messages of 64 KiB or more).", rate);
+  family(out, "icn_peer_rate_ratio", "The period's rate over the connections' own longer-term rate.", ratio);
   family(out, "icn_straggler_late_seconds", "A rank named late by the straggler check: its median lateness.",
          straggler);
   family(out, "icn_slow_link_rate_ratio", "A link named slow: its rate over the median of comparable links.", slow);

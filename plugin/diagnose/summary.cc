@@ -92,7 +92,7 @@ std::vector<PeerSummary> summarize(const std::vector<std::shared_ptr<LinkMonitor
   struct Acc {
     PeerSummary s;
     WindowCounts window;
-    double fast = 0, slow = 0, size = 0;
+    double slow = 0;  // the long-term rates' sum
     int rated = 0;
   };
   std::map<std::tuple<uint64_t, int, int, int>, Acc> groups;
@@ -113,10 +113,8 @@ std::vector<PeerSummary> summarize(const std::vector<std::shared_ptr<LinkMonitor
     a.s.links++;
     a.s.pending += l->pending();
     a.window += l->takeWindow();
-    if (l->rateFastBps() > 0 && l->rateSlowBps() > 0) {
-      a.fast += l->rateFastBps();
+    if (l->rateSlowBps() > 0) {
       a.slow += l->rateSlowBps();
-      a.size += l->rateBytes();
       a.rated++;
     }
   }
@@ -127,10 +125,13 @@ std::vector<PeerSummary> summarize(const std::vector<std::shared_ptr<LinkMonitor
     a.s.fig = figures(a.window);
     a.s.links = links;
     a.s.pending = pending;
-    if (a.rated) {
-      a.s.fig.rateBps = a.fast / a.rated;
-      a.s.fig.rateRatio = a.fast / a.slow;
-      a.s.fig.rateBytes = a.size / a.rated;
+    // The period's rate over every message it measured (not the last few: a proxy that polls late on a busy host
+    // stretches single messages), compared with the connection's long-term rate.
+    const WindowCounts& w = a.window;
+    if (a.rated && w.rateMessages >= LinkMonitor::kRateMinMessages && w.rateNs > 0) {
+      a.s.fig.rateBps = static_cast<double>(w.rateBytes) * 1e9 / static_cast<double>(w.rateNs);
+      a.s.fig.rateRatio = a.s.fig.rateBps / (a.slow / a.rated);
+      a.s.fig.rateBytes = static_cast<double>(w.rateBytes) / static_cast<double>(w.rateMessages);
     }
     out.push_back(std::move(a.s));
   }

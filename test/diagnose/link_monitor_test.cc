@@ -9,6 +9,7 @@
 
 #include "diagnose/histogram.h"
 #include "diagnose/link_monitor.h"
+#include "diagnose/summary.h"
 
 using namespace icn::diagnose;
 
@@ -109,6 +110,32 @@ TEST(LinkMonitor, RateEwmasCompareTheConnectionWithItsHistory) {
   for (int i = 0; i < 8; i++) transfer(1 << 20, 4 * kMs);  // the link slows to a quarter
   EXPECT_LT(m.rateFastBps() / m.rateSlowBps(), 0.4);
   EXPECT_NEAR(m.rateBytes(), 1 << 20, 1);
+}
+
+// A period's rate is its bytes over its transfer time, every measured message counting: a few messages stretched
+// at the end (a proxy that polled late) move it far less than they move the recent EWMA; too few messages give none.
+TEST(LinkMonitor, PeriodRateCountsEveryMessageOfThePeriod) {
+  auto m = std::make_shared<LinkMonitor>(recvInfo());
+  uint64_t t = 0;
+  auto transfer = [&](uint64_t ns) {
+    const OpId op = m->posted(0, 1 << 20, t);
+    m->ready(op, t);
+    m->done(op, 1 << 20, t + ns);
+    t += ns + kMs;
+  };
+  for (int i = 0; i < 60; i++) transfer(1 * kMs);
+  for (int i = 0; i < 4; i++) transfer(10 * kMs);
+  const double fast = (1 << 20) * 1e3;
+  EXPECT_LT(m->rateFastBps(), 0.6 * fast);  // the EWMA follows the last few
+  std::vector<PeerSummary> s = summarize({m});
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_NEAR(s[0].fig.rateBps, 64.0 * (1 << 20) * 1e9 / (100.0 * kMs), 1e3);
+  EXPECT_GT(s[0].fig.rateBps, 0.6 * fast);
+  EXPECT_NEAR(s[0].fig.rateBytes, 1 << 20, 1);
+  for (int i = 0; i < static_cast<int>(LinkMonitor::kRateMinMessages) - 1; i++) transfer(1 * kMs);
+  s = summarize({m});
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].fig.rateBps, 0) << "fewer than kRateMinMessages messages in the period";
 }
 
 TEST(LinkMonitor, StaleAndUnknownOperationIdsAreIgnored) {
