@@ -100,7 +100,8 @@ void Group::startAgreement() {
     for (int r : ranks_) agree_->noteRank(r);
   }
   std::string why;
-  if (!agree::attach(agree_, nNodes_, &why)) agree_->freeze(0, why.c_str());
+  // With the tuner off only the diagnosis's gathering is lost: said at INFO (each process still reports alone).
+  if (!agree::attach(agree_, nNodes_, &why)) agree_->freeze(0, why.c_str(), /*quiet=*/cfg_.mode == Mode::Off);
 }
 
 void Group::announceRanksForDiagnosis() {
