@@ -119,31 +119,44 @@ double ownTail(const PeerSummary& s, Measure m, const DetectorConfig& c) {
   return s.fig.arrivals >= c.minArrivals ? s.fig.arrivalP90S : -1;
 }
 
-// How long rank x's own connections in direction d wait, by measure m: their median (-1: none measured).
-double ownLevel(int x, Dir d, Measure m, const Comm& comm, const DetectorConfig& c) {
-  std::vector<double> v;
-  for (const PeerSummary* s : comm.of(comm.byRank[static_cast<int>(d)], x))
-    if (m == Measure::Pacing || s->fig.arrivals >= c.minArrivals) v.push_back(lateBy(*s, m, c));
-  return v.empty() ? -1 : median(v);
-}
+// How long each rank's own connections wait, per direction and measure: their median. Read once per check (every
+// rank's is compared with every other's).
+class OwnLevels {
+ public:
+  OwnLevels(const Comm& comm, const DetectorConfig& c) {
+    for (Dir d : {Dir::Recv, Dir::Send})
+      for (Measure m : {Measure::Arrival, Measure::Pacing})
+        for (const auto& [x, own] : comm.byRank[static_cast<int>(d)]) {
+          std::vector<double> v;
+          for (const PeerSummary* s : own)
+            if (m == Measure::Pacing || s->fig.arrivals >= c.minArrivals) v.push_back(lateBy(*s, m, c));
+          if (!v.empty()) slot(d, m)[x] = median(v);
+        }
+  }
+  const std::map<int, double>& of(Dir d, Measure m) const { return levels_[static_cast<int>(d)][static_cast<int>(m)]; }
+
+ private:
+  std::map<int, double>& slot(Dir d, Measure m) { return levels_[static_cast<int>(d)][static_cast<int>(m)]; }
+  std::map<int, double> levels_[2][2];
+};
 
 // Rank x waits `standOutRatio` times less than the other ranks' median does, and they wait past the floor: the
 // delay it brings has spread to everyone but itself.
-bool standsOut(int x, Dir d, Measure m, const Comm& comm, const DetectorConfig& c, const Limits& lim) {
-  const double mine = ownLevel(x, d, m, comm, c);
-  if (mine < 0) return false;
+bool standsOut(int x, Dir d, Measure m, const OwnLevels& levels, const Limits& lim) {
+  const std::map<int, double>& all = levels.of(d, m);
+  auto mine = all.find(x);
+  if (mine == all.end()) return false;
   std::vector<double> others;
-  for (int y : comm.ranks)
-    if (y != x)
-      if (double l = ownLevel(y, d, m, comm, c); l >= 0) others.push_back(l);
+  for (const auto& [y, l] : all)
+    if (y != x) others.push_back(l);
   if (others.size() < 2) return false;
   const double level = median(others);
-  return level >= lim.floorS && mine * lim.standOutRatio <= level;
+  return level >= lim.floorS && mine->second * lim.standOutRatio <= level;
 }
 
 // The late-rank test for rank x in one direction and by one measure; false when it does not hold.
-bool lateIn(int x, Dir d, Measure m, const Comm& comm, const std::set<std::pair<int, int>>& slow,
-            const DetectorConfig& c, const Limits& lim, Finding* f) {
+bool lateIn(int x, Dir d, Measure m, const Comm& comm, const OwnLevels& levels,
+            const std::set<std::pair<int, int>>& slow, const DetectorConfig& c, const Limits& lim, Finding* f) {
   const int di = static_cast<int>(d);
   std::vector<double> late, imposed, ownTails, ownMeans;
   const std::vector<const PeerSummary*>& own = comm.of(comm.byRank[di], x);
@@ -169,7 +182,7 @@ bool lateIn(int x, Dir d, Measure m, const Comm& comm, const std::set<std::pair<
   // It does not wait by the measure it is late by (or far less than every other rank, where its delay spread to
   // all), nor more than the communicator's connections do overall (a rank that comes late because it waited
   // before is not the one to name).
-  if (median(ownTails) * lim.ownRatio > lateMedian && !standsOut(x, d, m, comm, c, lim)) return false;
+  if (median(ownTails) * lim.ownRatio > lateMedian && !standsOut(x, d, m, levels, lim)) return false;
   if (median(ownMeans) > comm.medianMean[di]) return false;
   f->kind = FindingKind::LateRank;
   f->commId = comm.id;
@@ -195,6 +208,7 @@ std::vector<Finding> lateRanks(const Comm& comm, const std::vector<Finding>& slo
   if (comm.ranks.size() < 3) return out;  // two ranks wait on each other by turns: no third to tell who is late
   std::set<std::pair<int, int>> slow;
   for (const Finding& f : slowFound) slow.insert({f.rank, f.peerRank});
+  const OwnLevels levels(comm, c);
   for (int x : comm.ranks) {
     Finding probe;
     probe.kind = FindingKind::LateRank;
@@ -205,7 +219,7 @@ std::vector<Finding> lateRanks(const Comm& comm, const std::vector<Finding>& slo
     bool any = false;
     for (Dir d : {Dir::Recv, Dir::Send})
       for (Measure m : {Measure::Arrival, Measure::Pacing})
-        if (lateIn(x, d, m, comm, slow, c, lim, &f) && (!any || f.lateMedianS > best.lateMedianS)) {
+        if (lateIn(x, d, m, comm, levels, slow, c, lim, &f) && (!any || f.lateMedianS > best.lateMedianS)) {
           best = f;
           any = true;
         }

@@ -111,8 +111,7 @@ void Group::announceRanksForDiagnosis() {
     std::lock_guard<std::mutex> lock(mu_);
     a = agree_;
   }
-  // Call 0 is below every agreement's window: the gate notes the local ranks and never waits there.
-  if (a) a->gate(0, std::max(1, members_.load()));
+  if (a) a->countLocalRanks(std::max(1, members_.load()));
 }
 
 Agreement* Group::agreement() {

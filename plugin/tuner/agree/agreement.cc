@@ -37,17 +37,18 @@ bool Agreement::waitFor(const std::function<bool()>& ready, int ms) {
   return cv_.wait_until(lock, deadline, [&] { return ready() || frozenFrom_.load() != kNever; });
 }
 
-Agreement::Gate Agreement::gate(uint64_t k, int localRanks) {
-  if (localRanks_.load(std::memory_order_relaxed) < 0) {
-    int expected = -1;
-    if (localRanks_.compare_exchange_strong(expected, localRanks)) {
-      if (role_ == Role::Leader) {
-        std::lock_guard<std::mutex> lock(mu_);
-        ownCounted_ = true;  // every local rank was noted before its first call: START may count them
-      }
-      wake();  // followers report their ranks now
-    }
+void Agreement::countLocalRanks(int localRanks) {
+  int expected = -1;
+  if (!localRanks_.compare_exchange_strong(expected, localRanks)) return;
+  if (role_ == Role::Leader) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ownCounted_ = true;  // every local rank was noted before its first call: START may count them
   }
+  wake();  // followers report their ranks now
+}
+
+Agreement::Gate Agreement::gate(uint64_t k, int localRanks) {
+  if (localRanks_.load(std::memory_order_relaxed) < 0) countLocalRanks(localRanks);
   uint64_t s = start_.load();
   if (s == kNever) {
     if (role_ == Role::Leader) {

@@ -90,6 +90,9 @@ class Agreement {
   // Before call k of a local rank (`localRanks`: ranks of the communicator in this process). Tuned: the group's
   // plan and the agreed decisions decide call k; Untuned: NCCL's choice. Waits at most waitMs.
   Gate gate(uint64_t k, int localRanks);
+  // The ranks noted so far are all `localRanks` this process holds (once; gate() says so at the first call): a
+  // follower reports them, the leader may count them for START.
+  void countLocalRanks(int localRanks);
   // The agreed decision in force at call k for (coll, bucket); invalid when none. Lock-free.
   Decision decisionAt(int coll, int bucket, uint64_t k) const;
   // Leader: a measured winner to announce with the next horizon (it takes effect one horizon later). At most
