@@ -123,15 +123,16 @@ void CommBase::diagnosePosted(IbRequest* r, int tag, uint64_t bytes, bool send) 
   r->op = send ? m->onSendPosted(tag, bytes, now) : m->onRecvPosted(tag, bytes, now);
 }
 
-void CommBase::diagnoseStarted(IbRequest* r) {
+void CommBase::diagnoseStarted(IbRequest* r, uint64_t now) {
   if (r->started) return;
   r->started = true;
   diagnose::LinkMonitor* m = monitor();
   if (!m) return;
+  if (now == 0) now = diagnose::nowNs();
   if (r->kind == IbRequest::Kind::Send)
-    m->onClearToSend(r->op, diagnose::nowNs());
+    m->onClearToSend(r->op, now);
   else
-    m->onFirstByte(r->op, diagnose::nowNs());
+    m->onFirstByte(r->op, now);
 }
 
 Status CommBase::fail(Status st, const std::string& why) {
@@ -234,11 +235,12 @@ Status CommBase::testRequest(IbRequest* r, bool* done, int* sizes) {
   for (int i = 0; i < r->n; ++i) total += r->bytes[i];
   if (r->kind == IbRequest::Kind::Recv && counters_) counters_->add(total);
   if (diagnose::LinkMonitor* m = monitor(); m && r->kind != IbRequest::Kind::Flush) {
-    diagnoseStarted(r);  // a message of 0 bytes: its completion is all there is
+    const uint64_t now = diagnose::nowNs();
+    diagnoseStarted(r, now);  // a message of 0 bytes: its completion is all there is
     if (r->kind == IbRequest::Kind::Recv)
-      m->onRecvDone(r->op, total, diagnose::nowNs());
+      m->onRecvDone(r->op, total, now);
     else
-      m->onSendDone(r->op, total, diagnose::nowNs());
+      m->onSendDone(r->op, total, now);
   }
   *done = true;
   release(r);

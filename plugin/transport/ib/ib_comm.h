@@ -111,7 +111,7 @@ class CommBase {
   // (its CTS was in the FIFO), a receive's first byte is its first write-with-immediate completion.
   diagnose::LinkMonitor* monitor() { return diag_ ? &diag_->monitor() : nullptr; }
   void diagnosePosted(IbRequest* r, int tag, uint64_t bytes, bool send);
-  void diagnoseStarted(IbRequest* r);
+  void diagnoseStarted(IbRequest* r, uint64_t now = 0);  // now: 0 reads the clock, only on the first call
 
   std::vector<const Port*> ports_;
   bool isSend_;
