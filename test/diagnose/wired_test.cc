@@ -27,17 +27,17 @@ namespace {
 using icn::testpair::kWait;
 using icn::testpair::Rank;
 
-// The text of the only icn-hang-*.json in dir once it contains every needle, or "" after the deadline.
-std::string reportWith(const std::string& dir, std::initializer_list<const char*> needles,
-                       std::chrono::milliseconds limit) {
+// The text of the file in dir whose kind `merged` asks for (a process's icn-hang-*.json, or the leader's
+// icn-hang-merged-*.json) once it contains every needle, or "" after the deadline.
+std::string hangFileWith(const std::string& dir, bool merged, std::initializer_list<const char*> needles,
+                         std::chrono::milliseconds limit) {
   const auto end = std::chrono::steady_clock::now() + limit;
-  std::string text;
   while (std::chrono::steady_clock::now() < end) {
-    text.clear();
+    std::string text;
     if (DIR* d = opendir(dir.c_str())) {
       while (dirent* e = readdir(d)) {
         std::string name = e->d_name;
-        if (name.rfind("icn-hang-", 0) != 0 || name.find("merged") != std::string::npos) continue;
+        if (name.rfind("icn-hang-", 0) != 0 || (name.rfind("icn-hang-merged-", 0) == 0) != merged) continue;
         std::ifstream in(dir + "/" + name);
         std::stringstream ss;
         ss << in.rdbuf();
@@ -51,6 +51,11 @@ std::string reportWith(const std::string& dir, std::initializer_list<const char*
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return "";
+}
+
+std::string reportWith(const std::string& dir, std::initializer_list<const char*> needles,
+                       std::chrono::milliseconds limit) {
+  return hangFileWith(dir, false, needles, limit);
 }
 
 std::string makeDir(const char* what) {
@@ -97,29 +102,9 @@ void leaveTuner(Rank& r, void* ctx) {
   if (tuner && ctx) EXPECT_EQ(tuner->finalize(ctx), ncclSuccess);
 }
 
-// The leader's merged report in dir once it contains every needle, or "" after the deadline.
 std::string mergedWith(const std::string& dir, std::initializer_list<const char*> needles,
                        std::chrono::milliseconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (DIR* d = opendir(dir.c_str())) {
-      std::string text;
-      while (dirent* e = readdir(d)) {
-        std::string name = e->d_name;
-        if (name.rfind("icn-hang-merged-", 0) != 0) continue;
-        std::ifstream in(dir + "/" + name);
-        std::stringstream ss;
-        ss << in.rdbuf();
-        text = ss.str();
-      }
-      closedir(d);
-      bool all = !text.empty();
-      for (const char* n : needles) all = all && text.find(n) != std::string::npos;
-      if (all) return text;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return "";
+  return hangFileWith(dir, true, needles, limit);
 }
 
 // icn-hang over the reports of both processes: its output and exit status.
