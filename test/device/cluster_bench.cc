@@ -14,8 +14,6 @@
 // clock from the first launch to the stream done, divided by n, as nccl-tests measures); -R rounds, the
 // configurations' order rotated each round. -l sweeps of -L untimed calls per size and configuration come first
 // (an online tuner's exploration). Rank 0 prints one "CLUSTER {json}" line per timed block.
-#include <cuda_runtime_api.h>
-#include <nccl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,48 +28,16 @@
 #include <vector>
 
 #include "core/json.h"
+#include "driver_util.h"
 
 namespace {
 
+using icn::device::die;
+using icn::device::parseInt;
+using icn::device::parseSize;
+
 constexpr double kSyncTimeoutS = 120.0;  // a hung collective ends the run with a message, not a hang
 constexpr double kRendezvousTimeoutS = 120.0;
-
-[[noreturn]] void die(const char* what, const char* detail) {
-  fprintf(stderr, "icn-cluster-bench: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-  exit(2);
-}
-
-#define CUDA_OK(call)                                          \
-  do {                                                         \
-    cudaError_t e_ = (call);                                   \
-    if (e_ != cudaSuccess) die(#call, cudaGetErrorString(e_)); \
-  } while (0)
-#define NCCL_OK(call)                                          \
-  do {                                                         \
-    ncclResult_t r_ = (call);                                  \
-    if (r_ != ncclSuccess) die(#call, ncclGetErrorString(r_)); \
-  } while (0)
-
-size_t parseSize(const char* s) {
-  char* end = nullptr;
-  double v = strtod(s, &end);
-  if (end == s || v <= 0) die("bad size", s);
-  switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    case '\0': break;
-    default: die("bad size suffix", s);
-  }
-  return static_cast<size_t>(v);
-}
-
-int parseInt(const char* s, int lo, int hi) {
-  char* end = nullptr;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end || v < lo || v > hi) die("bad number", s);
-  return static_cast<int>(v);
-}
 
 enum class Op { AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv };
 const char* opName(Op op) {

@@ -16,8 +16,6 @@
 // to 1 MiB take -R rounds instead: their blocks last microseconds and each lands in one of the latency modes, so
 // many more of them cost nothing and resolve a few percent where -r rounds cannot.
 // Prints a Markdown table (median per configuration and size) and writes every sample as JSON.
-#include <cuda_runtime_api.h>
-#include <nccl.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,8 +27,13 @@
 #include <vector>
 
 #include "core/json.h"
+#include "driver_util.h"
 
 namespace {
+
+using icn::device::die;
+using icn::device::parseInt;
+using icn::device::parseSize;
 
 // Every wait is bounded: a hung collective ends the run with a message instead of a hang.
 constexpr double kSyncTimeoutS = 60.0;
@@ -50,43 +53,6 @@ struct Options {
   int roundsFor(size_t bytes) const { return bytes <= kSmallBytes && smallRounds >= 0 ? smallRounds : rounds; }
   std::string json;
 };
-
-[[noreturn]] void die(const char* what, const char* detail) {
-  fprintf(stderr, "icn-paired-allreduce: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-  exit(2);
-}
-
-#define CUDA_OK(call)                                          \
-  do {                                                         \
-    cudaError_t e_ = (call);                                   \
-    if (e_ != cudaSuccess) die(#call, cudaGetErrorString(e_)); \
-  } while (0)
-#define NCCL_OK(call)                                             \
-  do {                                                            \
-    ncclResult_t r_ = (call);                                     \
-    if (r_ != ncclSuccess) die(#call, ncclGetErrorString(r_));    \
-  } while (0)
-
-size_t parseSize(const char* s) {
-  char* end = nullptr;
-  double v = strtod(s, &end);
-  if (end == s || v <= 0) die("bad size", s);
-  switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    case '\0': break;
-    default: die("bad size suffix", s);
-  }
-  return static_cast<size_t>(v);
-}
-
-int parseInt(const char* s, int lo, int hi) {
-  char* end = nullptr;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end || v < lo || v > hi) die("bad number", s);
-  return static_cast<int>(v);
-}
 
 Config parseConfig(const std::string& arg) {
   Config c;

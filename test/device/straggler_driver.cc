@@ -14,8 +14,6 @@
 //        that comes late to every collective
 //   -x   a file whose existence ends the run early (any rank may see it)
 // Lines: PROGRESS {"t":unix_s,"rank":r,"iter":n,"per_s":x}, DONE {...}; WRONG {...} and exit 1 on a wrong element.
-#include <cuda_runtime_api.h>
-#include <nccl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,47 +27,17 @@
 #include <thread>
 #include <vector>
 
+#include "driver_util.h"
+
 namespace {
+
+using icn::device::die;
+using icn::device::parseInt;
+using icn::device::parseSize;
 
 constexpr double kSyncTimeoutS = 300.0;  // a stopped rank is held for seconds; a real hang still ends the run
 constexpr double kRendezvousTimeoutS = 120.0;
 constexpr int kStopEvery = 16;  // iterations between the stop-flag all_reduce (rank 0's decision to everyone)
-
-[[noreturn]] void die(const char* what, const char* detail) {
-  fprintf(stderr, "icn-straggler-driver: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-  exit(2);
-}
-
-#define CUDA_OK(call)                                          \
-  do {                                                         \
-    cudaError_t e_ = (call);                                   \
-    if (e_ != cudaSuccess) die(#call, cudaGetErrorString(e_)); \
-  } while (0)
-#define NCCL_OK(call)                                          \
-  do {                                                         \
-    ncclResult_t r_ = (call);                                  \
-    if (r_ != ncclSuccess) die(#call, ncclGetErrorString(r_)); \
-  } while (0)
-
-size_t parseSize(const char* s) {
-  char* end = nullptr;
-  double v = strtod(s, &end);
-  if (end == s || v <= 0) die("bad size", s);
-  switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case '\0': break;
-    default: die("bad size suffix", s);
-  }
-  return static_cast<size_t>(v);
-}
-
-int parseInt(const char* s, int lo, int hi) {
-  char* end = nullptr;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end || v < lo || v > hi) die("bad number", s);
-  return static_cast<int>(v);
-}
 
 double unixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
