@@ -379,11 +379,7 @@ bool sendText(Wire& w, uint8_t kind, const std::string& text, size_t chunk = kMa
   size_t off = 0;
   do {
     size_t n = std::min(chunk, text.size() - off);
-    Writer f;
-    f.u8(kind);
-    f.u8(off + n == text.size() ? 1 : 0);
-    f.bytes(reinterpret_cast<const uint8_t*>(text.data()) + off, n);
-    if (!w.send(kDiag, f.b)) return false;
+    if (!w.send(kDiag, diagPayload(kind, off + n == text.size(), text.data() + off, n))) return false;
     off += n;
   } while (off < text.size());
   return true;
@@ -454,23 +450,17 @@ TEST_F(HostileFollower, DiagnosisMessageOverItsBoundIsALieBeforeItIsKept) {
   hostile::Start st;
   auto liar = joinAndStart({1}, &st);
   const std::string chunk(kMaxPayload - 2, ' ');
-  Writer f;
-  f.u8(kDiagSummaries);
-  f.u8(0);  // never the last: the leader must not keep more than kMaxDiagText of it
-  f.bytes(reinterpret_cast<const uint8_t*>(chunk.data()), chunk.size());
+  // Never the last: the leader must not keep more than kMaxDiagText of it.
+  const std::string p = diagPayload(kDiagSummaries, false, chunk.data(), chunk.size());
   for (size_t sent = 0; sent <= kMaxDiagText; sent += chunk.size())
-    if (!liar->send(kDiag, f.b)) break;
+    if (!liar->send(kDiag, p)) break;
   expectStoppedAt(st.h + 1, *liar, "diagnosis message over 524288 bytes");
 }
 
 TEST_F(HostileFollower, InterleavedDiagnosisMessagesAreALie) {
   hostile::Start st;
   auto liar = joinAndStart({1}, &st);
-  Writer f;
-  f.u8(kDiagSummaries);
-  f.u8(0);
-  f.bytes(reinterpret_cast<const uint8_t*>("[{"), 2);
-  liar->send(kDiag, f.b);
+  liar->send(kDiag, diagPayload(kDiagSummaries, false, "[{", 2));
   diag::sendText(*liar, kDiagReport, diag::waitReport(commId_, 1, 0, 4242));
   expectStoppedAt(st.h + 1, *liar, "interleaved two diagnosis messages");
 }

@@ -94,11 +94,7 @@ void Service::sendDiagText(Conn& c, uint8_t kind, const std::string& text) {
   size_t off = 0;
   do {
     const size_t n = std::min(kChunk, text.size() - off);
-    Writer w;
-    w.u8(kind);
-    w.u8(off + n == text.size() ? 1 : 0);
-    w.bytes(reinterpret_cast<const uint8_t*>(text.data()) + off, n);
-    send(c, kDiag, w.b);
+    send(c, kDiag, diagPayload(kind, off + n == text.size(), text.data() + off, n));
     off += n;
   } while (off < text.size() && !c.dead);
 }

@@ -248,6 +248,16 @@ inline bool parseAddr(const std::string& s, SockAddr* a) {
   return true;
 }
 
+// A DIAG frame's payload: u8 kind (kDiagSummaries, kDiagReport) | u8 last (1 on a message's last chunk) | n bytes of
+// its text.
+inline std::string diagPayload(uint8_t kind, bool last, const char* text, size_t n) {
+  Writer w;
+  w.u8(kind);
+  w.u8(last ? 1 : 0);
+  w.bytes(reinterpret_cast<const uint8_t*>(text), n);
+  return w.b;
+}
+
 // A process's report of one (collective, bucket): u8 coll | u8 bucket | u8 arms | per arm: u8 algo | u8 proto |
 // u16 usable samples | u32 estimate (IEEE float, microseconds).
 inline void putReport(Writer& w, int coll, int bucket, const std::vector<ArmEstimate>& arms) {
