@@ -114,6 +114,17 @@ void reg(Comm& comm, Buffers& b, size_t n) {
   CHECK_OK(comm.regMr(b.mem.data(), n, kMemHost, &b.mh));
 }
 
+// One receive of n bytes at p (registered as mh); null when every request is in flight.
+Request* recvOne(Conn& c, void* p, size_t n, void* mh, int tag) {
+  void* data[1] = {p};
+  size_t sz[1] = {n};
+  int tags[1] = {tag};
+  void* mhs[1] = {mh};
+  Request* r = nullptr;
+  CHECK_OK(c.recv->irecv(1, data, sz, tags, mhs, &r));
+  return r;
+}
+
 void sendOne(Conn& c, Buffers& b, size_t n, int tag, Request** out) {
   *out = nullptr;
   until("isend slot", 60000, [&] {
@@ -201,11 +212,7 @@ void functional(Conn& c) {
         for (size_t k = 0; k < m; k += 997) p[k] = pattern(k, posted);
         CHECK_OK(c.send->isend(p, m, 7, b.mh, &r));
       } else {
-        void* data[1] = {p};
-        size_t sz[1] = {m};
-        int tags[1] = {7};
-        void* mhs[1] = {b.mh};
-        CHECK_OK(c.recv->irecv(1, data, sz, tags, mhs, &r));
+        r = recvOne(c, p, m, b.mh, 7);
       }
       if (!r) break;
       inflight[posted++] = r;
@@ -245,11 +252,7 @@ void bandwidth(Conn& c) {
       if (role == "a") {
         CHECK_OK(c.send->isend(p, size, 1, b.mh, &r));
       } else {
-        void* data[1] = {p};
-        size_t sz[1] = {size};
-        int tags[1] = {1};
-        void* mhs[1] = {b.mh};
-        CHECK_OK(c.recv->irecv(1, data, sz, tags, mhs, &r));
+        r = recvOne(c, p, size, b.mh, 1);
       }
       if (!r) break;
       if (posted == 0) t0 = Clock::now();
@@ -272,15 +275,7 @@ void latency(Conn& c) {
   reg(*c.recv, rb, size ? size : 1);
   // The next receive is always posted before the matching send can start, as NCCL does: the sender finds
   // its clear-to-send already there and each half round trip is one data write.
-  auto postRecv = [&] {
-    void* data[1] = {rb.mem.data()};
-    size_t sz[1] = {size};
-    int tags[1] = {3};
-    void* mhs[1] = {rb.mh};
-    Request* r = nullptr;
-    CHECK_OK(c.recv->irecv(1, data, sz, tags, mhs, &r));
-    return r;
-  };
+  auto postRecv = [&] { return recvOne(c, rb.mem.data(), size, rb.mh, 3); };
   auto sendMsg = [&] {
     Request* r;
     sendOne(c, sb, size, 3, &r);
@@ -314,12 +309,7 @@ void deadPeer(Conn& c) {
   }
   Buffers b;
   reg(*c.recv, b, 4096);
-  void* data[1] = {b.mem.data()};
-  size_t sz[1] = {4096};
-  int tags[1] = {1};
-  void* mhs[1] = {b.mh};
-  Request* r = nullptr;
-  CHECK_OK(c.recv->irecv(1, data, sz, tags, mhs, &r));
+  Request* r = recvOne(c, b.mem.data(), 4096, b.mh, 1);
   auto t0 = Clock::now();
   bool done = false;
   Status st = Status::Ok;
@@ -357,23 +347,15 @@ void waits(Conn& c) {
   reg(*c.send, out, 4096);
   if (role == "a") {  // lets b's operations complete once b saw them reported
     until("b's go", 60000, [&] { return access(go.c_str(), F_OK) == 0; });
-    void* data[1] = {in.mem.data()};
-    size_t sz[1] = {4096};
-    int tags[1] = {6};
-    void* mhs[1] = {in.mh};
-    Request *r = nullptr, *s = nullptr;
-    CHECK_OK(c.recv->irecv(1, data, sz, tags, mhs, &r));
+    Request* r = recvOne(c, in.mem.data(), 4096, in.mh, 6);
+    Request* s = nullptr;
     sendOne(c, out, 4096, 5, &s);
     wait(r, nullptr, "receive of tag 6");
     wait(s, nullptr, "send of tag 5");
     return;
   }
-  void* data[1] = {in.mem.data()};
-  size_t sz[1] = {4096};
-  int tags[1] = {5};
-  void* mhs[1] = {in.mh};
-  Request *r = nullptr, *s = nullptr;
-  CHECK_OK(c.recv->irecv(1, data, sz, tags, mhs, &r));
+  Request* r = recvOne(c, in.mem.data(), 4096, in.mh, 5);
+  Request* s = nullptr;
   sendOne(c, out, 4096, 6, &s);
   bool done = false;  // neither can complete; testing keeps the proxy's part going
   CHECK_OK(r->test(&done, nullptr));
