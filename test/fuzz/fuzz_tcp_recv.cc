@@ -11,7 +11,8 @@
 //    at those offsets (pieces for the entry, or one eager message with its tag and size), and nothing past size;
 //    its buffer is freed at once, so a later write into it is a use-after-free;
 //  - every clear-to-send record is the one its receive asked for (sequence, slot, count, tags, sizes), and the
-//    credits handed back never exceed the eager messages sent;
+//    credits handed back never exceed the eager messages sent (those the harness wrote, plus as many as the raw
+//    bytes it wrote on the lanes could hold);
 //  - every error is an NCCL error code a peer may cause (RemoteError, InvalidUsage, SystemError), never a crash,
 //    an internal error or a hang (libFuzzer's -timeout).
 #include <sys/socket.h>
@@ -109,8 +110,15 @@ class RecvHarness {
       case Eager: eager(in); break;
       case Raw: {
         const size_t which = in.byte() % peer_.size();
-        peer_[which].write(in.bytes(in.byte() % 65));
-        tainted_ = tainted_ || which > 0;  // a lane's stream no longer matches what the harness knows it holds
+        const auto raw = in.bytes(in.byte() % 65);
+        peer_[which].write(raw);
+        if (which > 0) {
+          tainted_ = true;  // a lane's stream no longer matches what the harness knows it holds
+          // The fuzzer learns the header's magic: raw bytes may start eager headers the harness did not write, at
+          // most one per header length of them (headers do not overlap; a payload's bytes never hold the magic).
+          const uint32_t headers = static_cast<uint32_t>((raw.size() + sizeof(ChunkHeader) - 1) / sizeof(ChunkHeader));
+          (which == 1 ? rawHeadersOnLane0_ : rawHeadersOnHelpers_) += headers;
+        }
         break;
       }
       case ReadCts: readCts(); break;
@@ -428,10 +436,12 @@ class RecvHarness {
       }
       creditsBack_ += h.credits;
       earlyBack_ += h.earlyCredits;
-      if (creditsBack_ > eagerOnLane0_ || earlyBack_ > eagerOnHelpers_)
-        broken("clear-to-send records hand back %llu + %llu credits for %llu + %llu eager messages sent",
-               (unsigned long long)creditsBack_, (unsigned long long)earlyBack_, (unsigned long long)eagerOnLane0_,
-               (unsigned long long)eagerOnHelpers_);
+      const uint64_t lane0 = uint64_t{eagerOnLane0_} + rawHeadersOnLane0_;
+      const uint64_t helpers = uint64_t{eagerOnHelpers_} + rawHeadersOnHelpers_;
+      if (creditsBack_ > lane0 || earlyBack_ > helpers)
+        broken("clear-to-send records hand back %llu + %llu credits for at most %llu + %llu eager messages sent",
+               (unsigned long long)creditsBack_, (unsigned long long)earlyBack_, (unsigned long long)lane0,
+               (unsigned long long)helpers);
       ctsSeen_++;
       off += len;
     }
@@ -449,6 +459,7 @@ class RecvHarness {
   std::vector<SentMessage> sent_;
   uint32_t nextSeq_ = 0, nextEager_ = 0, ctsSeen_ = 0;
   uint32_t eagerOnLane0_ = 0, eagerOnHelpers_ = 0;
+  uint32_t rawHeadersOnLane0_ = 0, rawHeadersOnHelpers_ = 0;  // headers raw bytes may hold, at most
   uint64_t creditsBack_ = 0, earlyBack_ = 0;
   std::vector<uint8_t> ctsIn_;
   bool failed_ = false, tainted_ = false, reading_ = false;

@@ -197,6 +197,20 @@ void recvSeeds() {
     test(s, 0);
     save(d, "eager_flood", s);
   }
+  {  // Raw bytes on lane 0 that hold a whole eager header (ChunkHeader: magic "ICTD", horizon 0, flags eager,
+     // tag 1, 0 bytes, number 0): the comm takes it and hands its credit back, though the harness never sent it
+     // as an eager message.
+    Script s = recvConfig(0);
+    s.op(rv::Raw, 1, 32).bytes("ICTD");
+    const uint8_t rest[28] = {0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0};  // seq, slot, index, flags, tag; then zeros
+    for (uint8_t b : rest) s.u8(b);
+    for (int i = 0; i < 2; i++) {
+      post1(s, 0, 0);
+      test(s, 0, 0);
+      s.op(rv::ReadCts);
+    }
+    save(d, "raw_eager_header_on_lane0", s);
+  }
   {
     Script s = recvConfig(0);
     post1(s, 3, 0);

@@ -274,7 +274,7 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   uint32_t npending_ = 0;
   uint64_t eagerBase_ = 0;   // lowest eager number not seen yet (unwrapped: the wire carries its low 32 bits)
   std::bitset<kEagerWindow> seen_;  // bit k: number eagerBase_ + k was seen
-  uint64_t freeStages_ = kEagerCredits == 64 ? ~uint64_t{0} : (uint64_t{1} << kEagerCredits) - 1;
+  uint64_t freeStages_ = ~uint64_t{0} >> (64 - kEagerCredits);  // the low kEagerCredits bits
   uint32_t creditsOwed_ = 0, earlyOwed_ = 0;  // eager messages consumed since the last CTS, by kind
   // Credits handed back, both kinds counted together in record order: credit c went out in record
   // creditRecord_[c % kCreditRing]. Eager number n spends credit n - initialCredits_; the ones a sender can still

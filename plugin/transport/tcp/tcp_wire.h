@@ -57,7 +57,7 @@ constexpr uint16_t kChunkEager = 1;
 constexpr uint32_t kEagerCredits = 64;
 constexpr uint32_t kEarlyCredits = 192;
 constexpr uint32_t kEagerWindow = kEagerCredits + kEarlyCredits;  // eager numbers unconsumed at once
-static_assert(kEagerCredits <= 64, "the receiver keeps its stage slots in a 64-bit mask");
+static_assert(kEagerCredits >= 1 && kEagerCredits <= 64, "the receiver keeps its stage slots in a 64-bit mask");
 static_assert(kEagerCredits <= 255 && kEarlyCredits <= 255, "a record hands back up to 255 of each");
 constexpr uint32_t kMaxEagerBytes = 65536;   // largest eager message on lane 0 (staged by the receiver)
 
