@@ -286,23 +286,22 @@ class RecvHarness {
         broken("receive %u entry %d: byte %zu written past its %d-byte message", t->seq, i, past, s);
       if (tainted_ || s == 0) continue;
       const uint32_t us = static_cast<uint32_t>(s);
+      // The bytes of a direct message for this entry, or of an eager message with its tag and size. Both are
+      // checked: a short message's content may match both keys (7 bits of content per byte).
       bool ok = false;
-      size_t diff = firstDiff(b, directKey(t->seq, i), 0, us);
-      if (diff == us) {
+      const size_t diff = firstDiff(b, directKey(t->seq, i), 0, us);
+      if (diff == us)
         for (auto& m : sent_)
           ok = ok || (!m.eager && m.seq == t->seq && m.slot == static_cast<uint32_t>(t->slot) &&
                       m.index == static_cast<uint32_t>(i) && m.total == us && m.tag == t->tags[i]);
-        if (!ok) broken("receive %u entry %d completed with %d bytes, but no piece sent for it has that size", t->seq,
-                        i, s);
-        continue;
-      }
       for (auto& m : sent_)
         if (!ok && m.eager && m.tag == t->tags[i] && m.total == us && firstDiff(b, eagerKey(m.number), 0, us) == us)
           ok = true;
-      if (!ok)
-        broken("receive %u entry %d (tag %d) completed with %d bytes that no message sent for it holds (byte %zu is "
-               "0x%02x: %s)", t->seq, i, t->tags[i], s, diff, b[diff],
-               b[diff] == kPoison ? "never written" : "other data");
+      if (ok) continue;
+      if (diff == us)
+        broken("receive %u entry %d completed with %d bytes, but no message sent for it has that size", t->seq, i, s);
+      broken("receive %u entry %d (tag %d) completed with %d bytes that no message sent for it holds (byte %zu is "
+             "0x%02x: %s)", t->seq, i, t->tags[i], s, diff, b[diff], b[diff] == kPoison ? "never written" : "other data");
     }
     freeSlots_.push_back(t->slot);
     for (auto it = posted_.begin(); it != posted_.end(); ++it) {

@@ -211,6 +211,20 @@ void recvSeeds() {
     }
     save(d, "raw_eager_header_on_lane0", s);
   }
+  {  // 1-byte eager messages each completing the next receive: eager message 46 lands in receive 48, and its one
+     // byte is also what a direct message for receive 48 would carry (content has 7 bits a byte).
+    Script s = recvConfig(0);
+    for (int i = 0; i < 2; i++) {
+      post1(s, 0, 0);
+      message(s, 0, 0, 1, 0);
+      test(s, 0);
+    }
+    s.op(rv::Eager, 0, 0, 2, 0, 1, 2);  // lane 0, the next number, horizon 0, tag 1, 1 byte
+    post1(s, 0, 0);
+    test(s, 0);
+    s.op(rv::Repeat, 2, 46);
+    save(d, "short_eager_matches_direct_content", s);
+  }
   {
     Script s = recvConfig(0);
     post1(s, 3, 0);
