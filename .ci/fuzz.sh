@@ -16,4 +16,14 @@ cmake --build "$BUILD" -j"${JOBS:-2}" --target icn_fuzzers
 rc=0
 ctest --test-dir "$BUILD" -L fuzz --output-on-failure -V >"$BUILD/fuzz.log" 2>&1 || rc=$?
 grep -E "Test +#|stat::number_of_executed_units|stat::new_units_added|SUMMARY|tests passed" "$BUILD/fuzz.log" || true
+if [ "$rc" != 0 ]; then
+  # What broke, and each kept input (at most 4 KiB: libFuzzer's default -max_len), so a CI log alone reproduces it:
+  #   base64 -d > crash-x <<< '...'; $BUILD/test/fuzz/fuzz_<name> crash-x
+  grep -E "INVARIANT BROKEN|ERROR: |#[0-9]+ 0x[0-9a-f]+ in icn::" "$BUILD/fuzz.log" | head -40 || true
+  for f in $(ls "$BUILD"/test/fuzz/{crash,leak,timeout,oom}-* 2>/dev/null | head -5); do
+    echo "kept input $(basename "$f") ($(stat -c %s "$f") bytes), base64:"
+    head -c 4096 "$f" | base64 -w 0
+    echo
+  done
+fi
 exit $rc
