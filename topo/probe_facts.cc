@@ -1,9 +1,9 @@
 // Recorded facts (what NVML and ibverbs would say), so rules that need them run without the hardware.
-// Format (all keys optional):
-// {"gpus":[{"busid":"0000:07:00.0","index":0,"sm":90,"name":"H100","nvlink_capable":18,"nvlink_active":18,
-//           "nvlinks":[{"target":"0000:00:00.0","tclass":"0x068000","count":18}]}],
-//  "rdma":[{"device":"mlx5_0","port":1,"active_mtu":4096,"state":"ACTIVE","link_layer":"Ethernet",
-//           "netdev":"eth2","netdev_mtu":9000,"rate":200}]}
+// Format (all keys optional; <...> the value's kind):
+// {"gpus":[{"busid":<PCI address>,"index":<int>,"sm":<int>,"name":<string>,"nvlink_capable":<int>,
+//           "nvlink_active":<int>,"nvlinks":[{"target":<PCI address>,"tclass":<hex string>,"count":<int>}]}],
+//  "rdma":[{"device":<string>,"port":<int>,"active_mtu":<int>,"state":<string>,"link_layer":<string>,
+//           "netdev":<string>,"netdev_mtu":<int>,"rate":<Gbit/s>}]}
 #include <cstdlib>
 
 #include "core/json.h"
