@@ -105,6 +105,7 @@ void Context::joinForDiagnosis(const ContextConfig& cfg, uint64_t commId, int nR
   GroupConfig gc;
   gc.mode = Mode::Off;
   gc.agree = cfg.group.agree;
+  gc.agree.tunes = false;
   group_ = acquireGroup(commId, nRanks, nNodes, gc);
   slot_ = group_->join();
   group_->announceRanksForDiagnosis();

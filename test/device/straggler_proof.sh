@@ -20,7 +20,8 @@
 # Env: NODES (4), CASES ("healthy throttle delay link hang cost"), HEALTHY_S (60), REPORT_S (2: the straggler
 #      period), HANG_S (3: ICN_HANG_REPORT_S), WARM_S, HOLD_S, CLEAR_S, INJECT_RANKS (1..N-1), STOP_MS (10),
 #      PERIOD_MS (20), DELAY_US (5000), RATE (10gbit), SLOW_RATE (5gbit), AR_BYTES (1M), A2A_BYTES (2M),
-#      COST_ROUNDS (3), COST_ARGS, PLUGIN_LABEL (printed in the summary), PROM (set: every process writes its
+#      COST_ROUNDS (3), COST_ARGS, BEFORE_ENV (NAME=VALUE words for the 'before' arm only: with BEFORE_PLUGIN the
+#      same plugin, e.g. "ICN_STRAGGLER_REPORT_S=0 ICN_HANG_REPORT_S=0" measures the diagnosis against itself off), PLUGIN_LABEL (printed in the summary), PROM (set: every process writes its
 #      Prometheus file and heatmap, copied as each injection ends, to see the figures behind a verdict). Every rank gets ICN_TUNER_RENDEZVOUS=tcp://<host 0>:<port> and a random
 #      ICN_AUTH_KEY, so a plugin that gathers the processes' summaries at the leader through the agreement service
 #      can name a late rank across processes.
@@ -269,14 +270,16 @@ case_hang() {
 
 # run_cost ROUND LABEL PLUGIN: one icn-cluster-bench process group.
 run_cost() {
-  local round=$1 label=$2 plugin=$3 rank pids=() rcs=() st i extra
+  local round=$1 label=$2 plugin=$3 rank pids=() rcs=() st i extra armenv=()
   port=$((port + 1))
+  # shellcheck disable=SC2206  # BEFORE_ENV is a list of NAME=VALUE words
+  [ "$label" = before ] && armenv=($BEFORE_ENV)
   mkdir -m 700 "$W/hang_cost" 2>/dev/null
   for rank in $(seq 0 $((NODES - 1))); do
     # shellcheck disable=SC2086
     "$bed" exec --name $name "$rank" -- env NCCL_NET_PLUGIN="$plugin" ICN_TRANSPORT=tcp ICN_TUNER=off \
       NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT ICN_HANG_REPORT_DIR="$W/hang_cost" \
-      ICN_TUNER_RENDEZVOUS="tcp://$addr0:$port" ICN_AUTH_KEY="$KEY" \
+      ICN_TUNER_RENDEZVOUS="tcp://$addr0:$port" ICN_AUTH_KEY="$KEY" "${armenv[@]}" \
       timeout 300 "$BENCH" -r "$rank" -N "$NODES" -i "$W/ids_cost_${round}_$label" -t "$label" $COST_ARGS default \
       > "$W/cost_${round}_${label}_rank$rank.log" 2>&1 &
     pids+=($!)

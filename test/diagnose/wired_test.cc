@@ -212,6 +212,61 @@ TEST(DiagnoseWired, TcpHangReportsNameTheWaitsAndTheirEnd) {
   std::system(("rm -rf '" + meet + "'").c_str());
 }
 
+// The wake-ups of this process's agreement thread (named icn-agree) over `span`, or -1 when it has none.
+long agreementWakeups(std::chrono::milliseconds span) {
+  auto count = []() -> long {
+    DIR* d = opendir("/proc/self/task");
+    if (!d) return -1;
+    long n = -1;
+    while (dirent* e = readdir(d)) {
+      const std::string task = std::string("/proc/self/task/") + e->d_name;
+      std::ifstream comm(task + "/comm");
+      std::string name;
+      if (!std::getline(comm, name) || name != "icn-agree") continue;
+      std::ifstream status(task + "/status");
+      std::string line;
+      n = 0;
+      while (std::getline(status, line))
+        if (line.rfind("voluntary_ctxt_switches:", 0) == 0) n = std::stol(line.substr(line.find(':') + 1));
+    }
+    closedir(d);
+    return n;
+  };
+  const long before = count();
+  std::this_thread::sleep_for(span);
+  const long after = count();
+  return before < 0 || after < 0 ? -1 : after - before;
+}
+
+// With the tuner off the agreement only carries the diagnosis's gathering, whose periods are seconds long: its
+// thread must not wake every few milliseconds (a tuning agreement's tick) and take cores from the ranks' threads.
+TEST(DiagnoseWired, GatheringAloneWakesItsThreadRarely) {
+  const std::string meet = makeDir("quiet");
+  ASSERT_FALSE(meet.empty());
+  std::array<icn::testpair::RankSetup, 2> setup;
+  for (int i = 0; i < 2; i++)
+    setup[i].env = {{"ICN_TRANSPORT", "tcp"}, {"ICN_SOCKET_IFNAME", "lo"}, {"ICN_TUNER", "off"},
+                    {"ICN_TUNER_RENDEZVOUS", meet}, {"ICN_STRAGGLER_REPORT_S", "1"}};
+  auto rank = [&](Rank& r) {
+    announceRank(r, 2);
+    void* tuner = joinTuner(r, 2);
+    void *s = nullptr, *rc = nullptr;
+    r.connectPair(&s, &rc);  // both processes joined; the agreement is set up by now or soon
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const long wakeups = agreementWakeups(std::chrono::seconds(3));
+    // A 2 ms tick is about 1500 wake-ups in 3 s; the gathering's own tick about 150, plus its messages.
+    EXPECT_GE(wakeups, 0) << "no thread named icn-agree in rank " << r.rank;
+    EXPECT_LT(wakeups, 450) << "rank " << r.rank << "'s agreement thread woke " << wakeups << " times in 3 s";
+    ASSERT_TRUE(r.peer.barrier());
+    EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
+    EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
+    leaveTuner(r, tuner);
+  };
+  auto out = icn::testpair::runPair(rank, rank, setup, std::chrono::seconds(60));
+  for (int i = 0; i < 2; i++) EXPECT_TRUE(out[i].cleanExit()) << "rank " << i << ":\n" << out[i].log;
+  std::system(("rm -rf '" + meet + "'").c_str());
+}
+
 // UCX shows a receive only when its tag completes: a receive whose sender has not sent is reported as waiting with
 // no first byte, and the report turns resumed once it completes. (A UCX send completes locally, into the
 // receiver's unexpected queue: there is no send-side wait to report.)

@@ -56,6 +56,9 @@ struct AgreeParams {
   // slowest process's time beats NCCL's choice's by `margin`.
   int minSamples = 2;
   double margin = 0.03;
+  // False when the agreement tunes nothing and only carries the diagnosis's gathering (ICN_TUNER=off): no call
+  // waits on its replies, so the service thread need not wake often for it.
+  bool tunes = true;
 };
 
 // What the leader decided from every process's measurements of one (collective, bucket), for the persisted table.

@@ -95,7 +95,9 @@ class Service {
   // Leader: listens, and writes its rendezvous file (the directory form; the network form registers later).
   bool publishLeader(Entry& e, std::string* why);
   void loop();
-  void pollSet(std::vector<pollfd>& fds) const;  // every socket the thread waits on
+  // Every socket the thread waits on; returns how long poll may wait when none is ready, in ms: a short tick while
+  // an agreement tunes (calls wait on its horizons), a long one when every agreement only gathers the diagnosis.
+  int pollSet(std::vector<pollfd>& fds) const;
   // One round after poll: wake-ups, new connections, every connection's input and deadlines, every entry's step.
   void serveAll(const std::unordered_map<int, short>& events);
   void serveConn(Conn& c, short ev, Clock::time_point now);  // `ev`: what poll saw on it
