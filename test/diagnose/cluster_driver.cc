@@ -1,0 +1,263 @@
+// One rank of an NCCL-shaped job without a GPU, for the straggler and hang cases across emulated hosts
+// (test/diagnose/cluster_cases.sh): it drives the plugin as NCCL's proxy does (net API v11, with the profiler's and
+// the tuner's init announcing its rank and joining the communicator's processes), and per iteration exchanges one
+// message with every other rank (an all-to-all), host memory, every byte checked.
+//
+//   icn-diag-cluster-driver --rank R --nranks N --dir DIR [--bytes B] [--seconds S] [--plugin PATH]
+//
+// DIR is shared by all ranks: handles (handle.<to>.<from>), this rank's pid (pid.<R>), and the controls the cases
+// write: delay.<R> (microseconds this rank sleeps before each iteration) and stop (rank 0 ends the run; S seconds
+// also end it). Rank 0's messages carry whether the run goes on, so every rank ends at the same iteration.
+// Prints PROGRESS every second and DONE {"rank":R,"iters":n,"wrong":w} at the end; exit 0 when every byte was
+// right and every call succeeded.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "abi/profiler_v5.h"
+#include "abi/tuner_v5.h"
+#include "net_api.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kCommId = 0xd1a9c0de;
+constexpr int kTag = 7;
+constexpr auto kOpLimit = std::chrono::seconds(120);  // longer than any injected stall
+
+struct Options {
+  int rank = -1, nranks = 0;
+  std::string dir, plugin;
+  size_t bytes = 256 * 1024;
+  int seconds = 60;
+};
+
+bool parse(int argc, char** argv, Options* o) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--rank") o->rank = atoi(v.c_str());
+    else if (k == "--nranks") o->nranks = atoi(v.c_str());
+    else if (k == "--dir") o->dir = v;
+    else if (k == "--bytes") o->bytes = strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--seconds") o->seconds = atoi(v.c_str());
+    else if (k == "--plugin") o->plugin = v;
+    else return false;
+  }
+  return o->nranks >= 2 && o->rank >= 0 && o->rank < o->nranks && !o->dir.empty() && o->bytes >= 16 &&
+         o->bytes <= (64u << 20) && o->seconds > 0;
+}
+
+bool writeFile(const std::string& path, const void* data, size_t len) {
+  const std::string tmp = path + ".tmp";
+  FILE* f = fopen(tmp.c_str(), "wb");
+  if (!f) return false;
+  bool ok = fwrite(data, 1, len, f) == len;
+  ok = fclose(f) == 0 && ok;
+  return ok && rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+bool readFile(const std::string& path, void* data, size_t len) {
+  FILE* f = fopen(path.c_str(), "rb");
+  if (!f) return false;
+  bool ok = fread(data, 1, len, f) == len;
+  fclose(f);
+  return ok;
+}
+
+long delayUs(const std::string& dir, int rank) {
+  std::ifstream in(dir + "/delay." + std::to_string(rank));
+  long us = 0;
+  return in >> us && us > 0 && us < 10000000 ? us : 0;
+}
+
+bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+// What NCCL does at communicator init when the net plugin also serves as profiler and tuner.
+void* joinAsNccl(icn::netapi::Plugin& p, const Options& o) {
+  if (auto* prof = static_cast<const ncclProfiler_v5_t*>(dlsym(p.dl, "ncclProfiler_v5"))) {
+    void* ctx = nullptr;
+    int mask = 0;
+    if (prof->init(&ctx, kCommId, &mask, "cluster", o.nranks, o.nranks, o.rank, nullptr) != ncclSuccess)
+      fprintf(stderr, "profiler init failed\n");
+  }
+  auto* tuner = static_cast<const ncclTuner_v5_t*>(dlsym(p.dl, "ncclTunerPlugin_v5"));
+  if (!tuner) return nullptr;
+  void* ctx = nullptr;
+  ncclNvlDomainInfo_v5_t nvl{o.nranks, 1, 1};
+  ncclTunerConstants_v5_t constants{};
+  if (tuner->init(&ctx, kCommId, o.nranks, o.nranks, nullptr, &nvl, &constants) != ncclSuccess) return nullptr;
+  return ctx;
+}
+
+// One listen comm per peer (handle.<me>.<peer>), so each accepted comm is known to come from that peer; then
+// connects and accepts are driven together, as NCCL's proxy does, until every comm exists.
+bool connectAll(icn::netapi::Plugin& p, const Options& o, std::vector<void*>* send, std::vector<void*>* recv) {
+  const int n = o.nranks, me = o.rank;
+  std::vector<void*> listen(n, nullptr);
+  for (int peer = 0; peer < n; peer++) {
+    if (peer == me) continue;
+    char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+    if (p.net->listen(p.ctx, 0, handle, &listen[peer]) != ncclSuccess) return false;
+    if (!writeFile(o.dir + "/handle." + std::to_string(me) + "." + std::to_string(peer), handle, sizeof handle))
+      return false;
+  }
+  send->assign(n, nullptr);
+  recv->assign(n, nullptr);
+  std::vector<std::vector<char>> handles(n);
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  int missing = 2 * (n - 1);
+  while (missing > 0) {
+    if (Clock::now() > deadline) return false;
+    for (int peer = 0; peer < n; peer++) {
+      if (peer == me) continue;
+      if (!(*send)[peer]) {
+        if (handles[peer].empty()) {
+          std::vector<char> h(NCCL_NET_HANDLE_MAXSIZE);
+          if (readFile(o.dir + "/handle." + std::to_string(peer) + "." + std::to_string(me), h.data(), h.size()))
+            handles[peer] = h;
+        }
+        ncclNetDeviceHandle_v11_t* dh = nullptr;
+        if (!handles[peer].empty()) {
+          if (p.net->connect(p.ctx, 0, handles[peer].data(), &(*send)[peer], &dh) != ncclSuccess) return false;
+          if ((*send)[peer]) missing--;
+        }
+      }
+      if (!(*recv)[peer]) {
+        ncclNetDeviceHandle_v11_t* dh = nullptr;
+        if (p.net->accept(listen[peer], &(*recv)[peer], &dh) != ncclSuccess) return false;
+        if ((*recv)[peer]) missing--;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (void* l : listen)
+    if (l) p.net->closeListen(l);
+  return true;
+}
+
+// Tests every pending request in turn until all are done, as NCCL's proxy does: a transport may move one
+// connection's bytes only when one of its requests is tested.
+bool waitAll(icn::netapi::Plugin& p, std::vector<void*>* reqs) {
+  const auto limit = Clock::now() + kOpLimit;
+  size_t left = reqs->size();
+  while (left > 0) {
+    for (void*& r : *reqs) {
+      if (!r) continue;
+      int done = 0, size = 0;
+      if (p.net->test(r, &done, &size) != ncclSuccess) return false;
+      if (done) {
+        r = nullptr;
+        left--;
+      }
+    }
+    if (Clock::now() > limit) return false;
+  }
+  return true;
+}
+
+uint64_t seedOf(uint64_t iter, int from, int to) { return iter * 1000003u + static_cast<uint64_t>(from) * 1009u + to; }
+
+struct Header {
+  uint64_t iter;
+  uint64_t goOn;  // rank 0's messages: 1 while the run goes on
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse(argc, argv, &o)) {
+    fprintf(stderr, "usage: %s --rank R --nranks N --dir DIR [--bytes B] [--seconds S] [--plugin PATH]\n", argv[0]);
+    return 2;
+  }
+  const std::string pidText = std::to_string(getpid());
+  writeFile(o.dir + "/pid." + std::to_string(o.rank), pidText.data(), pidText.size());
+  icn::netapi::Plugin p;
+  std::string err;
+  if (!p.load(o.plugin.empty() ? "libnccl-net-icn.so" : o.plugin, &err) || p.init(kCommId) != ncclSuccess) {
+    fprintf(stderr, "rank %d: cannot load or init the plugin: %s\n", o.rank, err.c_str());
+    return 1;
+  }
+  void* tuner = joinAsNccl(p, o);
+  std::vector<void*> send, recv;
+  if (!connectAll(p, o, &send, &recv)) {
+    fprintf(stderr, "rank %d: connecting to every peer failed\n", o.rank);
+    return 1;
+  }
+  const int n = o.nranks;
+  std::vector<std::vector<char>> out(n, std::vector<char>(o.bytes)), in(n, std::vector<char>(o.bytes));
+  const auto start = Clock::now(), end = start + std::chrono::seconds(o.seconds);
+  auto nextPrint = start + std::chrono::seconds(1);
+  uint64_t iter = 0, wrong = 0;
+  bool goOn = true, failed = false;
+  while (goOn && !failed) {
+    if (long us = delayUs(o.dir, o.rank)) std::this_thread::sleep_for(std::chrono::microseconds(us));
+    const bool mine = o.rank != 0 || (Clock::now() < end && !exists(o.dir + "/stop"));
+    std::vector<void*> reqs;
+    for (int peer = 0; peer < n && !failed; peer++) {
+      if (peer == o.rank) continue;
+      void* d = in[peer].data();
+      size_t sz = o.bytes;
+      int tag = kTag;
+      void* r = nullptr;
+      const auto limit = Clock::now() + kOpLimit;
+      while (!r && !failed) {  // a null request without an error: no room yet, NCCL asks again
+        failed = p.net->irecv(recv[peer], 1, &d, &sz, &tag, nullptr, nullptr, &r) != ncclSuccess ||
+                 Clock::now() > limit;
+      }
+      reqs.push_back(r);
+    }
+    for (int peer = 0; peer < n && !failed; peer++) {
+      if (peer == o.rank) continue;
+      icn::netapi::fillPattern(out[peer].data(), o.bytes, seedOf(iter, o.rank, peer));
+      Header h{iter, mine ? 1u : 0u};
+      memcpy(out[peer].data(), &h, sizeof h);
+      void* r = nullptr;
+      const auto limit = Clock::now() + kOpLimit;
+      while (!r && !failed) {
+        failed = p.net->isend(send[peer], out[peer].data(), o.bytes, kTag, nullptr, nullptr, &r) != ncclSuccess ||
+                 Clock::now() > limit;
+      }
+      reqs.push_back(r);
+    }
+    if (!failed && !waitAll(p, &reqs)) {
+      fprintf(stderr, "rank %d: iteration %llu did not complete\n", o.rank, static_cast<unsigned long long>(iter));
+      failed = true;
+    }
+    if (failed) break;
+    for (int peer = 0; peer < n; peer++) {
+      if (peer == o.rank) continue;
+      Header h;
+      memcpy(&h, in[peer].data(), sizeof h);
+      std::vector<char> expect(o.bytes);
+      icn::netapi::fillPattern(expect.data(), o.bytes, seedOf(iter, peer, o.rank));
+      if (h.iter != iter || memcmp(expect.data() + sizeof h, in[peer].data() + sizeof h, o.bytes - sizeof h) != 0)
+        wrong++;
+      if (peer == 0) goOn = h.goOn == 1;
+    }
+    if (o.rank == 0) goOn = mine;
+    iter++;
+    if (Clock::now() >= nextPrint) {
+      printf("PROGRESS {\"rank\":%d,\"iters\":%llu}\n", o.rank, static_cast<unsigned long long>(iter));
+      fflush(stdout);
+      nextPrint += std::chrono::seconds(1);
+    }
+  }
+  for (int peer = 0; peer < n; peer++) {
+    if (send[peer]) p.net->closeSend(send[peer]);
+    if (recv[peer]) p.net->closeRecv(recv[peer]);
+  }
+  if (auto* t = static_cast<const ncclTuner_v5_t*>(dlsym(p.dl, "ncclTunerPlugin_v5")); t && tuner) t->finalize(tuner);
+  printf("DONE {\"rank\":%d,\"iters\":%llu,\"wrong\":%llu,\"failed\":%d}\n", o.rank,
+         static_cast<unsigned long long>(iter), static_cast<unsigned long long>(wrong), failed ? 1 : 0);
+  fflush(stdout);
+  return failed || wrong ? 1 : 0;
+}
