@@ -39,6 +39,7 @@ rc=$?
 if [ $rc = 77 ]; then echo "SKIP: cannot create emulated hosts"; exit 77; fi
 [ $rc = 0 ] || { cat "$work/bed.log"; exit 1; }
 addr0=$("$BED" addr --name "$name" 0)
+subnet=$(echo "$addr0" | sed 's/\.[0-9]*$//' | sed 's/\./\\./g')
 key=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
@@ -95,6 +96,18 @@ if ! wait_for 60 grep -q PROGRESS "$work/rank0.out"; then
   fail "the job did not start within 60 s"
   exit 1
 fi
+# Every connection went to another host over its link: each rank logged one send and one receive connection per
+# peer, each to a host of the test bed by its address there (never loopback).
+for r in $(seq 0 $((NRANKS - 1))); do
+  conns=$(grep -cE "ICN TCP (send|receive) connection (to|from) " "$work/rank$r.log")
+  crossed=$(grep -E "ICN TCP (send|receive) connection (to|from) $name-h[0-9]+:[0-9]+ \($subnet\.[0-9]+:" \
+    "$work/rank$r.log" | grep -vc "$name-h$r:")
+  if [ "$conns" = $((2 * (NRANKS - 1))) ] && [ "$crossed" = "$conns" ]; then
+    echo "path: rank $r's $conns connections cross to other hosts"
+  else
+    fail "rank $r: $crossed of $conns connection(s) cross to another host ($((2 * (NRANKS - 1))) expected)"
+  fi
+done
 sleep 4  # a few straggler periods of normal traffic first
 
 t0=$(now); mark
