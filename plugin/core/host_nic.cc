@@ -18,11 +18,17 @@ HostNic probeHostNic(const std::string& prefix, DeviceProps* p) {
   const SysRoot sys;
   const std::string dir = "/sys/class/net/" + nic.ifname;
   if (auto pci = sys.resolve(dir + "/device")) p->pciPath = *pci;
-  const long long speed = sys.integer(dir + "/speed").value_or(-1);  // a link that is down reads as an error
-  nic.speedKnown = speed > 0 && speed <= INT32_MAX;
-  p->speedMbps = nic.speedKnown ? static_cast<int>(speed) : kUnknownSpeedMbps;
+  p->speedMbps = interfaceSpeedMbps(nic.ifname, &nic.speedKnown);
   if (int64_t forced = params::getInt(params::Id::NetSpeedMbps); forced > 0) p->speedMbps = static_cast<int>(forced);
   return nic;
+}
+
+int interfaceSpeedMbps(const std::string& ifname, bool* known) {
+  const SysRoot sys;
+  // A link that is down reads as an error.
+  const long long speed = sys.integer("/sys/class/net/" + ifname + "/speed").value_or(-1);
+  *known = speed > 0 && speed <= INT32_MAX;
+  return *known ? static_cast<int>(speed) : kUnknownSpeedMbps;
 }
 
 }  // namespace icn

@@ -16,5 +16,7 @@ struct HostNic {
 
 // Fills name ("<prefix>-<ifname>"), pciPath and speedMbps (ICN_NET_SPEED_MBPS overrides) of `props`.
 HostNic probeHostNic(const std::string& prefix, DeviceProps* props);
+// The speed an interface reports, or the speed assumed when it reports none (*known false).
+int interfaceSpeedMbps(const std::string& ifname, bool* known);
 
 }  // namespace icn

@@ -124,21 +124,38 @@ Status OobListener::open(uint8_t transport, uint64_t commId, size_t socketsPerCo
   return Status::Ok;
 }
 
+Status OobListener::addAddress(const SockAddr& addr, SockAddr* bound) {
+  if (extra_.size() >= kMaxExtraAddresses) return Status::InvalidArgument;
+  Fd fd;
+  SockAddr at;
+  ICN_CHECK(listenOn(addr, &fd, &at));
+  extra_.emplace_back(std::move(fd), at);
+  *bound = at;
+  ICN_TRACE(subsys::Net, "listening on %s too", at.str().c_str());
+  return Status::Ok;
+}
+
 Status OobListener::acceptSome() {
+  ICN_CHECK(acceptSome(fd_.get(), addr_));
+  for (auto& [fd, at] : extra_) ICN_CHECK(acceptSome(fd.get(), at));
+  return Status::Ok;
+}
+
+Status OobListener::acceptSome(int listenFd, const SockAddr& where) {
   for (int n = 0; n < kAcceptsPerPoll; n++) {
     SockAddr peer;
     peer.len = sizeof peer.storage;
-    int fd = ::accept4(fd_.get(), reinterpret_cast<sockaddr*>(&peer.storage), &peer.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = ::accept4(listenFd, reinterpret_cast<sockaddr*>(&peer.storage), &peer.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       const int e = errno;
       if (!acceptErrorIsTemporary(e)) {
-        ICN_WARN(subsys::Net, "accept on %s: %s", addr_.str().c_str(), strerror(e));
+        ICN_WARN(subsys::Net, "accept on %s: %s", where.str().c_str(), strerror(e));
         return Status::SystemError;
       }
       if ((e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) && !outOfFds_) {
         outOfFds_ = true;
         ICN_WARN(subsys::Net, "accept on %s: %s; the connection waits in the kernel's queue and is retried at the "
-                 "next accept (raise `ulimit -n`?)", addr_.str().c_str(), strerror(e));
+                 "next accept (raise `ulimit -n`?)", where.str().c_str(), strerror(e));
       }
       return Status::Ok;
     }
@@ -203,9 +220,15 @@ Status OobConnector::start(HandleBytes handle, uint8_t transport, Hello hello, s
     ICN_WARN(subsys::Net, "connect: %s", why.c_str());
     return Status::InvalidArgument;
   }
+  return startTo(addr, nullptr, std::move(hello), out);
+}
+
+Status OobConnector::startTo(const SockAddr& addr, const SockAddr* source, Hello hello,
+                             std::unique_ptr<OobConnector>* out) {
+  ICN_CHECK(keyUsable("connect"));
   auto c = std::make_unique<OobConnector>();
   c->peerName_ = addr.str();
-  ICN_CHECK(startConnect(addr, &c->fd_));
+  ICN_CHECK(startConnect(addr, &c->fd_, source));
   setLivenessOptions(c->fd_.get());
   c->hello_ = std::move(hello);
   c->started_ = std::chrono::steady_clock::now();

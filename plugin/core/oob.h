@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/handshake.h"
@@ -72,6 +73,10 @@ class OobListener {
   // deadline running. Never fails because of a peer: that handshake is logged and dropped. Running out of
   // descriptors (EMFILE/ENFILE) is temporary: one WARN, and the connection waits in the kernel's queue.
   Status poll(size_t room, std::vector<AcceptedHandshake>* ready);
+  // Listens on one more address (port chosen by the kernel; *bound gets it); its connections join the same
+  // handshakes, ledger and budget. At most kMaxExtraAddresses.
+  static constexpr size_t kMaxExtraAddresses = 8;
+  Status addAddress(const SockAddr& addr, SockAddr* bound);
   size_t pendingCount() const { return pending_.size(); }
   // Proven handshakes waiting for the caller's room.
   size_t provenWaiting() const;
@@ -85,9 +90,11 @@ class OobListener {
     std::unique_ptr<SetupLedger::Slot> slot;
   };
   Status acceptSome();
+  Status acceptSome(int fd, const SockAddr& where);
 
   Fd fd_;
   SockAddr addr_;
+  std::vector<std::pair<Fd, SockAddr>> extra_;  // addAddress's sockets
   uint8_t transport_ = 0;
   uint64_t commId_ = 0;
   std::unique_ptr<SetupLedger> ledger_;
@@ -99,6 +106,8 @@ class OobConnector {
  public:
   // Fails (InvalidArgument, logged) when the handle is not ours or the job key is unusable (auth::init).
   static Status start(HandleBytes handle, uint8_t transport, Hello hello, std::unique_ptr<OobConnector>* out);
+  // Connects to `addr` (an address the listener added) from `source` (bound first; null: the kernel's choice).
+  static Status startTo(const SockAddr& addr, const SockAddr* source, Hello hello, std::unique_ptr<OobConnector>* out);
   // Waits for the TCP connect, then runs the handshake. Phase semantics as Handshake::progress.
   Status progress(Handshake::Phase* phase);
   Handshake& handshake() { return *hs_; }

@@ -56,7 +56,37 @@ struct Candidate {
   std::string name;
   SockAddr addr;
   bool loopback;
+  int prefixLen = 0;
 };
+
+int prefixLength(const sockaddr* mask) {
+  if (!mask) return 0;
+  const uint8_t* b = nullptr;
+  size_t n = 0;
+  if (mask->sa_family == AF_INET) {
+    b = reinterpret_cast<const uint8_t*>(&reinterpret_cast<const sockaddr_in*>(mask)->sin_addr);
+    n = 4;
+  } else if (mask->sa_family == AF_INET6) {
+    b = reinterpret_cast<const uint8_t*>(&reinterpret_cast<const sockaddr_in6*>(mask)->sin6_addr);
+    n = 16;
+  }
+  int bits = 0;
+  for (size_t i = 0; i < n; i++) bits += __builtin_popcount(b[i]);
+  return bits;
+}
+
+// The IP address bytes of an AF_INET/AF_INET6 address, and their count (0 for another family).
+size_t ipBytes(const SockAddr& a, const uint8_t** out) {
+  if (a.family() == AF_INET) {
+    *out = reinterpret_cast<const uint8_t*>(&reinterpret_cast<const sockaddr_in*>(&a.storage)->sin_addr);
+    return 4;
+  }
+  if (a.family() == AF_INET6) {
+    *out = reinterpret_cast<const uint8_t*>(&reinterpret_cast<const sockaddr_in6*>(&a.storage)->sin6_addr);
+    return 16;
+  }
+  return 0;
+}
 
 std::vector<Candidate> listInterfaces() {
   std::vector<Candidate> out;
@@ -71,6 +101,7 @@ std::vector<Candidate> listInterfaces() {
     c.loopback = (i->ifa_flags & IFF_LOOPBACK) != 0;
     c.addr.len = fam == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
     memcpy(&c.addr.storage, i->ifa_addr, c.addr.len);
+    c.prefixLen = prefixLength(i->ifa_netmask);
     if (fam == AF_INET6) {
       auto* in6 = reinterpret_cast<sockaddr_in6*>(&c.addr.storage);
       if (IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr)) in6->sin6_scope_id = if_nametoindex(i->ifa_name);
@@ -129,6 +160,51 @@ Status pickInterface(SockAddr* addr, std::string* ifname) {
   return Status::SystemError;
 }
 
+std::vector<Rail> pickRails(size_t max) {
+  std::vector<Rail> out;
+  SockAddr primary;
+  std::string primaryName;
+  if (max == 0 || pickInterface(&primary, &primaryName) != Status::Ok) return out;
+  const auto cands = listInterfaces();
+  for (auto& c : cands)
+    if (c.name == primaryName && sameHost(c.addr, primary)) out.push_back({c.name, c.addr, c.prefixLen});
+  if (out.empty()) return out;
+  std::string spec = params::getString(params::Id::SocketIfname);
+  if (spec.empty())
+    if (const char* nccl = getenv("NCCL_SOCKET_IFNAME"); nccl && *nccl) spec = nccl;
+  const IfaceFilter filter(spec.empty() ? "^docker,virbr" : spec);
+  for (auto& c : cands) {
+    if (out.size() >= max) break;
+    if (c.loopback || c.addr.family() != primary.family() || !filter.matches(c.name)) continue;
+    if (c.addr.family() == AF_INET6 &&
+        IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(&c.addr.storage)->sin6_addr))
+      continue;  // a link-local address needs its scope on the other host too: not a rail
+    bool known = false;
+    for (auto& r : out) known = known || r.ifname == c.name;
+    if (!known) out.push_back({c.name, c.addr, c.prefixLen});
+  }
+  return out;
+}
+
+bool sameSubnet(const SockAddr& a, const SockAddr& b, int prefixLen) {
+  const uint8_t *x = nullptr, *y = nullptr;
+  const size_t n = ipBytes(a, &x);
+  if (n == 0 || a.family() != b.family() || ipBytes(b, &y) != n) return false;
+  if (prefixLen <= 0 || static_cast<size_t>(prefixLen) > n * 8) return false;  // no subnet: nothing is on-link
+  const size_t whole = static_cast<size_t>(prefixLen) / 8;
+  if (memcmp(x, y, whole) != 0) return false;
+  const int rest = prefixLen % 8;
+  if (rest == 0) return true;
+  const uint8_t mask = static_cast<uint8_t>(0xff << (8 - rest));
+  return (x[whole] & mask) == (y[whole] & mask);
+}
+
+bool sameHost(const SockAddr& a, const SockAddr& b) {
+  const uint8_t *x = nullptr, *y = nullptr;
+  const size_t n = ipBytes(a, &x);
+  return n != 0 && a.family() == b.family() && ipBytes(b, &y) == n && memcmp(x, y, n) == 0;
+}
+
 static Status makeSocket(int family, Fd* out) {
   int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
@@ -176,9 +252,19 @@ Status listenOn(const SockAddr& addr, Fd* out, SockAddr* bound) {
   return Status::Ok;
 }
 
-Status startConnect(const SockAddr& addr, Fd* out) {
+Status startConnect(const SockAddr& addr, Fd* out, const SockAddr* source) {
   Fd fd;
   ICN_CHECK(makeSocket(addr.family(), &fd));
+  if (source) {
+    SockAddr local = *source;
+    if (local.family() == AF_INET) reinterpret_cast<sockaddr_in*>(&local.storage)->sin_port = 0;
+    if (local.family() == AF_INET6) reinterpret_cast<sockaddr_in6*>(&local.storage)->sin6_port = 0;
+    if (::bind(fd.get(), local.sa(), local.len) != 0) {
+      ICN_WARN(subsys::Net, "connect to %s from %s: bind: %s", addr.str().c_str(), local.str().c_str(),
+               strerror(errno));
+      return Status::SystemError;
+    }
+  }
   if (::connect(fd.get(), addr.sa(), addr.len) != 0 && errno != EINPROGRESS) {
     ICN_WARN(subsys::Net, "connect to %s: %s", addr.str().c_str(), strerror(errno));
     return Status::RemoteError;

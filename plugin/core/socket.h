@@ -5,6 +5,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/status.h"
 
@@ -38,10 +39,26 @@ struct SockAddr {
 // Picks the interface/address for the handshake per ICN_SOCKET_IFNAME / NCCL_SOCKET_IFNAME.
 Status pickInterface(SockAddr* addr, std::string* ifname);
 
+// One interface a transport may spread its traffic over: its name, address (port 0) and subnet prefix length.
+struct Rail {
+  std::string ifname;
+  SockAddr addr;
+  int prefixLen = 0;
+};
+// The interfaces that ICN_SOCKET_IFNAME / NCCL_SOCKET_IFNAME select (without either: every non-loopback one but
+// docker*, virbr*), one address each, in the family of the handshake's interface, which comes first; at most `max`.
+// Empty when no interface is up.
+std::vector<Rail> pickRails(size_t max);
+// Whether `a` and `b` share their first prefixLen bits (same family required).
+bool sameSubnet(const SockAddr& a, const SockAddr& b, int prefixLen);
+// With the port of `b`, whether both name the same IP address.
+bool sameHost(const SockAddr& a, const SockAddr& b);
+
 // Binds (port 0) and listens; non-blocking. *bound gets the actual address.
 Status listenOn(const SockAddr& addr, Fd* out, SockAddr* bound);
-// Starts a non-blocking connect; completion is seen as writability (see socketConnected()).
-Status startConnect(const SockAddr& addr, Fd* out);
+// Starts a non-blocking connect; completion is seen as writability (see socketConnected()). With `source`, the
+// socket is bound to that address (port 0) first, so the connection leaves through its interface.
+Status startConnect(const SockAddr& addr, Fd* out, const SockAddr* source = nullptr);
 // Ok with *connected=false while in progress; error when the connect failed.
 Status socketConnected(int fd, bool* connected, const std::string& peer);
 // Keepalive / TCP_USER_TIMEOUT so a dead link surfaces within ICN_PEER_TIMEOUT_MS.

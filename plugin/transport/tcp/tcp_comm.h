@@ -26,6 +26,8 @@ struct Sockets {
   Fd control;
   std::vector<Fd> lanes;  // lane 0 first
   uint32_t eagerBytes = 0;
+  std::vector<int> laneRail;           // per lane: its rail, an index into railNames
+  std::vector<std::string> railNames;  // "eth1 -> 10.0.1.2"
 };
 
 // Lane 0's staging buffer holds a whole small message with its header, so one read brings it in.
@@ -103,6 +105,14 @@ class TcpSendComm final : public SendComm, public CommCore {
   bool sendEager(TcpSendRequest* r);
   // A helper lane with no unresolved eager message on it, round robin; -1 when there is none.
   int cleanHelper();
+  // Splits r's `size` bytes over up to `n` of the lanes in `lanes` (clean helper lanes), in proportion to their
+  // rails' measured rates (railRates), each piece at least tuning_.chunkBytes unless one piece takes it all;
+  // fills lanes[0..k) and sizes[0..k) with the pieces in offset order and returns k.
+  size_t splitByRate(size_t size, std::array<int, kMaxLanes>& lanes, size_t n, std::array<size_t, kMaxLanes>& sizes);
+  // Per rail, the mean rate of its helper lanes that have one (0: none measured).
+  std::vector<double> railRates() const;
+  // "eth0 -> 10.0.0.2 carried 66% of the split bytes (2 lanes, 250.1 MB/s per lane), eth1 -> ..." for the log.
+  std::string railShares() const;
   // The helper lane for a large eager message: a clean one while fewer than tuning_.earlyLanes hold unresolved
   // ones, else the holding lane with the fewest.
   int earlyLane();
@@ -143,6 +153,8 @@ class TcpSendComm final : public SendComm, public CommCore {
   int holdingLanes_ = 0;    // helper lanes with unresolved eager messages
   int earlyLanesPeak_ = 0;  // the most at once
   std::vector<std::unique_ptr<SendHelper>> helpers_;  // stopped first by the destructor, then reaped
+  std::vector<int> laneRail_;           // per lane (lane 0 first): its rail
+  std::vector<std::string> railNames_;
 };
 
 // The byte ranges of one message that its pieces have claimed, kept apart so that every byte is written exactly

@@ -14,6 +14,7 @@
 
 #include "core/log.h"
 #include "core/params.h"
+#include "transport/tcp/tcp_info.h"
 
 namespace icn::tcp {
 
@@ -173,7 +174,9 @@ void SendHelper::run() {
       job = &ring_[head_ % kCapacity];  // stays put: push() only writes past tail_
     }
     bool done = false;
+    bool blocked = false;
     ReadWatch watch;
+    pieceStarted(std::chrono::steady_clock::now());
     for (;;) {
       if (!enter()) break;  // reads NCCL's buffer and updates the comm's request: only until stop()
       std::string why;
@@ -183,11 +186,15 @@ void SendHelper::run() {
         leave();
         break;
       }
+      headSent_.store(job->sent, std::memory_order_relaxed);
       if (done) {
+        const size_t bytes = job->header.length;
         job->pending->fetch_sub(1, std::memory_order_release);
         leave();
+        pieceFinished(std::chrono::steady_clock::now(), bytes, blocked);
         break;
       }
+      blocked = true;
       const auto now = std::chrono::steady_clock::now();
       if (watch.stalled(now, mustRead(*job), job->sent != before, peerTimeout_)) {
         failure_.fail(Status::RemoteError, "the peer stopped reading lane " + std::to_string(index_) + ": " +
@@ -205,6 +212,58 @@ void SendHelper::run() {
     head_++;
   }
   exited_.store(true, std::memory_order_release);
+}
+
+namespace {
+int64_t steadyNs(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+// A rate sample spans at least this much busy time (pieces added up): acknowledgements come in bursts, so a short
+// span says little, and a mean of short spans' rates leans to the bursts.
+constexpr int64_t kRateSpanNs = 50'000'000;
+// A piece in hand lowers the lane's rate once it has been going this long (shorter is noise).
+constexpr int64_t kStallSampleNs = 20'000'000;
+}  // namespace
+
+void SendHelper::pieceStarted(std::chrono::steady_clock::time_point now) {
+  headSent_.store(0, std::memory_order_relaxed);
+  ackedAtStart_ = 0;
+  ackKnown_ = bytesAcked(fd_.get(), &ackedAtStart_);
+  headStartNs_.store(std::max<int64_t>(1, steadyNs(now)), std::memory_order_relaxed);
+}
+
+void SendHelper::pieceFinished(std::chrono::steady_clock::time_point now, size_t bytes, bool blocked) {
+  const int64_t start = headStartNs_.exchange(0, std::memory_order_relaxed);
+  bytesSent_.fetch_add(bytes, std::memory_order_relaxed);
+  const int64_t ns = steadyNs(now) - start;
+  if (!blocked || ns <= 0) return;  // the socket buffer took it all: the link may have idled meanwhile
+  // The socket was full by the piece's end, so the link was busy: what the peer acknowledged meanwhile is its rate
+  // (the bytes written would count the socket buffer's growth too).
+  uint64_t acked = 0;
+  double moved = static_cast<double>(bytes);
+  if (ackKnown_ && bytesAcked(fd_.get(), &acked) && acked >= ackedAtStart_)
+    moved = static_cast<double>(acked - ackedAtStart_);
+  spanBytes_ += moved;
+  spanNs_ += ns;
+  if (spanNs_ < kRateSpanNs) return;
+  const double sample = spanBytes_ * 1e9 / static_cast<double>(spanNs_);
+  spanBytes_ = 0;
+  spanNs_ = 0;
+  const uint64_t old = rateBps_.load(std::memory_order_relaxed);
+  // Weighted 1/4 to the new sample: a rail that changes speed is followed within a few pieces.
+  const double next = old == 0 ? sample : 0.75 * static_cast<double>(old) + 0.25 * sample;
+  rateBps_.store(std::max<uint64_t>(1, static_cast<uint64_t>(next)), std::memory_order_relaxed);
+}
+
+double SendHelper::rate(std::chrono::steady_clock::time_point now) const {
+  const double smoothed = static_cast<double>(rateBps_.load(std::memory_order_relaxed));
+  const int64_t start = headStartNs_.load(std::memory_order_relaxed);
+  if (start == 0) return smoothed;
+  const int64_t ns = steadyNs(now) - start;
+  if (ns < kStallSampleNs) return smoothed;
+  const double partial = std::max(1.0, static_cast<double>(headSent_.load(std::memory_order_relaxed)) * 1e9 /
+                                           static_cast<double>(ns));
+  return smoothed == 0 || partial < smoothed ? partial : smoothed;
 }
 
 Status ChunkReader::pump(int fd, ChunkSink& sink, bool* eof, bool* held, std::string* why) {

@@ -148,6 +148,12 @@ class SendHelper final : public Helper {
   SendHelper(Fd fd, FailureState& failure, int index, std::chrono::milliseconds peerTimeout);
   ~SendHelper() override;
   void push(const ChunkHeader& h, const uint8_t* data, std::atomic<int>* pending);
+  // Bytes per second the lane moves, from pieces that had to wait for socket space (a piece the socket buffer
+  // took at once says nothing of the link), smoothed; 0 while unmeasured. A piece in hand that has been moving
+  // slower than that for a while lowers it at once, so a lane whose link stalls stops getting work before its
+  // piece ends.
+  double rate(std::chrono::steady_clock::time_point now) const;
+  uint64_t bytesSent() const { return bytesSent_.load(std::memory_order_relaxed); }
   // The receiver posted the receive of this lane's oldest unresolved eager message (their records arrive in the
   // order the lane carries them): it must read the lane on.
   void earlyResolved() { earlyResolved_.fetch_add(1, std::memory_order_release); }
@@ -155,6 +161,9 @@ class SendHelper final : public Helper {
  private:
   void run();
   void wakeForStop() override;
+  // Measures a piece: started, progressed (after each write), finished (blocked: it waited for socket space).
+  void pieceStarted(std::chrono::steady_clock::time_point now);
+  void pieceFinished(std::chrono::steady_clock::time_point now, size_t bytes, bool blocked);
   // Whether the receiver must be reading `job` now.
   bool mustRead(const SendJob& job) const {
     return job.early == 0 || job.early <= earlyResolved_.load(std::memory_order_acquire);
@@ -168,6 +177,14 @@ class SendHelper final : public Helper {
   uint64_t earlyPushed_ = 0;    // under mu_
   std::atomic<uint64_t> earlyResolved_{0};
   bool stop_ = false;           // under mu_
+  std::atomic<uint64_t> rateBps_{0};     // smoothed rate, bytes/s (0: unmeasured)
+  std::atomic<int64_t> headStartNs_{0};  // steady-clock ns when the piece in hand started (0: none)
+  std::atomic<uint64_t> headSent_{0};    // its bytes written so far
+  std::atomic<uint64_t> bytesSent_{0};   // payload bytes of finished pieces
+  uint64_t ackedAtStart_ = 0;            // the socket's acknowledged bytes when the piece started (helper only)
+  bool ackKnown_ = false;
+  double spanBytes_ = 0;                 // the rate sample being gathered: bytes acknowledged, busy ns
+  int64_t spanNs_ = 0;
   std::thread thread_;  // last: starts after everything above exists
 };
 

@@ -21,6 +21,10 @@ Status TcpSendRequest::test(bool* done, int* sizes) {
 
 TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
     : CommCore(s, std::move(peer), info), eagerBytes_(s.eagerBytes), credits_(s.eagerBytes ? kEagerCredits : 0) {
+  laneRail_ = s.laneRail;
+  railNames_ = s.railNames;
+  laneRail_.resize(s.lanes.size(), 0);
+  if (railNames_.empty()) railNames_.push_back("?");
   for (size_t i = 1; i < s.lanes.size(); i++)
     helpers_.push_back(
         std::make_unique<SendHelper>(std::move(s.lanes[i]), failure_, static_cast<int>(i), peerTimeout_));
@@ -39,6 +43,8 @@ TcpSendComm::~TcpSendComm() {
              std::min(tuning_.earlyLanes, static_cast<int>(helpers_.size())), static_cast<unsigned long long>(sentLane0_),
              static_cast<unsigned long long>(sentSplit_), helpers_.size(), static_cast<unsigned long long>(waitedCredit_),
              static_cast<unsigned long long>(full.count), full.us / 1000.0);
+    if (railNames_.size() > 1) ICN_INFO(subsys::Net, "TCP connection to %s closed: %s", failure_.peer().c_str(),
+                                        railShares().c_str());
   }
   // Stopped before the requests they point into go away; the threads end on their own.
   for (auto& h : helpers_) h->stop();  // all of them before any moves: a running one may poke the others
@@ -318,16 +324,101 @@ Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
     return Status::Ok;
   }
   sentSplit_++;
-  const size_t pieces = std::clamp<size_t>(r->size / tuning_.chunkBytes, 1, nclean);
+  std::array<size_t, kMaxLanes> sizes{};
+  const size_t pieces = splitByRate(r->size, clean, nclean, sizes);
   nextHelper_ += static_cast<unsigned>(pieces);
-  const size_t per = (r->size + pieces - 1) / pieces;
   r->pending.store(static_cast<int>(pieces), std::memory_order_relaxed);
+  size_t offset = 0;
   for (size_t p = 0; p < pieces; p++) {
-    h.offset = static_cast<uint32_t>(p * per);
-    h.length = static_cast<uint32_t>(std::min<size_t>(per, r->size - p * per));
+    h.offset = static_cast<uint32_t>(offset);
+    h.length = static_cast<uint32_t>(sizes[p]);
     helpers_[clean[p] - 1]->push(h, r->data + h.offset, &r->pending);
+    offset += sizes[p];
   }
   return Status::Ok;
+}
+
+std::string TcpSendComm::railShares() const {
+  std::vector<uint64_t> bytes(railNames_.size(), 0);
+  std::vector<int> lanes(railNames_.size(), 0);
+  uint64_t total = 0;
+  for (size_t i = 0; i < helpers_.size(); i++) {
+    const size_t rail = static_cast<size_t>(laneRail_[i + 1]);
+    bytes[rail] += helpers_[i]->bytesSent();
+    lanes[rail]++;
+    total += helpers_[i]->bytesSent();
+  }
+  const std::vector<double> rates = railRates();
+  std::string out;
+  char buf[160];
+  for (size_t k = 0; k < railNames_.size(); k++) {
+    if (lanes[k] == 0) continue;
+    snprintf(buf, sizeof buf, "%s carried %.0f%% of the helper lanes' bytes (%d lane%s, %.1f MB/s per lane)",
+             railNames_[k].c_str(), total ? 100.0 * static_cast<double>(bytes[k]) / static_cast<double>(total) : 0.0,
+             lanes[k], lanes[k] == 1 ? "" : "s", rates[k] / 1e6);
+    out += (out.empty() ? "" : ", ") + std::string(buf);
+  }
+  return out;
+}
+
+std::vector<double> TcpSendComm::railRates() const {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<double> sum(railNames_.size(), 0.0);
+  std::vector<int> n(railNames_.size(), 0);
+  for (size_t i = 0; i < helpers_.size(); i++) {
+    const double r = helpers_[i]->rate(now);
+    if (r <= 0) continue;
+    const size_t rail = static_cast<size_t>(laneRail_[i + 1]);
+    sum[rail] += r;
+    n[rail]++;
+  }
+  for (size_t k = 0; k < sum.size(); k++) sum[k] = n[k] ? sum[k] / n[k] : 0.0;
+  return sum;
+}
+
+size_t TcpSendComm::splitByRate(size_t size, std::array<int, kMaxLanes>& lanes, size_t n,
+                                std::array<size_t, kMaxLanes>& sizes) {
+  size_t pieces = std::clamp<size_t>(size / tuning_.chunkBytes, 1, n);
+  std::array<double, kMaxLanes> w{};
+  if (railNames_.size() <= 1) {
+    w.fill(1.0);  // one rail: equal pieces
+  } else {
+    // A lane weighs what its rail moves per lane; a rail not measured yet weighs like the fastest one, so it gets
+    // work and a measure.
+    const std::vector<double> rates = railRates();
+    const double top = std::max(1.0, *std::max_element(rates.begin(), rates.end()));
+    for (size_t k = 0; k < n; k++) {
+      const double r = rates[static_cast<size_t>(laneRail_[static_cast<size_t>(lanes[k])])];
+      w[k] = r > 0 ? r : top;
+    }
+    // The fastest lanes first (stable: equal ones keep their round-robin order).
+    std::array<size_t, kMaxLanes> order{};
+    for (size_t k = 0; k < n; k++) order[k] = k;
+    std::stable_sort(order.begin(), order.begin() + static_cast<long>(n),
+                     [&](size_t a, size_t b) { return w[a] > w[b]; });
+    std::array<int, kMaxLanes> l2{};
+    std::array<double, kMaxLanes> w2{};
+    for (size_t k = 0; k < n; k++) {
+      l2[k] = lanes[order[k]];
+      w2[k] = w[order[k]];
+    }
+    lanes = l2;
+    w = w2;
+  }
+  double total = 0;
+  for (size_t k = 0; k < pieces; k++) total += w[k];
+  // A lane whose share would be under a chunk sits this message out (the slowest first).
+  while (pieces > 1 && static_cast<double>(size) * w[pieces - 1] / total < static_cast<double>(tuning_.chunkBytes)) {
+    total -= w[--pieces];
+  }
+  size_t given = 0;
+  for (size_t k = 0; k + 1 < pieces; k++) {
+    // Page-sized pieces: each piece's start stays page-aligned when the message's is.
+    sizes[k] = static_cast<size_t>(static_cast<double>(size) * w[k] / total) & ~size_t{4095};
+    given += sizes[k];
+  }
+  sizes[pieces - 1] = size - given;
+  return pieces;
 }
 
 Status TcpSendComm::flushLane0() {

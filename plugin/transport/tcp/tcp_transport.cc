@@ -28,6 +28,7 @@
 #include "core/oob.h"
 #include "core/params.h"
 #include "transport/tcp/tcp_comm.h"
+#include "transport/tcp/tcp_rails.h"
 #include "transport/tcp/tcp_wire.h"
 
 namespace icn::tcp {
@@ -48,9 +49,34 @@ bool sameToken(const uint8_t* a, const uint8_t* b) {
 // What one connection holds while it is set up: its control socket and up to 1 + ICN_TCP_STREAMS lanes.
 size_t socketsPerConnection() { return 2u + static_cast<size_t>(wantedLanes()); }
 
+// Every socket of a connection with the name of the rail it runs on.
+void nameLanes(Sockets& s, const std::vector<Rail>& rails, bool outgoing) {
+  s.laneRail.clear();
+  s.railNames.clear();
+  for (auto& f : s.lanes) {
+    SockAddr local, peer;
+    local.len = peer.len = sizeof local.storage;
+    getsockname(f.get(), reinterpret_cast<sockaddr*>(&local.storage), &local.len);
+    getpeername(f.get(), reinterpret_cast<sockaddr*>(&peer.storage), &peer.len);
+    std::string ifname = "?";
+    for (auto& r : rails)
+      if (sameHost(r.addr, local)) ifname = r.ifname;
+    const std::string name = ifname + (outgoing ? " -> " : " <- ") + ipOnly(peer);
+    int idx = -1;
+    for (size_t k = 0; k < s.railNames.size(); k++)
+      if (s.railNames[k] == name) idx = static_cast<int>(k);
+    if (idx < 0) {
+      idx = static_cast<int>(s.railNames.size());
+      s.railNames.push_back(name);
+    }
+    s.laneRail.push_back(idx);
+  }
+}
+
 class TcpListenComm final : public ListenComm {
  public:
-  explicit TcpListenComm(std::unique_ptr<OobListener> l) : listener_(std::move(l)) {}
+  TcpListenComm(std::unique_ptr<OobListener> l, std::vector<RailAddr> railAddrs, const std::vector<Rail>& rails)
+      : listener_(std::move(l)), railAddrs_(std::move(railAddrs)), rails_(rails) {}
   Status accept(std::unique_ptr<RecvComm>* out) override;
 
  private:
@@ -75,6 +101,8 @@ class TcpListenComm final : public ListenComm {
   std::unique_ptr<RecvComm> makeComm(Setup& s);
 
   std::unique_ptr<OobListener> listener_;
+  std::vector<RailAddr> railAddrs_;  // where the listener also accepts lanes: one per extra rail
+  const std::vector<Rail>& rails_;   // the device's (it outlives its listen comms)
   std::vector<std::unique_ptr<Setup>> setups_;
 };
 
@@ -109,6 +137,8 @@ void TcpListenComm::onPeerKnown(AcceptedHandshake a) {
     s->blob = b;
     s->blob.value = static_cast<uint16_t>(std::min<int>(b.value, wantedLanes()));
     s->blob.eagerBytes = std::min(b.eagerBytes, wantedEagerBytes());
+    s->blob.nrails = static_cast<uint8_t>(railAddrs_.size());
+    std::copy(railAddrs_.begin(), railAddrs_.end(), s->blob.rails);
     s->laneHs.resize(s->blob.value + 1u);
     s->laneFds.resize(s->blob.value + 1u);
     s->started = std::chrono::steady_clock::now();
@@ -182,10 +212,12 @@ std::unique_ptr<RecvComm> TcpListenComm::makeComm(Setup& s) {
     tuneLane(f.get());
     socks.lanes.push_back(std::move(f));
   }
+  nameLanes(socks, rails_, false);
   NetCommInfo info = netCommInfo(s.peer, listener_->commId(), false);
   if (params::getInt(params::Id::LogDetail) >= 1)
-    ICN_INFO(subsys::Net, "TCP receive connection from %s (rank %d) ready: %zu lanes, eager messages <= %u bytes",
-             s.peerName.c_str(), s.peer.rank, socks.lanes.size(), socks.eagerBytes);
+    ICN_INFO(subsys::Net, "TCP receive connection from %s (rank %d) ready: %zu lanes on %zu rail(s): %s; eager "
+             "messages <= %u bytes", s.peerName.c_str(), s.peer.rank, socks.lanes.size(), socks.railNames.size(),
+             describeLanes(socks.railNames, socks.laneRail).c_str(), socks.eagerBytes);
   return std::make_unique<TcpRecvComm>(std::move(socks), s.peerName, info);
 }
 
@@ -212,6 +244,8 @@ Status TcpListenComm::accept(std::unique_ptr<RecvComm>* out) {
 struct PendingConnect {
   CommConfig config;
   Blob blob;
+  std::vector<Rail> rails;  // ours
+  std::vector<RailPath> paths;  // the rails both ends reach, the handshake's first
   std::unique_ptr<OobConnector> control;
   bool answered = false;  // the acceptor's control blob arrived and the lanes are under way
   bool controlConfirmed = false;
@@ -225,7 +259,7 @@ struct PendingConnect {
 
 class TcpTransport final : public Transport {
  public:
-  explicit TcpTransport(DeviceProps props) : props_(std::move(props)) {}
+  TcpTransport(DeviceProps props, std::vector<Rail> rails) : props_(std::move(props)), rails_(std::move(rails)) {}
   const char* name() const override { return "tcp"; }
   int deviceCount() const override { return 1; }
   Status getProperties(int dev, DeviceProps* out) const override {
@@ -240,7 +274,13 @@ class TcpTransport final : public Transport {
     }
     std::unique_ptr<OobListener> l;
     ICN_CHECK(OobListener::open(kTransportTcp, config.commId, socketsPerConnection(), handle, &l));
-    *out = std::make_unique<TcpListenComm>(std::move(l));
+    std::vector<RailAddr> railAddrs;
+    for (size_t r = 1; r < rails_.size() && railAddrs.size() < static_cast<size_t>(kMaxRails); r++) {
+      SockAddr bound;
+      if (l->addAddress(rails_[r].addr, &bound) == Status::Ok) railAddrs.push_back(toRailAddr(bound));
+      // else: logged; the connection uses the other rails
+    }
+    *out = std::make_unique<TcpListenComm>(std::move(l), std::move(railAddrs), rails_);
     return Status::Ok;
   }
   Status connect(int dev, const CommConfig& config, HandleBytes handle, std::unique_ptr<SendComm>* out) override;
@@ -251,6 +291,7 @@ class TcpTransport final : public Transport {
   static Status progressControl(PendingConnect& pc, HandleBytes handle);
   static Status progressLanes(PendingConnect& pc, bool* done);
   DeviceProps props_;
+  std::vector<Rail> rails_;  // the handshake's interface first
 };
 
 Status TcpTransport::progressControl(PendingConnect& pc, HandleBytes handle) {
@@ -270,13 +311,21 @@ Status TcpTransport::progressControl(PendingConnect& pc, HandleBytes handle) {
     pc.blob.value = answer.value;
     pc.blob.eagerBytes = answer.eagerBytes;
     pc.answered = true;
+    SockAddr handleAddr;
+    std::string ignored;
+    if (readListenHandle(handle, kTransportTcp, &handleAddr, &ignored) != Status::Ok) return Status::InvalidArgument;
+    pc.paths = pairRails(pc.rails, handleAddr, answer);
     for (uint16_t i = 0; i <= pc.blob.value; i++) {
       Blob lane = pc.blob;
       lane.kind = kBlobLane;
       lane.value = i;
+      Hello hello = makeLocalHello(kTransportTcp, pc.config.commId, encodeBlob(lane));
+      const RailPath& path = pc.paths[pathOfLane(i, pc.paths.size())];
       std::unique_ptr<OobConnector> c;
-      ICN_CHECK(OobConnector::start(handle, kTransportTcp, makeLocalHello(kTransportTcp, pc.config.commId,
-                                                                          encodeBlob(lane)), &c));
+      if (path.bindSource)
+        ICN_CHECK(OobConnector::startTo(path.dest, &path.source, std::move(hello), &c));
+      else
+        ICN_CHECK(OobConnector::start(handle, kTransportTcp, std::move(hello), &c));
       pc.lanes.push_back(std::move(c));
     }
     pc.laneConfirmed.assign(pc.lanes.size(), false);
@@ -333,6 +382,7 @@ Status TcpTransport::connect(int dev, const CommConfig& config, HandleBytes hand
   if (!pc) {
     pc = std::make_unique<PendingConnect>();
     pc->config = config;
+    pc->rails = rails_;
     pc->blob.kind = kBlobControl;
     pc->blob.value = static_cast<uint16_t>(wantedLanes());
     pc->blob.eagerBytes = wantedEagerBytes();
@@ -360,18 +410,30 @@ Status TcpTransport::connect(int dev, const CommConfig& config, HandleBytes hand
     tuneLane(f.get());
     socks.lanes.push_back(std::move(f));
   }
+  nameLanes(socks, pc->rails, true);
   NetCommInfo info = netCommInfo(pc->peer, pc->config.commId, true);
   if (params::getInt(params::Id::LogDetail) >= 1)
-    ICN_INFO(subsys::Net, "TCP send connection to %s (rank %d) ready: %zu lanes, eager messages <= %u bytes",
-             pc->peerName.c_str(), pc->peer.rank, socks.lanes.size(), socks.eagerBytes);
+    ICN_INFO(subsys::Net, "TCP send connection to %s (rank %d) ready: %zu lanes on %zu rail(s): %s; eager messages "
+             "<= %u bytes", pc->peerName.c_str(), pc->peer.rank, socks.lanes.size(), socks.railNames.size(),
+             describeLanes(socks.railNames, socks.laneRail).c_str(), socks.eagerBytes);
   *out = std::make_unique<TcpSendComm>(std::move(socks), pc->peerName, info);
   return Status::Ok;
 }
 
-// The interface behind the handshake is where the traffic leaves the host.
-DeviceProps probeDevice() {
+// The interface behind the handshake is where the traffic leaves the host; with more rails, the device's name
+// and speed take them in.
+DeviceProps probeDevice(const std::vector<Rail>& rails) {
   DeviceProps p;
   HostNic nic = probeHostNic("tcp", &p);
+  std::string others;
+  for (size_t r = 1; r < rails.size(); r++) {
+    bool known = false;
+    const int speed = interfaceSpeedMbps(rails[r].ifname, &known);
+    p.name += "+" + rails[r].ifname;
+    if (params::getInt(params::Id::NetSpeedMbps) <= 0) p.speedMbps += speed;
+    others += ", " + rails[r].ifname + " (" + ipOnly(rails[r].addr) + ", " + std::to_string(speed) + " Mbps" +
+              (known ? "" : " assumed") + ")";
+  }
   p.ptrSupport = kMemHost;
   p.maxComms = 65536;
   p.maxRecvs = kMaxRecvs;
@@ -379,10 +441,10 @@ DeviceProps probeDevice() {
   p.members = {0};
   Tuning t = currentTuning();
   ICN_INFO(subsys::Net | subsys::Init,
-           "TCP device %s: interface %s (%s), speed %d Mbps%s, PCI %s, %d helper lanes per connection "
+           "TCP device %s: interface %s (%s)%s%s, speed %d Mbps%s, PCI %s, %d helper lanes per connection "
            "(pieces >= %zu bytes), messages <= %zu bytes on lane 0",
-           p.name.c_str(), nic.ifname.c_str(), nic.addr.str().c_str(), p.speedMbps,
-           nic.speedKnown ? "" : " (interface reports none: assumed)",
+           p.name.c_str(), nic.ifname.c_str(), nic.addr.str().c_str(), others.empty() ? "" : ", rails",
+           others.c_str(), p.speedMbps, nic.speedKnown ? "" : " (interface reports none: assumed)",
            p.pciPath.empty() ? "none (NCCL attaches the NIC to the CPU)" : p.pciPath.c_str(), wantedLanes(),
            t.chunkBytes, t.inlineBytes);
   return p;
@@ -391,7 +453,8 @@ DeviceProps probeDevice() {
 }  // namespace
 
 Status createTransport(std::unique_ptr<Transport>* out, std::string*) {
-  *out = std::make_unique<TcpTransport>(probeDevice());
+  std::vector<Rail> rails = pickRails(static_cast<size_t>(params::getInt(params::Id::TcpRails)));
+  *out = std::make_unique<TcpTransport>(probeDevice(rails), std::move(rails));
   return Status::Ok;
 }
 

@@ -14,15 +14,51 @@ std::vector<uint8_t> encodeBlob(const Blob& b) {
   w.put<uint16_t>(b.value);
   w.put<uint32_t>(b.eagerBytes);
   w.bytes(std::span<const uint8_t>(b.token, kTokenSize));
+  if (b.kind == kBlobControl) {
+    w.put<uint8_t>(b.nrails);
+    for (int i = 0; i < b.nrails && i < kMaxRails; i++) {
+      w.put<uint8_t>(b.rails[i].family);
+      w.put<uint16_t>(b.rails[i].port);
+      w.bytes(std::span<const uint8_t>(b.rails[i].addr, sizeof b.rails[i].addr));
+    }
+  }
   return std::move(w.buffer());
 }
+
+namespace {
+bool decodeRails(WireReader& r, Blob* out, std::string* why) {
+  if (!r.get(&out->nrails)) return false;
+  if (out->nrails > kMaxRails) {
+    *why = "malformed TCP connection blob (" + std::to_string(out->nrails) + " rails, at most " +
+           std::to_string(kMaxRails) + ")";
+    return false;
+  }
+  for (int i = 0; i < out->nrails; i++) {
+    RailAddr& a = out->rails[i];
+    std::span<const uint8_t> ip;
+    if (!r.get(&a.family) || !r.get(&a.port) || !r.bytes(sizeof a.addr, &ip)) return false;
+    memcpy(a.addr, ip.data(), sizeof a.addr);
+    if ((a.family != 4 && a.family != 6) || a.port == 0) {
+      *why = "malformed TCP connection blob (rail " + std::to_string(i) + ": family " + std::to_string(a.family) +
+             ", port " + std::to_string(a.port) + ")";
+      return false;
+    }
+  }
+  return true;
+}
+}  // namespace
 
 Status decodeBlob(std::span<const uint8_t> raw, Blob* out, std::string* why) {
   WireReader r(raw);
   uint8_t version = 0;
   std::span<const uint8_t> token;
-  if (!r.get(&out->kind) || !r.get(&version) || !r.get(&out->value) || !r.get(&out->eagerBytes) || !r.bytes(kTokenSize, &token) || !r.atEnd()) {
-    *why = "malformed TCP connection blob (" + std::to_string(raw.size()) + " bytes)";
+  out->nrails = 0;
+  why->clear();
+  bool ok = r.get(&out->kind) && r.get(&version) && r.get(&out->value) && r.get(&out->eagerBytes) &&
+            r.bytes(kTokenSize, &token);
+  if (ok && version == kBlobVersion && out->kind == kBlobControl) ok = decodeRails(r, out, why);
+  if (!ok || !r.atEnd()) {
+    if (why->empty()) *why = "malformed TCP connection blob (" + std::to_string(raw.size()) + " bytes)";
     return Status::RemoteError;
   }
   if (version != kBlobVersion || (out->kind != kBlobControl && out->kind != kBlobLane)) {
@@ -91,6 +127,7 @@ std::string wireLimitsMarkdown() {
   };
   const Row rows[] = {
       {"kMaxLanes", kMaxLanes, "helper lanes per connection (`ICN_TCP_STREAMS` at most)"},
+      {"kMaxRails", kMaxRails, "interfaces one connection spreads its helper lanes over (`ICN_TCP_RAILS` at most)"},
       {"kMaxPieces", kMaxPieces, "pieces of one message: one per helper lane, or lane 0 alone"},
       {"kMaxRecvs", kMaxRecvs, "receives grouped in one irecv (NCCL's maximum)"},
       {"kMaxRequests", kMaxRequests, "requests in flight per comm"},

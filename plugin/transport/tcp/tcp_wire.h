@@ -91,25 +91,37 @@ static_assert(sizeof(CtsHeader) == 12 && sizeof(CtsEntry) == 8);
 constexpr size_t kMaxCtsBytes = sizeof(CtsHeader) + kMaxRecvs * sizeof(CtsEntry);
 
 // Handshake blobs. Control connection: the connector proposes its lane count and a random token that its lane
-// connections repeat; the acceptor answers with the count both use (the smaller). Lane connection: the token
-// and the lane's index (0 .. lanes).
+// connections repeat; the acceptor answers with the count both use (the smaller) and the addresses its listener
+// also accepts lanes on, one per rail (interface) besides the handshake's. Lane connection: the token and the
+// lane's index (0 .. lanes). The connector puts a helper lane on a rail only when the rail's address lies in the
+// subnet of one of its own interfaces (so a peer's word never sends a connection off the hosts' shared links).
 constexpr uint8_t kBlobControl = 1;
 constexpr uint8_t kBlobLane = 2;
-constexpr uint8_t kBlobVersion = 3;
+constexpr uint8_t kBlobVersion = 4;
 constexpr size_t kTokenSize = 16;
+constexpr int kMaxRails = 4;  // interfaces one connection spreads its helper lanes over
+
+// A rail's listening address: IPv4 (family 4, the first 4 bytes of addr) or IPv6 (family 6), and a port.
+struct RailAddr {
+  uint8_t family = 0;
+  uint16_t port = 0;
+  uint8_t addr[16] = {};
+};
 
 struct Blob {
   uint8_t kind = 0;
   uint16_t value = 0;       // control: helper lanes; lane: its index
   uint32_t eagerBytes = 0;  // control: largest eager message (0: none)
   uint8_t token[kTokenSize] = {};
+  uint8_t nrails = 0;       // control: the acceptor's extra rails (the connector sends none)
+  RailAddr rails[kMaxRails];
 };
 
 // What a peer's code assumes of ours: changing any value in this list changes the wire. Bump kBlobVersion with it
 // (peers of different versions refuse each other at connect) and record the new fingerprint for the new version in
 // test/unit/wire_version_test.cc (docs/adding.md, "A TCP wire constant").
 constexpr uint64_t kWireFingerprint = wireFingerprint({
-    kBlobVersion, kMaxLanes, kChunkMagic, kCtsMagic, kMaxMessage, kChunkEager, kEagerCredits, kEarlyCredits,
+    kBlobVersion, kMaxLanes, kMaxRails, sizeof(RailAddr::addr), kChunkMagic, kCtsMagic, kMaxMessage, kChunkEager, kEagerCredits, kEarlyCredits,
     kMaxEagerBytes, kMaxRecvs, kMaxRequests, kBlobControl, kBlobLane, kTokenSize,
     sizeof(ChunkHeader), offsetof(ChunkHeader, seq), offsetof(ChunkHeader, slot), offsetof(ChunkHeader, index),
     offsetof(ChunkHeader, flags), offsetof(ChunkHeader, tag), offsetof(ChunkHeader, total),

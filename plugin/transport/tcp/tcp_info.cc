@@ -1,0 +1,21 @@
+// Kept apart: <linux/tcp.h> (whose struct tcp_info has the newer fields) and glibc's <netinet/tcp.h> do not mix.
+#include "transport/tcp/tcp_info.h"
+
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstddef>
+
+namespace icn::tcp {
+
+bool bytesAcked(int fd, uint64_t* out) {
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return false;
+  if (len < offsetof(tcp_info, tcpi_bytes_acked) + sizeof info.tcpi_bytes_acked) return false;
+  *out = info.tcpi_bytes_acked;
+  return true;
+}
+
+}  // namespace icn::tcp

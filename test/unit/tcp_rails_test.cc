@@ -1,0 +1,122 @@
+// Rails of a TCP connection: the acceptor's rail addresses in its control answer (bounded, validated) and the
+// connector's pairing of them with its own interfaces by subnet.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "transport/tcp/tcp_rails.h"
+#include "transport/tcp/tcp_wire.h"
+
+namespace icn::tcp {
+namespace {
+
+SockAddr v4(const char* ip, uint16_t port = 0) {
+  SockAddr a;
+  auto* in = reinterpret_cast<sockaddr_in*>(&a.storage);
+  in->sin_family = AF_INET;
+  in->sin_port = htons(port);
+  inet_pton(AF_INET, ip, &in->sin_addr);
+  a.len = sizeof(sockaddr_in);
+  return a;
+}
+
+Rail rail(const char* ifname, const char* ip, int prefix) { return Rail{ifname, v4(ip), prefix}; }
+
+Blob answerWith(std::initializer_list<SockAddr> rails) {
+  Blob b;
+  b.kind = kBlobControl;
+  b.value = 4;
+  for (const SockAddr& a : rails) b.rails[b.nrails++] = toRailAddr(a);
+  return b;
+}
+
+TEST(TcpRails, ControlBlobCarriesRailsBothWays) {
+  Blob b = answerWith({v4("10.1.0.2", 4000), v4("10.2.0.2", 4001)});
+  Blob out;
+  std::string why;
+  ASSERT_EQ(decodeBlob(encodeBlob(b), &out, &why), Status::Ok) << why;
+  ASSERT_EQ(out.nrails, 2);
+  EXPECT_EQ(fromRailAddr(out.rails[1]).str(), "10.2.0.2:4001");
+  Blob lane;
+  lane.kind = kBlobLane;
+  lane.nrails = 3;  // a lane blob carries none, whatever the struct holds
+  ASSERT_EQ(decodeBlob(encodeBlob(lane), &out, &why), Status::Ok) << why;
+  EXPECT_EQ(out.nrails, 0);
+}
+
+TEST(TcpRails, MalformedRailsAreRefused) {
+  Blob b = answerWith({v4("10.1.0.2", 4000)});
+  std::vector<uint8_t> raw = encodeBlob(b);
+  const size_t railsAt = raw.size() - (1 + 1 + 2 + 16);  // nrails, then one rail: family, port, address
+  Blob out;
+  std::string why;
+  auto refused = [&](std::vector<uint8_t> bad, const char* what) {
+    EXPECT_NE(decodeBlob(bad, &out, &why), Status::Ok) << what;
+    EXPECT_FALSE(why.empty()) << what;
+  };
+  std::vector<uint8_t> many = raw;
+  many[railsAt] = kMaxRails + 1;
+  refused(many, "more rails than kMaxRails");
+  std::vector<uint8_t> family = raw;
+  family[railsAt + 1] = 5;
+  refused(family, "unknown family");
+  std::vector<uint8_t> port = raw;
+  port[railsAt + 2] = port[railsAt + 3] = 0;
+  refused(port, "port 0");
+  std::vector<uint8_t> shortBlob(raw.begin(), raw.end() - 1);
+  refused(shortBlob, "truncated rail");
+  std::vector<uint8_t> longer = raw;
+  longer.push_back(0);
+  refused(longer, "trailing byte");
+  std::vector<uint8_t> claimsTwo = raw;
+  claimsTwo[railsAt] = 2;
+  refused(claimsTwo, "count larger than the rails sent");
+}
+
+TEST(TcpRails, PairsRailsBySubnetAndSkipsUnreachableOnes) {
+  const std::vector<Rail> local = {rail("eth0", "10.1.0.1", 24), rail("eth1", "10.2.0.1", 24),
+                                   rail("eth2", "10.3.0.1", 24)};
+  const SockAddr handle = v4("10.1.0.2", 5000);
+  // The peer's rails: its handshake interface again, one on our eth2's subnet, one nobody here reaches on-link.
+  const Blob answer = answerWith({v4("10.1.0.2", 5001), v4("10.3.0.2", 5002), v4("192.168.7.2", 5003)});
+  const std::vector<RailPath> paths = pairRails(local, handle, answer);
+  ASSERT_EQ(paths.size(), 2u);
+  EXPECT_EQ(paths[0].ifname, "eth0");
+  EXPECT_FALSE(paths[0].bindSource);
+  EXPECT_EQ(paths[0].dest.str(), "10.1.0.2:5000");
+  EXPECT_EQ(paths[1].ifname, "eth2");
+  EXPECT_TRUE(paths[1].bindSource);
+  EXPECT_EQ(paths[1].source.str(), "10.3.0.1:0");
+  EXPECT_EQ(paths[1].dest.str(), "10.3.0.2:5002");
+}
+
+TEST(TcpRails, OneLocalRailServesOnePeerRail) {
+  const std::vector<Rail> local = {rail("eth0", "10.1.0.1", 24), rail("eth1", "10.2.0.1", 16)};
+  const Blob answer = answerWith({v4("10.2.0.2", 6001), v4("10.2.9.2", 6002)});
+  const std::vector<RailPath> paths = pairRails(local, v4("10.1.0.2", 6000), answer);
+  ASSERT_EQ(paths.size(), 2u);
+  EXPECT_EQ(paths[1].dest.str(), "10.2.0.2:6001");
+}
+
+TEST(TcpRails, LanesTakeThePathsInTurn) {
+  EXPECT_EQ(pathOfLane(0, 2), 0u);  // lane 0 stays on the handshake's path
+  EXPECT_EQ(pathOfLane(1, 2), 0u);
+  EXPECT_EQ(pathOfLane(2, 2), 1u);
+  EXPECT_EQ(pathOfLane(3, 2), 0u);
+  EXPECT_EQ(pathOfLane(4, 1), 0u);
+  EXPECT_EQ(describeLanes({"eth0 -> 10.1.0.2", "eth1 -> 10.2.0.2"}, {0, 0, 1, 0, 1}),
+            "eth0 -> 10.1.0.2 (lanes 0,1,3), eth1 -> 10.2.0.2 (lanes 2,4)");
+}
+
+TEST(TcpRails, SubnetsCompareOnlyThePrefix) {
+  EXPECT_TRUE(sameSubnet(v4("10.2.3.4"), v4("10.2.3.200"), 24));
+  EXPECT_FALSE(sameSubnet(v4("10.2.3.4"), v4("10.2.4.4"), 24));
+  EXPECT_TRUE(sameSubnet(v4("10.2.4.4"), v4("10.2.7.9"), 22));
+  EXPECT_FALSE(sameSubnet(v4("10.2.3.4"), v4("10.2.4.4"), 22));
+  EXPECT_FALSE(sameSubnet(v4("10.2.3.4"), v4("10.2.3.5"), 0));  // no subnet known: nothing is on-link
+  EXPECT_TRUE(sameHost(v4("10.2.3.4", 1), v4("10.2.3.4", 2)));
+}
+
+}  // namespace
+}  // namespace icn::tcp
