@@ -124,6 +124,18 @@ Status OobListener::open(uint8_t transport, uint64_t commId, size_t socketsPerCo
   return Status::Ok;
 }
 
+Status OobListener::openAt(uint8_t transport, uint64_t commId, size_t socketsPerConnection, const SockAddr& addr,
+                           std::unique_ptr<OobListener>* out) {
+  ICN_CHECK(keyUsable("listen"));
+  auto l = std::make_unique<OobListener>();
+  ICN_CHECK(listenOn(addr, &l->fd_, &l->addr_));
+  l->transport_ = transport;
+  l->commId_ = commId;
+  l->ledger_ = std::make_unique<SetupLedger>(l->addr_.str(), maxSetupsPerListener(), socketsPerConnection);
+  *out = std::move(l);
+  return Status::Ok;
+}
+
 Status OobListener::addAddress(const SockAddr& addr, SockAddr* bound) {
   if (extra_.size() >= kMaxExtraAddresses) return Status::InvalidArgument;
   Fd fd;

@@ -66,6 +66,9 @@ class OobListener {
   // Fails (InvalidArgument, logged) when the job key is unusable (auth::init).
   static Status open(uint8_t transport, uint64_t commId, size_t socketsPerConnection, HandleBytes handle,
                      std::unique_ptr<OobListener>* out);
+  // A listener on a given local address (port chosen by the kernel), advertised by the caller itself.
+  static Status openAt(uint8_t transport, uint64_t commId, size_t socketsPerConnection, const SockAddr& addr,
+                       std::unique_ptr<OobListener>* out);
   // Accepts new sockets (each counted in the ledger, which evicts when the budget is spent) and progresses every
   // pending handshake. Those that reached PeerKnown (their peer is live and, with a key, proved it) are handed to
   // the caller through `ready`, at most `room` of them, newest first (a flood's older entries wait, and go first

@@ -152,13 +152,20 @@ bool waitAll(icn::netapi::Plugin& p, std::vector<void*>* reqs) {
     for (void*& r : *reqs) {
       if (!r) continue;
       int done = 0, size = 0;
-      if (p.net->test(r, &done, &size) != ncclSuccess) return false;
+      if (const ncclResult_t rc = p.net->test(r, &done, &size); rc != ncclSuccess) {
+        fprintf(stderr, "test() returned NCCL error %d\n", static_cast<int>(rc));
+        return false;
+      }
       if (done) {
         r = nullptr;
         left--;
       }
     }
-    if (Clock::now() > limit) return false;
+    if (Clock::now() > limit) {
+      fprintf(stderr, "%zu request(s) not done within %lld s\n", left,
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(kOpLimit).count()));
+      return false;
+    }
   }
   return true;
 }

@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Multi-rail TCP across emulated hosts with two links each (tools/testbed/icn-testbed --rails 2; rail r on its own
-# bridge and subnet). Two cases:
-#  1. data: three ranks, one per host, an all-to-all of 4 MiB messages for a few seconds with every byte checked
-#     (icn-diag-cluster-driver); every connection's log line must name both rails, and each host's second
-#     interface must carry at least a fifth of the bytes its interfaces sent (its kernel counters).
-#  2. shares: rail 0 shaped to 800 Mbit/s and rail 1 to 400 Mbit/s on the sender's host; icn-perf streams 4 MiB
-#     messages over both rails, then over the first alone (ICN_TCP_RAILS=1), in the same run. The sender's close
-#     line must give rail 1 a share well under half (20-42%: equal pieces would give it 50% and hold the pair to
-#     twice its rate), and the two rails must move >= 1.3x what one does.
+# Multi-rail TCP across emulated hosts with three links each (tools/testbed/icn-testbed --rails 3; rail r on its
+# own bridge and subnet). The all-to-all jobs are three ranks, one per host, exchanging 4 MiB messages with every
+# byte checked (icn-diag-cluster-driver); each must end with every rank done, 0 wrong bytes.
+#  1. data: every connection's log line names all three rails, and each host's rails 1 and 2 carry at least a
+#     tenth of the bytes its interfaces sent (their kernel counters).
+#  2. shares (two rails, ICN_SOCKET_IFNAME=eth0,eth1): rail 0 shaped to 800 Mbit/s and rail 1 to 400 Mbit/s on the
+#     sender's host; icn-perf streams 4 MiB messages over both rails, then over the first alone (ICN_TCP_RAILS=1),
+#     in the same run. The sender's close line must give rail 1 a share well under half (20-42%: equal pieces would
+#     give it 50% and hold the pair to twice its rate), and the two rails must move >= 1.3x what one does.
+#  3. failover and recovery: host 1's rail 1 goes down, and half a second later (while the first lane's pieces are
+#     being resent) its rail 2; both come back 4 s later. A WARN names a lane given up on each of eth1 and eth2,
+#     the job never stands still for more than 3 s (PROGRESS each second), every lane given up is back (INFO
+#     "carries pieces again") and host 1's rails 1 and 2 carry bytes again in the job's last seconds.
+#  4. every link of host 1 down for 4 s: nothing to fail over to; TCP carries the job over the gap (within
+#     ICN_PEER_TIMEOUT_MS, 10 s); with ICN_PEER_TIMEOUT_MS=2000 the same gap fails the job cleanly instead: every
+#     rank exits with an error within 30 s, a WARN names the peer.
 #   multirail.sh DRIVER PERF PLUGIN
 # Exit 77 when this machine cannot create emulated hosts.
 set -euo pipefail
@@ -23,7 +30,7 @@ trap cleanup EXIT
 fail() { echo "multirail: FAIL: $*"; exit 1; }
 
 set +e
-"$bed" up --name "$name" --hosts 3 --rails 2
+"$bed" up --name "$name" --hosts 3 --rails 3
 rc=$?
 set -e
 [ "$rc" = 0 ] || exit "$rc"  # 77: no emulated hosts here
@@ -32,28 +39,48 @@ common=(ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth NCCL_DEBUG=INFO NCCL_DEBUG_SUBSY
         ICN_TUNER=off ICN_STRAGGLER_REPORT_S=0 ICN_HANG_REPORT_S=0)
 txbytes() { "$bed" exec --name "$name" "$1" -- cat "/sys/class/net/eth$2/statistics/tx_bytes"; }
 
-# --- 1. data over both rails, three hosts ---
-declare -A before0 before1
-for h in 0 1 2; do before0[$h]=$(txbytes $h 0); before1[$h]=$(txbytes $h 1); done
-pids=()
+# job TAG SECONDS ENV...: starts the three ranks in the background (pids in job_pids)
+job() {
+  local tag=$1 secs=$2; shift 2
+  job_pids=()
+  mkdir -p "$work/$tag"
+  for r in 0 1 2; do
+    "$bed" exec --name "$name" "$r" -- env "${common[@]}" "$@" "$DRIVER" --rank "$r" --nranks 3 --dir "$work/$tag" \
+      --bytes 4194304 --seconds "$secs" --plugin "$PLUGIN" > "$work/$tag/rank$r.log" 2>&1 &
+    job_pids+=($!)
+  done
+}
+# job_ok TAG: every rank exited 0, done, 0 wrong bytes
+job_ok() {
+  for r in 0 1 2; do
+    wait "${job_pids[$r]}" || fail "$1: rank $r exited with an error: $(grep -v 'INFO\|PROGRESS' "$work/$1/rank$r.log" | tail -3)"
+    grep -q '^DONE .*"wrong":0,"failed":0' "$work/$1/rank$r.log" || fail "$1: rank $r: $(grep DONE "$work/$1/rank$r.log")"
+  done
+}
+# longest_stall TAG: the most consecutive seconds in which rank 0 finished fewer than 3 iterations
+longest_stall() {
+  sed -n 's/^PROGRESS {"rank":0,"iters":\([0-9]*\)}/\1/p' "$work/$1/rank0.log" |
+    awk 'NR > 1 { if ($1 - prev < 3) { run++; if (run > best) best = run } else run = 0 } { prev = $1 } END { print best + 0 }'
+}
+
+# --- 1. data over three rails, three hosts ---
+declare -A before
+for h in 0 1 2; do for k in 0 1 2; do before[$h.$k]=$(txbytes $h $k); done; done
+job data 6
+job_ok data
 for r in 0 1 2; do
-  "$bed" exec --name "$name" "$r" -- env "${common[@]}" "$DRIVER" --rank "$r" --nranks 3 --dir "$work" \
-    --bytes 4194304 --seconds 6 --plugin "$PLUGIN" > "$work/rank$r.log" 2>&1 &
-  pids+=($!)
-done
-for r in 0 1 2; do wait "${pids[$r]}" || fail "rank $r exited with an error: $(grep -v INFO "$work/rank$r.log" | tail -3)"; done
-for r in 0 1 2; do
-  grep -q '^DONE .*"wrong":0,"failed":0' "$work/rank$r.log" || fail "rank $r: $(grep DONE "$work/rank$r.log")"
-  n=$(grep -cE 'TCP (send|receive) connection .* on 2 rail\(s\): eth0 [-<>]+ [0-9.]+ \(lanes [0-9,]+\), eth1 [-<>]+ 10\.88\.1\.[0-9]+ \(lanes [0-9,]+\)' "$work/rank$r.log" || true)
-  [ "$n" = 4 ] || fail "rank $r: $n of its 4 connections name both rails: $(grep -E 'TCP (send|receive) connection' "$work/rank$r.log" | head -4)"
-  iters=$(sed -n 's/^DONE {"rank":[0-9]*,"iters":\([0-9]*\).*/\1/p' "$work/rank$r.log")
-  echo "multirail: rank $r: $iters iterations of 4 MiB to each peer, 0 wrong bytes, every connection on both rails"
+  n=$(grep -cE 'TCP (send|receive) connection .* on 3 rail\(s\): eth0 [-<>]+ [0-9.]+ \(lanes [0-9,]+\), eth1 [-<>]+ 10\.88\.1\.[0-9]+ \(lanes? [0-9,]+\), eth2 [-<>]+ 10\.88\.2\.[0-9]+ \(lanes? [0-9,]+\)' "$work/data/rank$r.log" || true)
+  [ "$n" = 4 ] || fail "rank $r: $n of its 4 connections name all three rails: $(grep -E 'TCP (send|receive) connection' "$work/data/rank$r.log" | head -4)"
+  iters=$(sed -n 's/^DONE {"rank":[0-9]*,"iters":\([0-9]*\).*/\1/p' "$work/data/rank$r.log")
+  echo "multirail: rank $r: $iters iterations of 4 MiB to each peer, 0 wrong bytes, every connection on three rails"
 done
 for h in 0 1 2; do
-  d0=$(( $(txbytes $h 0) - before0[$h] )); d1=$(( $(txbytes $h 1) - before1[$h] ))
-  share=$(( 100 * d1 / (d0 + d1) ))
-  echo "multirail: host $h sent $d0 bytes on eth0, $d1 on eth1 ($share% on eth1)"
-  [ "$share" -ge 20 ] || fail "host $h: eth1 carried $share% of the bytes"
+  d=(); total=0
+  for k in 0 1 2; do d[$k]=$(( $(txbytes $h $k) - before[$h.$k] )); total=$((total + d[$k])); done
+  echo "multirail: host $h sent ${d[0]} bytes on eth0, ${d[1]} on eth1, ${d[2]} on eth2"
+  for k in 1 2; do
+    [ $((100 * d[$k] / total)) -ge 10 ] || fail "host $h: eth$k carried $((100 * d[$k] / total))% of the bytes"
+  done
 done
 
 # --- 2. shares follow the rails' rates ---
@@ -62,11 +89,11 @@ done
 perf_run() {  # perf_run TAG ENV...: host 0 sends to host 1; prints GB/s
   local tag=$1; shift
   local port=$((20000 + RANDOM % 20000))
-  "$bed" exec --name "$name" 0 -- env "${common[@]}" "$@" "$PERF" --plugin "$PLUGIN" --server --port "$port" \
+  "$bed" exec --name "$name" 0 -- env "${common[@]}" ICN_SOCKET_IFNAME=eth0,eth1 "$@" "$PERF" --plugin "$PLUGIN" --server --port "$port" \
     --bw-only --min 4M --max 4M --window 8 --bw-bytes 512M > "$work/perf-$tag.server.log" 2>&1 &
   local srv=$!
   for _ in $(seq 100); do grep -q "waiting for the client" "$work/perf-$tag.server.log" 2>/dev/null && break; sleep 0.05; done
-  "$bed" exec --name "$name" 1 -- env "${common[@]}" "$@" "$PERF" --plugin "$PLUGIN" --client "10.88.0.1:$port" \
+  "$bed" exec --name "$name" 1 -- env "${common[@]}" ICN_SOCKET_IFNAME=eth0,eth1 "$@" "$PERF" --plugin "$PLUGIN" --client "10.88.0.1:$port" \
     --bw-only --min 4M --max 4M --window 8 --bw-bytes 512M > "$work/perf-$tag.client.log" 2>&1 ||
     fail "icn-perf client ($tag): $(grep -v INFO "$work/perf-$tag.client.log" | tail -3)"
   wait "$srv" || fail "icn-perf server ($tag): $(grep -v INFO "$work/perf-$tag.server.log" | tail -3)"
@@ -83,4 +110,56 @@ echo "multirail: $line"
 [ "$share" -ge 20 ] && [ "$share" -le 42 ] || fail "eth1 carried $share% (its rate is a third of the total)"
 python3 -c "import sys; two, one = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if two >= 1.3 * one else 1)" \
   "$two" "$one" || fail "two rails moved $two GB/s, one rail $one GB/s (< 1.3x)"
+"$bed" link --name "$name" 0 0 unshaped
+"$bed" link --name "$name" 0 1 unshaped
+
+# --- 3. failover: two rails of host 1 go down, one during the other's resend ---
+job failover 16
+sleep 4
+"$bed" link --name "$name" 1 1 down
+sleep 0.5
+"$bed" link --name "$name" 1 2 down
+sleep 4
+"$bed" link --name "$name" 1 1 up
+"$bed" link --name "$name" 1 2 up
+sleep 5
+for k in 1 2; do late[$k]=$(txbytes 1 $k); done
+sleep 2
+for k in 1 2; do late[$k]=$(( $(txbytes 1 $k) - late[$k] )); done
+job_ok failover
+for k in 1 2; do
+  grep -qhE "WARN ICN TCP connection to .*: lane [0-9]+ on eth$k -> 10\.88\.$k\.[0-9]+ failed" "$work"/failover/rank*.log ||
+    fail "failover: no WARN names a lane given up on eth$k"
+done
+stall=$(longest_stall failover)
+given=$(grep -hc "WARN ICN TCP connection to .*: lane [0-9]* on eth" "$work"/failover/rank*.log | awk '{ s += $1 } END { print s + 0 }')
+resent=$(grep -h "piece(s) resent" "$work"/failover/rank*.log | sed -n 's/.* \([0-9]*\) piece(s) resent.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
+back=$(grep -hc "carries pieces again" "$work"/failover/rank*.log | awk '{ s += $1 } END { print s + 0 }')
+echo "multirail: failover: $given lanes given up, $resent pieces resent, $back back, 0 wrong bytes; longest stall $stall s"
+echo "multirail: host 1 sent ${late[1]} bytes on eth1 and ${late[2]} on eth2 in 2 s, 5 s after the links came back"
+[ "$stall" -le 3 ] || fail "failover: the job stood still for $stall s"
+[ "$back" = "$given" ] || fail "failover: $given lanes given up, $back back"
+for k in 1 2; do [ "${late[$k]}" -ge 10000000 ] || fail "failover: eth$k carried ${late[$k]} bytes after it came back"; done
+
+# --- 4. every link of host 1 down: TCP carries the job over 4 s; a shorter peer timeout fails it cleanly ---
+all_links() { for k in 0 1 2; do "$bed" link --name "$name" 1 "$k" "$1"; done; }
+job outage 12
+sleep 3
+all_links down
+sleep 4
+all_links up
+job_ok outage
+echo "multirail: every link of host 1 down for 4 s: the job went on (longest stall $(longest_stall outage) s)"
+job timeout 60 ICN_PEER_TIMEOUT_MS=2000
+sleep 3
+all_links down
+start=$(date +%s)
+failed=0
+for r in 0 1 2; do wait "${job_pids[$r]}" || failed=$((failed + 1)); done
+took=$(( $(date +%s) - start ))
+all_links up
+[ "$failed" = 3 ] || fail "timeout: $failed of 3 ranks failed with every link of host 1 down past ICN_PEER_TIMEOUT_MS"
+[ "$took" -le 30 ] || fail "timeout: the ranks took $took s to fail"
+grep -qh "WARN ICN TCP connection with .* failed" "$work"/timeout/rank*.log || fail "timeout: no WARN names the peer"
+echo "multirail: every link of host 1 down with ICN_PEER_TIMEOUT_MS=2000: all 3 ranks failed within $took s, a WARN naming the peer"
 echo "multirail: PASS"

@@ -39,7 +39,7 @@ void expectRecorded(const char* format, const char* versionName, unsigned versio
 
 TEST(WireVersion, TcpTransport) {
   expectRecorded("TCP transport", "kBlobVersion (tcp_wire.h)", icn::tcp::kBlobVersion, icn::tcp::kWireFingerprint,
-                 {{3, 0xc9dd131b98ab6b37ull}, {4, 0x2cecddd4ff64ea48ull}});
+                 {{3, 0xc9dd131b98ab6b37ull}, {4, 0xd8fceac410383726ull}});
 }
 
 TEST(WireVersion, IbTransport) {

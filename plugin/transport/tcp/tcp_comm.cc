@@ -1,6 +1,9 @@
 // What both directions of a TCP connection share (CommCore): the settings a comm reads once, its sockets, memory
 // registration (nothing to register: host memory only) and the peer's liveness.
+#include <sys/socket.h>
+
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -35,6 +38,35 @@ CommCore::CommCore(Sockets& s, std::string peer, NetCommInfo info)
       peerTimeout_(params::getInt(params::Id::PeerTimeoutMs)),
       watch_(std::make_unique<diagnose::ConnectionWatch>(diagnose::linkInfoFor(info, lane0_.get()))) {
   counters_ = netstats::registerComm(info);
+  memcpy(token_, s.token, kTokenSize);
+  commId_ = info.commId;
+  // Lane 0 has moved out of s.lanes already: its ends from our copy.
+  for (size_t i = 0; i < s.lanes.size(); i++) {
+    const int fd = i == 0 ? lane0_.get() : s.lanes[i].get();
+    SockAddr local, peer;
+    local.len = peer.len = sizeof local.storage;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&local.storage), &local.len);
+    getpeername(fd, reinterpret_cast<sockaddr*>(&peer.storage), &peer.len);
+    laneLocal_.push_back(local);
+    lanePeer_.push_back(peer);
+  }
+}
+
+std::vector<uint8_t> CommCore::laneBlob(int lane) const {
+  Blob b;
+  b.kind = kBlobLane;
+  b.value = static_cast<uint16_t>(lane);
+  memcpy(b.token, token_, kTokenSize);
+  return encodeBlob(b);
+}
+
+bool CommCore::isLaneBlob(const Hello& peer, int lane) const {
+  Blob b;
+  std::string why;
+  if (decodeBlob(peer.blob, &b, &why) != Status::Ok || b.kind != kBlobLane || b.value != lane) return false;
+  uint8_t diff = 0;
+  for (size_t i = 0; i < kTokenSize; i++) diff |= b.token[i] ^ token_[i];
+  return diff == 0;
 }
 
 CommCore::~CommCore() { netstats::unregisterComm(counters_); }

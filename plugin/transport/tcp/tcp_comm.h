@@ -13,6 +13,7 @@
 
 #include "core/fixed_pool.h"
 #include "core/handshake.h"
+#include "core/oob.h"
 #include "core/net_counters.h"
 #include "core/socket.h"
 #include "core/transport.h"
@@ -28,6 +29,7 @@ struct Sockets {
   uint32_t eagerBytes = 0;
   std::vector<int> laneRail;           // per lane: its rail, an index into railNames
   std::vector<std::string> railNames;  // "eth1 -> 10.0.1.2"
+  uint8_t token[kTokenSize] = {};      // the connection's, repeated by every lane's handshake
 };
 
 // Lane 0's staging buffer holds a whole small message with its header, so one read brings it in.
@@ -64,6 +66,13 @@ class CommCore {
   // The diagnosis's view of this connection: every request's post, clear-to-send or first byte and completion,
   // from the proxy thread (diagnose/link_monitor.h).
   std::unique_ptr<diagnose::ConnectionWatch> watch_;
+  // Recovery of a given-up lane: the connection's token and communicator, each lane's two ends as set up.
+  uint8_t token_[kTokenSize] = {};
+  uint64_t commId_ = 0;
+  std::vector<SockAddr> laneLocal_, lanePeer_;
+  // The lane blob that a lane's handshake carries (kind lane, its index, the token).
+  std::vector<uint8_t> laneBlob(int lane) const;
+  bool isLaneBlob(const Hello& peer, int lane) const;
 };
 
 class TcpSendComm;
@@ -76,6 +85,17 @@ struct TcpSendRequest final : Request {
   bool matched = false;
   std::atomic<int> pending{0};  // pieces not yet in the kernel
   diagnose::OpId op = diagnose::kNoOp;
+  // Failover (pieces on helper lanes): where each piece went; the send completes once every piece is delivered.
+  struct Piece {
+    int lane = 0;            // its helper lane; 0: on lane 0 or delivered (nothing to check)
+    uint32_t offset = 0, length = 0;
+    uint64_t streamEnd = 0;  // its end in the lane's stream, once written (0 before)
+  };
+  bool tracked = false;  // split over helper lanes with failover on
+  ChunkHeader header;    // the pieces' common fields
+  int npieces = 0;
+  std::array<Piece, kMaxLanes> pieces{};
+  bool inFlight = false;
 };
 
 class TcpSendComm final : public SendComm, public CommCore {
@@ -91,6 +111,13 @@ class TcpSendComm final : public SendComm, public CommCore {
   Status testRequest(TcpSendRequest* r, bool* done);
 
  private:
+  // Failover: gives up helper lanes that failed; resends a given-up lane's pieces once the receiver closed it.
+  Status checkLanes();
+  Status retireLane(int lane);
+  Status resendLane(int lane);
+  // Whether every piece of a tracked send is acknowledged by the peer's TCP.
+  bool delivered(const TcpSendRequest* r) const;
+  int liveHelper();  // a live helper lane with no unresolved eager message, round robin; 0 when none
   struct Cts {
     CtsHeader h;
     CtsEntry e[kMaxRecvs];
@@ -129,7 +156,8 @@ class TcpSendComm final : public SendComm, public CommCore {
   alignas(8) uint8_t ctsIn_[4096];  // clear-to-send bytes read but not yet parsed
   size_t ctsGot_ = 0;
   bool lane0Closed_ = false;
-  std::array<SendJob, kMaxRequests * kMaxRecvs> lane0Jobs_{};
+  // A job per send, and per lane a lane-down and a lane offer.
+  std::array<SendJob, kMaxRequests * kMaxRecvs + 2 * kMaxLanes> lane0Jobs_{};
   size_t lane0Head_ = 0, lane0Tail_ = 0;
   ReadWatch lane0Watch_;  // lane 0 waiting on the receiver to read a message it posted the receive of
   unsigned nextHelper_ = 0;
@@ -155,6 +183,28 @@ class TcpSendComm final : public SendComm, public CommCore {
   std::vector<std::unique_ptr<SendHelper>> helpers_;  // stopped first by the destructor, then reaped
   std::vector<int> laneRail_;           // per lane (lane 0 first): its rail
   std::vector<std::string> railNames_;
+  bool failover_ = false;
+  LaneHealth health_;
+  // Down: lane-down sent, waiting for the receiver's close; Closed: resent, held back before its offer;
+  // Offered: listening for the receiver to connect it again.
+  enum class LaneState : uint8_t { Live, Down, Closed, Offered };
+  Status rejoinLanes(int64_t nowNs);
+  Status offerLane(int lane);
+  Status acceptRejoin(int lane);
+  std::array<std::unique_ptr<OobListener>, kMaxLanes + 1> rejoinListener_;
+  std::array<std::unique_ptr<Handshake>, kMaxLanes + 1> rejoinHs_;
+  std::array<int64_t, kMaxLanes + 1> downAtNs_{}, closedAtNs_{}, admittedAtNs_{}, holdBackNs_{};
+  uint64_t givenUp_ = 0, rejoined_ = 0;  // logged at close
+  std::array<LaneState, kMaxLanes + 1> laneState_{};
+  std::array<uint64_t, kMaxLanes + 1> deliveredAtDown_{};
+  // Delivery watch (proxy thread): each lane's acknowledged bytes at the last look, and when they last moved.
+  std::array<uint64_t, kMaxLanes + 1> ackSeen_{};
+  std::array<int64_t, kMaxLanes + 1> ackMovedNs_{};
+  int64_t nextAckCheckNs_ = 0;
+  void watchDelivery(int64_t nowNs);
+  int deadLanes_ = 0;
+  int awaitingClose_ = 0;  // lanes given up whose lane-closed record has not come yet
+  uint64_t resent_ = 0;  // pieces resent, logged at close
 };
 
 // The byte ranges of one message that its pieces have claimed, kept apart so that every byte is written exactly
@@ -168,6 +218,10 @@ class PieceSet {
   // Claims [offset, offset + length) of a `total`-byte message with `tag`; false with *why when the range overlaps
   // or repeats one already claimed, is empty in a non-empty message, or would be piece kMax + 1.
   bool claim(uint32_t offset, uint32_t length, uint32_t total, int tag, std::string* why);
+  // Whether exactly [offset, offset + length) is claimed (a resent piece the receiver has whole).
+  bool has(uint32_t offset, uint32_t length) const;
+  // Gives back a claimed range (a piece its lane cut short: it comes again, resent).
+  void release(uint32_t offset, uint32_t length);
 
  private:
   struct Range {
@@ -263,7 +317,7 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   // those spent a credit not handed back in a record written yet, and it has at most kEagerWindow such credits
   // (creditRead). A backlog at the bound fails the connection.
   static constexpr uint32_t kCtsBacklog = kMaxUnsentRecords;
-  std::array<uint8_t, kCtsBacklog * kMaxCtsBytes> ctsOut_{};
+  std::array<uint8_t, kCtsBacklog * kMaxCtsBytes + kMaxLanes * sizeof(LaneRecord)> ctsOut_{};
   size_t ctsOutLen_ = 0, ctsOutOff_ = 0;
   std::array<uint64_t, kCtsBacklog> ctsEnd_{};  // where each unsent record ends, in bytes ever queued
   uint64_t ctsQueuedBytes_ = 0, ctsSentBytes_ = 0;
@@ -297,6 +351,27 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   uint32_t initialCredits_;  // what the sender starts with, both kinds
   std::atomic<int> closedLanes_{0};
   uint64_t received_ = 0;  // messages completed, logged at close
+  // Failover: lanes the sender gave up (lane-down on lane 0, proxy thread), and whether their closed record is out.
+  std::array<bool, kMaxLanes + 1> laneDown_{}, closedSent_{};
+  std::atomic<bool> anyLaneDown_{false};  // resent pieces are accepted from then on
+  bool failover_ = false;
+  std::atomic<uint64_t> discarded_{0};  // resent pieces dropped (the receiver had them), logged at close
+  Status handleLaneDown(const ChunkHeader& h, bool lane0, Landing* out, std::string* why);
+  Status handleLaneOffer(const ChunkHeader& h, bool lane0, Landing* out, std::string* why);
+  // Recovery (proxy thread): connects offered lanes again, with backoff.
+  void rejoinLanes(int64_t nowNs);
+  void finishRejoin(int lane, Fd fd);
+  struct Rejoin {
+    uint16_t port = 0;  // 0: no offer
+    std::unique_ptr<OobConnector> connector;
+    bool confirmed = false;
+    int64_t attemptNs = 0, nextNs = 0, backoffNs = 0;
+  };
+  std::array<Rejoin, kMaxLanes + 1> rejoin_;
+  std::atomic<int> rejoins_{0};  // offers being worked on
+  void queueLaneClosed(int lane);
+  // Whether receive `seq` was posted recently enough that a resent piece for it may still be on its way.
+  bool seqRecent(uint32_t seq) const;
   std::vector<std::unique_ptr<RecvHelper>> helpers_;
 };
 

@@ -5,7 +5,11 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 #include <sys/uio.h>
+#include <linux/sockios.h>
 
 #include <algorithm>
 #include <chrono>
@@ -131,8 +135,26 @@ Reaper& reaper() {
   return r;
 }
 
-SendHelper::SendHelper(Fd fd, FailureState& failure, int index, std::chrono::milliseconds peerTimeout)
-    : Helper(std::move(fd), index), failure_(failure), peerTimeout_(peerTimeout), thread_([this] { run(); }) {}
+SendHelper::SendHelper(Fd fd, FailureState& failure, int index, std::chrono::milliseconds peerTimeout,
+                       LaneHealth* health, std::chrono::milliseconds laneStall)
+    : Helper(std::move(fd), index),
+      failure_(failure),
+      peerTimeout_(peerTimeout),
+      health_(health),
+      laneStall_(laneStall),
+      thread_([this] { run(); }) {}
+
+uint64_t SendHelper::delivered() const {
+  const uint64_t written = written_.load(std::memory_order_acquire);
+  int queued = 0;
+  if (ioctl(fd_.get(), SIOCOUTQ, &queued) != 0 || queued < 0) return 0;  // unknown: nothing counts as delivered
+  return written >= static_cast<uint64_t>(queued) ? written - static_cast<uint64_t>(queued) : 0;
+}
+
+int64_t steadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 SendHelper::~SendHelper() {
   stop();  // a no-op wait when the comm stopped it already
@@ -147,7 +169,7 @@ void SendHelper::wakeForStop() {
   cv_.notify_one();
 }
 
-void SendHelper::push(const ChunkHeader& h, const uint8_t* data, std::atomic<int>* pending) {
+void SendHelper::push(const ChunkHeader& h, const uint8_t* data, std::atomic<int>* pending, uint64_t* streamEnd) {
   bool wake;
   {
     std::lock_guard lk(mu_);
@@ -155,6 +177,7 @@ void SendHelper::push(const ChunkHeader& h, const uint8_t* data, std::atomic<int
     j.header = h;
     j.data = data;
     j.pending = pending;
+    j.streamEnd = streamEnd;
     j.sent = 0;
     j.early = (h.flags & kChunkEager) ? ++earlyPushed_ : 0;
     wake = head_ == tail_;
@@ -175,20 +198,25 @@ void SendHelper::run() {
     }
     bool done = false;
     bool blocked = false;
-    ReadWatch watch;
+    ReadWatch watch, laneWatch;
     pieceStarted(std::chrono::steady_clock::now());
+
     for (;;) {
       if (!enter()) break;  // reads NCCL's buffer and updates the comm's request: only until stop()
       std::string why;
       const size_t before = job->sent;
       if (writeSome(fd_.get(), *job, &done, &why) != Status::Ok) {
-        failure_.fail(Status::RemoteError, "lane " + std::to_string(index_) + ": " + why);
+        if (health_) giveUp(why);  // failover: the comm moves this lane's pieces elsewhere
+        else failure_.fail(Status::RemoteError, "lane " + std::to_string(index_) + ": " + why);
         leave();
         break;
       }
+      written_.fetch_add(job->sent - before, std::memory_order_release);
+      if (health_ && job->sent != before) health_->moved(index_, steadyNowNs());
       headSent_.store(job->sent, std::memory_order_relaxed);
       if (done) {
         const size_t bytes = job->header.length;
+        if (job->streamEnd) *job->streamEnd = written_.load(std::memory_order_relaxed);
         job->pending->fetch_sub(1, std::memory_order_release);
         leave();
         pieceFinished(std::chrono::steady_clock::now(), bytes, blocked);
@@ -196,6 +224,14 @@ void SendHelper::run() {
       }
       blocked = true;
       const auto now = std::chrono::steady_clock::now();
+      // A lane that writes nothing while another lane of the connection moves: its link, not the peer.
+      if (health_ && laneWatch.stalled(now, mustRead(*job), job->sent != before, laneStall_) &&
+          health_->othersMoved(index_, steadyNowNs() - laneStall_.count() * 1'000'000)) {
+        giveUp("nothing of a piece its peer must read went out for " + std::to_string(laneStall_.count()) +
+               " ms (ICN_TCP_LANE_STALL_MS) while other lanes moved");
+        leave();
+        break;
+      }
       if (watch.stalled(now, mustRead(*job), job->sent != before, peerTimeout_)) {
         failure_.fail(Status::RemoteError, "the peer stopped reading lane " + std::to_string(index_) + ": " +
                                                ReadWatch::what(peerTimeout_, "a message whose receive it posted"));
@@ -204,7 +240,7 @@ void SendHelper::run() {
       }
       leave();
       pollfd p{fd_.get(), POLLOUT, 0};
-      ::poll(&p, 1, watch.pollMs(now, kPollMs, peerTimeout_));
+      ::poll(&p, 1, health_ ? laneWatch.pollMs(now, kPollMs, laneStall_) : watch.pollMs(now, kPollMs, peerTimeout_));
       noteWait(now);
     }
     if (!done) break;
@@ -353,9 +389,17 @@ Status ChunkReader::pump(int fd, ChunkSink& sink, bool* eof, bool* held, std::st
     }
     if (pos_ < len_) {
       const size_t take = std::min<size_t>(landing_.length - got_, len_ - pos_);
-      memcpy(landing_.dest + got_, stage_.get() + pos_, take);
+      if (!landing_.discard) memcpy(landing_.dest + got_, stage_.get() + pos_, take);
       pos_ += take;
       got_ += take;
+    } else if (landing_.discard) {  // the stage is empty: read through it and drop
+      ICN_CHECK(read(stage_.get(), std::min<size_t>(cap_, landing_.length - got_), &got, &closed));
+      if (closed) {
+        *why = "connection closed in the middle of a message";
+        return Status::RemoteError;
+      }
+      if (got == 0) return Status::Ok;
+      got_ += got;
     } else {
       ICN_CHECK(read(landing_.dest + got_, landing_.length - got_, &got, &closed));
       if (closed) {
@@ -377,12 +421,22 @@ void ChunkReader::abandon(ChunkSink& sink) {
   inPayload_ = false;
 }
 
-RecvHelper::RecvHelper(Fd fd, ChunkSink& sink, FailureState& failure, std::atomic<int>& closedLanes, int index)
+RecvHelper::RecvHelper(Fd fd, ChunkSink& sink, FailureState& failure, std::atomic<int>& closedLanes, int index,
+                       bool failover)
     : Helper(std::move(fd), index),
       sink_(sink),
       failure_(failure),
       closedLanes_(closedLanes),
+      failover_(failover),
+      wake_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       thread_([this] { run(); }) {}
+
+void RecvHelper::retire() {
+  retiring_.store(true, std::memory_order_seq_cst);
+  const uint64_t one = 1;
+  if (wake_.valid()) (void)!::write(wake_.get(), &one, sizeof one);
+  poke();
+}
 
 RecvHelper::~RecvHelper() {
   stop();
@@ -392,6 +446,8 @@ RecvHelper::~RecvHelper() {
 void RecvHelper::wakeForStop() {
   std::lock_guard lk(mu_);
   cv_.notify_all();
+  const uint64_t one = 1;
+  if (wake_.valid()) (void)!::write(wake_.get(), &one, sizeof one);
 }
 
 void RecvHelper::poke() {
@@ -409,10 +465,24 @@ void RecvHelper::run() {
     bool eof = false, held = false;
     std::string why;
     const uint64_t seen = pokes_.load(std::memory_order_seq_cst);  // a poke after this ends the wait below
+    const bool retiring = retiring_.load(std::memory_order_seq_cst);  // then this pump reads what is left
     Status st = reader_.pump(fd_.get(), sink_, &eof, &held, &why);
-    if (st != Status::Ok || eof) {
+    // Failover: a lane that breaks or is given up stops here; the sender resends what it lacks. A held eager
+    // message cannot be resent: that fails the connection.
+    if (((failover_ && (st != Status::Ok || eof)) || retiring) && !held) {
+      reader_.abandon(sink_);
+      if (st != Status::Ok && !retiring)
+        ICN_INFO(subsys::Net, "TCP connection with %s: lane %d broke (%s); waiting for the sender to resend its "
+                 "pieces", failure_.peer().c_str(), index_, why.c_str());
+      closedLanes_.fetch_add(1);
+      retired_.store(true, std::memory_order_release);
+      leave();
+      break;
+    }
+    if (st != Status::Ok || eof || (retiring && held)) {
       reader_.abandon(sink_);
       if (st != Status::Ok) failure_.fail(st, "lane " + std::to_string(index_) + ": " + why);
+      else if (retiring) failure_.fail(Status::RemoteError, "lane " + std::to_string(index_) + " given up holding a message sent before its receive");
       if (eof) closedLanes_.fetch_add(1);
       leave();
       break;
@@ -429,8 +499,12 @@ void RecvHelper::run() {
       noteWait(since);
       continue;
     }
-    pollfd p{fd_.get(), POLLIN, 0};
-    ::poll(&p, 1, kPollMs);
+    pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    ::poll(p, wake_.valid() ? 2 : 1, kPollMs);
+    if (p[1].revents & POLLIN) {
+      uint64_t n;
+      (void)!::read(wake_.get(), &n, sizeof n);
+    }
   }
   exited_.store(true, std::memory_order_release);
 }

@@ -46,7 +46,24 @@ struct SendJob {
   // which may wait in the receiver's socket until its receive is posted: on a helper lane its number among the
   // eager messages pushed on that lane (from 1), on lane 0 any non-zero value until its record is read.
   uint64_t early = 0;
+  // Where the lane notes the end of the piece in its stream once written (failover: the piece is delivered once
+  // the peer's TCP acknowledged that far); null when nobody asks.
+  uint64_t* streamEnd = nullptr;
 };
+
+// When each lane of a connection last wrote a byte (steady-clock ns; lane 0 first): a lane that stalls while
+// another moves has a link problem, not a peer that stopped reading.
+struct LaneHealth {
+  std::array<std::atomic<int64_t>, kMaxLanes + 1> progressNs{};
+  void moved(int lane, int64_t nowNs) { progressNs[static_cast<size_t>(lane)].store(nowNs, std::memory_order_relaxed); }
+  // Whether a lane other than `lane` wrote after `sinceNs`.
+  bool othersMoved(int lane, int64_t sinceNs) const {
+    for (size_t k = 0; k < progressNs.size(); k++)
+      if (static_cast<int>(k) != lane && progressNs[k].load(std::memory_order_relaxed) > sinceNs) return true;
+    return false;
+  }
+};
+int64_t steadyNowNs();
 
 // Writes what the socket takes without blocking. *done when the whole piece went out.
 Status writeSome(int fd, SendJob& job, bool* done, std::string* why);
@@ -145,9 +162,32 @@ Reaper& reaper();
 class SendHelper final : public Helper {
  public:
   static constexpr size_t kCapacity = kMaxRequests * kMaxRecvs;
-  SendHelper(Fd fd, FailureState& failure, int index, std::chrono::milliseconds peerTimeout);
+  // With `health` (failover on), a lane that fails (a socket error, or nothing written for laneStall while another
+  // lane moves) stops and reports it (failed()) instead of failing the connection.
+  SendHelper(Fd fd, FailureState& failure, int index, std::chrono::milliseconds peerTimeout,
+             LaneHealth* health = nullptr, std::chrono::milliseconds laneStall = {});
   ~SendHelper() override;
-  void push(const ChunkHeader& h, const uint8_t* data, std::atomic<int>* pending);
+  void push(const ChunkHeader& h, const uint8_t* data, std::atomic<int>* pending, uint64_t* streamEnd = nullptr);
+  // Failover: whether the lane gave up, and why (valid once failed()).
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // The comm gives the lane up (its peer's TCP stopped acknowledging while other lanes' did). Before failed().
+  void giveUp(const std::string& why) {
+    bool expected = false;
+    if (!giving_.compare_exchange_strong(expected, true)) return;
+    failReason_ = why;
+    failed_.store(true, std::memory_order_release);
+  }
+  // Bytes of the lane's stream written so far.
+  uint64_t written() const { return written_.load(std::memory_order_acquire); }
+  const std::string& failReason() const { return failReason_; }
+  // Bytes of the lane's stream its peer's TCP has acknowledged (written minus what the socket still holds).
+  uint64_t delivered() const;
+  // After stop(): hands every piece not yet written whole to f (it never will be) and empties the queue.
+  template <class F>
+  void takeUnwritten(F&& f) {
+    std::lock_guard lk(mu_);
+    for (; head_ != tail_; head_++) f(ring_[head_ % kCapacity]);
+  }
   // Bytes per second the lane moves, from pieces that had to wait for socket space (a piece the socket buffer
   // took at once says nothing of the link), smoothed; 0 while unmeasured. A piece in hand that has been moving
   // slower than that for a while lowers it at once, so a lane whose link stalls stops getting work before its
@@ -181,6 +221,12 @@ class SendHelper final : public Helper {
   std::atomic<int64_t> headStartNs_{0};  // steady-clock ns when the piece in hand started (0: none)
   std::atomic<uint64_t> headSent_{0};    // its bytes written so far
   std::atomic<uint64_t> bytesSent_{0};   // payload bytes of finished pieces
+  std::atomic<uint64_t> written_{0};     // bytes of the lane's stream written, headers included
+  LaneHealth* health_ = nullptr;
+  std::chrono::milliseconds laneStall_{};
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> giving_{false};      // the first of the thread and the comm to give up writes the reason
+  std::string failReason_;               // written before failed_ is set
   uint64_t ackedAtStart_ = 0;            // the socket's acknowledged bytes when the piece started (helper only)
   bool ackKnown_ = false;
   double spanBytes_ = 0;                 // the rate sample being gathered: bytes acknowledged, busy ns
@@ -197,6 +243,9 @@ struct Landing {
   // An eager message on a helper lane whose receive is not posted yet: the lane holds it (header read, payload
   // left in the socket) and asks again, with held still set, after the sink's next post.
   bool held = false;
+  uint32_t offset = 0;   // the piece's place in its message
+  bool eager = false;    // an eager message (its claim is the whole message)
+  bool discard = false;  // read the payload and drop it (a resent piece the receiver already has; a lane-down)
 };
 
 // Implemented by the receive comm: validates a header against what was posted (and claims the bytes), then
@@ -235,10 +284,16 @@ class ChunkReader {
 // A receive lane with its own thread. While it holds an eager message (Landing::held) it sleeps until poked.
 class RecvHelper final : public Helper {
  public:
-  RecvHelper(Fd fd, ChunkSink& sink, FailureState& failure, std::atomic<int>& closedLanes, int index);
+  // failover: a lane that breaks (socket error, end of stream) stops without failing the connection; the sender
+  // gives it up and resends what it lacks.
+  RecvHelper(Fd fd, ChunkSink& sink, FailureState& failure, std::atomic<int>& closedLanes, int index,
+             bool failover = false);
   ~RecvHelper() override;
   // The receive side changed (a receive posted, an eager message placed): a held message may go on.
   void poke();
+  // The sender gave the lane up: read what its socket holds, drop a piece cut short, stop (retired()).
+  void retire();
+  bool retired() const { return retired_.load(std::memory_order_acquire); }
 
  private:
   void run();
@@ -251,6 +306,9 @@ class RecvHelper final : public Helper {
   std::condition_variable cv_;
   std::atomic<uint64_t> pokes_{0};
   std::atomic<bool> holding_{false};
+  const bool failover_;
+  std::atomic<bool> retiring_{false}, retired_{false};
+  Fd wake_;  // an eventfd: retire() wakes the thread from poll()
   std::thread thread_;
 };
 

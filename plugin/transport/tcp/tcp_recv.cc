@@ -2,6 +2,7 @@
 // the posted receive before a byte is written (slot, sequence, index, tag, size within the posted buffer).
 #include <errno.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -50,13 +51,29 @@ bool PieceSet::claim(uint32_t offset, uint32_t length, uint32_t total, int tag, 
   return true;
 }
 
+bool PieceSet::has(uint32_t offset, uint32_t length) const {
+  for (int k = 0; k < n_; k++)
+    if (ranges_[k].begin == offset && ranges_[k].end == offset + length) return true;
+  return false;
+}
+
+void PieceSet::release(uint32_t offset, uint32_t length) {
+  for (int k = 0; k < n_; k++) {
+    if (ranges_[k].begin != offset || ranges_[k].end != offset + length) continue;
+    std::move(ranges_.begin() + k + 1, ranges_.begin() + n_, ranges_.begin() + k);
+    n_--;
+    return;
+  }
+}
+
 TcpRecvComm::TcpRecvComm(Sockets s, std::string peer, NetCommInfo info)
     : CommCore(s, std::move(peer), info),
       eagerBytes_(s.eagerBytes),
       initialCredits_((s.eagerBytes ? kEagerCredits : 0) + kEarlyCredits) {
+  failover_ = s.railNames.size() >= 2 && s.lanes.size() >= 3 && params::getBool(params::Id::TcpFailover);
   for (size_t i = 1; i < s.lanes.size(); i++)
-    helpers_.push_back(
-        std::make_unique<RecvHelper>(std::move(s.lanes[i]), *this, failure_, closedLanes_, static_cast<int>(i)));
+    helpers_.push_back(std::make_unique<RecvHelper>(std::move(s.lanes[i]), *this, failure_, closedLanes_,
+                                                    static_cast<int>(i), failover_));
 }
 
 TcpRecvComm::~TcpRecvComm() {
@@ -65,6 +82,12 @@ TcpRecvComm::~TcpRecvComm() {
     ICN_INFO(subsys::Net, "TCP connection from %s closed: %llu messages received; the helper lanes held a message "
              "that arrived before its receive %llu times, %.1f ms in all", failure_.peer().c_str(),
              static_cast<unsigned long long>(received_), static_cast<unsigned long long>(held.count), held.us / 1000.0);
+    int down = 0;
+    for (bool d : laneDown_) down += d;
+    if (down > 0)
+      ICN_INFO(subsys::Net, "TCP connection from %s: %d lane(s) given up by the sender, %llu resent piece(s) dropped "
+               "as already received", failure_.peer().c_str(), down,
+               static_cast<unsigned long long>(discarded_.load(std::memory_order_relaxed)));
   }
   // Stopped: nothing writes into NCCL's buffers or this comm once close returns; the threads end on their own.
   for (auto& h : helpers_) h->stop();  // all of them before any moves: a running one may poke the others
@@ -202,7 +225,25 @@ bool TcpRecvComm::recordSent(uint32_t seq) {
   return static_cast<int32_t>(ctsSent_.load(std::memory_order_relaxed) - seq) > 0;
 }
 
+void TcpRecvComm::queueLaneClosed(int lane) {
+  LaneRecord lr;
+  lr.lane = static_cast<uint32_t>(lane);
+  if (ctsOutLen_ + sizeof lr > ctsOut_.size()) {  // keep only what is still unsent
+    memmove(ctsOut_.data(), ctsOut_.data() + ctsOutOff_, ctsOutLen_ - ctsOutOff_);
+    ctsOutLen_ -= ctsOutOff_;
+    ctsOutOff_ = 0;
+  }
+  // Room always: the records' backlog is bounded and the buffer has a lane record's room per lane besides.
+  memcpy(ctsOut_.data() + ctsOutLen_, &lr, sizeof lr);
+  ctsOutLen_ += sizeof lr;
+  ctsQueuedBytes_ += sizeof lr;
+  closedSent_[static_cast<size_t>(lane)] = true;
+}
+
 Status TcpRecvComm::progress() {
+  for (size_t i = 0; i < helpers_.size(); i++)
+    if (laneDown_[i + 1] && !closedSent_[i + 1] && helpers_[i]->retired()) queueLaneClosed(static_cast<int>(i) + 1);
+  if (rejoins_.load(std::memory_order_relaxed) > 0) rejoinLanes(steadyNowNs());
   ICN_CHECK(sendRecords());
   if (!lane0Closed_) {
     bool eof = false, held = false;  // lane 0 stages eager messages: it never holds one
@@ -225,6 +266,19 @@ Status TcpRecvComm::land(const ChunkHeader& h, bool lane0, Landing* out, std::st
   // Eager messages on helper lanes are not staged: any size a message may have.
   if (!validChunk(h, lane0 ? eagerBytes_ : kMaxMessage, why)) return Status::RemoteError;
   if (h.flags & kChunkEager) return landEager(h, lane0, out, why);
+  if (h.flags & kChunkLaneDown) return handleLaneDown(h, lane0, out, why);
+  if (h.flags & kChunkLaneOffer) return handleLaneOffer(h, lane0, out, why);
+  const bool resend = (h.flags & kChunkResend) != 0;
+  if (resend && !anyLaneDown_.load(std::memory_order_acquire)) {
+    *why = "a resent piece before any lane was given up";
+    return Status::RemoteError;
+  }
+  auto discard = [&] {  // a resent piece the receiver has already (or whose receive completed): read and dropped
+    *out = Landing{};
+    out->discard = true;
+    out->length = h.length;
+    return Status::Ok;
+  };
   TcpRecvRequest& r = pool_.at(h.slot);
   // Announce ourselves before checking that the receive is live: release() clears live first and then waits
   // for users to drop to zero, so the fields read below cannot change under us.
@@ -234,9 +288,14 @@ Status TcpRecvComm::land(const ChunkHeader& h, bool lane0, Landing* out, std::st
     *why = std::move(msg);
     return st;
   };
-  if (r.live.load() != uint64_t{h.seq} + 1)
+  if (r.live.load() != uint64_t{h.seq} + 1) {
+    if (resend && seqRecent(h.seq)) {
+      r.users.fetch_sub(1);
+      return discard();
+    }
     return refuse(Status::RemoteError, "data for receive " + std::to_string(h.seq) + " (slot " +
                                            std::to_string(h.slot) + "), which is not posted");
+  }
   if (!recordSent(h.seq))
     return refuse(Status::RemoteError, "data for receive " + std::to_string(h.seq) +
                                            ", whose clear-to-send record was never sent");
@@ -255,15 +314,134 @@ Status TcpRecvComm::land(const ChunkHeader& h, bool lane0, Landing* out, std::st
     if (total >= 0 && total != int64_t{h.total})
       return refuse(Status::RemoteError, "pieces of one message disagree on its size (" + std::to_string(total) +
                                              " vs " + std::to_string(h.total) + " bytes)");
+    if (resend && e.pieces.has(h.offset, h.length)) {
+      r.users.fetch_sub(1);
+      return discard();
+    }
     std::string overlap;
     if (!e.pieces.claim(h.offset, h.length, h.total, h.tag, &overlap)) return refuse(Status::RemoteError, overlap);
     e.total.store(h.total, std::memory_order_release);
   }
+  *out = Landing{};
   out->dest = r.bufs[h.index] + h.offset;
   out->slot = h.slot;
   out->index = h.index;
   out->length = h.length;
+  out->offset = h.offset;
   return Status::Ok;
+}
+
+Status TcpRecvComm::handleLaneDown(const ChunkHeader& h, bool lane0, Landing* out, std::string* why) {
+  const size_t lane = h.slot;  // validChunk: 1 .. kMaxLanes
+  if (!lane0 || lane > helpers_.size() || laneDown_[lane]) {
+    *why = "lane-down for lane " + std::to_string(lane) + (lane0 ? "" : " on a helper lane") +
+           ", which is not a live helper lane";
+    return Status::RemoteError;
+  }
+  laneDown_[lane] = true;
+  anyLaneDown_.store(true, std::memory_order_release);
+  ICN_INFO(subsys::Net, "TCP connection with %s: the sender gave up lane %zu; its pieces come again on the others",
+           failure_.peer().c_str(), lane);
+  helpers_[lane - 1]->retire();
+  *out = Landing{};
+  out->discard = true;  // no payload
+  return Status::Ok;
+}
+
+Status TcpRecvComm::handleLaneOffer(const ChunkHeader& h, bool lane0, Landing* out, std::string* why) {
+  const size_t lane = h.slot;  // validChunk: 1 .. kMaxLanes, a port
+  if (!lane0 || lane > helpers_.size() || !closedSent_[lane] || rejoin_[lane].port != 0) {
+    *why = "lane offer for lane " + std::to_string(lane) + (lane0 ? "" : " on a helper lane") +
+           ", which is not a closed lane";
+    return Status::RemoteError;
+  }
+  rejoin_[lane].port = static_cast<uint16_t>(h.offset);
+  rejoin_[lane].nextNs = 0;
+  rejoin_[lane].backoffNs = 0;
+  rejoins_.fetch_add(1, std::memory_order_relaxed);
+  *out = Landing{};
+  out->discard = true;  // no payload
+  return Status::Ok;
+}
+
+namespace {
+constexpr int64_t kRejoinAttemptNs = 2'000'000'000;  // one connect attempt to an offered lane
+constexpr int64_t kFirstRejoinBackoffNs = 250'000'000;
+constexpr int64_t kMaxRejoinBackoffNs = 8'000'000'000;
+}  // namespace
+
+// Connects each offered lane from its own end to the sender's offer, one attempt at a time, backing off while its
+// link is still down.
+void TcpRecvComm::rejoinLanes(int64_t nowNs) {
+  for (size_t lane = 1; lane <= helpers_.size(); lane++) {
+    Rejoin& j = rejoin_[lane];
+    if (j.port == 0) continue;
+    auto retryLater = [&] {
+      j.connector.reset();
+      j.backoffNs = std::min(std::max(2 * j.backoffNs, kFirstRejoinBackoffNs), kMaxRejoinBackoffNs);
+      j.nextNs = nowNs + j.backoffNs;
+    };
+    if (!j.connector) {
+      if (nowNs < j.nextNs) continue;
+      SockAddr dest = lanePeer_[lane];
+      if (dest.family() == AF_INET6) reinterpret_cast<sockaddr_in6*>(&dest.storage)->sin6_port = htons(j.port);
+      else reinterpret_cast<sockaddr_in*>(&dest.storage)->sin_port = htons(j.port);
+      j.confirmed = false;
+      j.attemptNs = nowNs;
+      if (OobConnector::startTo(dest, &laneLocal_[lane], makeLocalHello(kTransportTcp, commId_, laneBlob(static_cast<int>(lane))),
+                                &j.connector) != Status::Ok)
+        retryLater();
+      continue;
+    }
+    Handshake::Phase phase;
+    if (j.connector->progress(&phase) != Status::Ok || nowNs - j.attemptNs > kRejoinAttemptNs) {
+      retryLater();
+      continue;
+    }
+    if (phase == Handshake::Phase::PeerKnown && !j.confirmed) {
+      if (!isLaneBlob(j.connector->handshake().peer(), static_cast<int>(lane))) {
+        ICN_WARN(subsys::Net, "TCP connection with %s: the answer to lane %zu's offer names another lane or "
+                 "connection", failure_.peer().c_str(), lane);
+        retryLater();
+        continue;
+      }
+      j.confirmed = true;
+      j.connector->handshake().confirm();
+      if (j.connector->progress(&phase) != Status::Ok) {
+        retryLater();
+        continue;
+      }
+    }
+    if (phase == Handshake::Phase::Done) finishRejoin(static_cast<int>(lane), j.connector->handshake().takeFd());
+  }
+}
+
+void TcpRecvComm::finishRejoin(int lane, Fd fd) {
+  tuneLane(fd.get());
+  const size_t i = static_cast<size_t>(lane - 1);
+  auto fresh = std::make_unique<RecvHelper>(std::move(fd), *this, failure_, closedLanes_, lane, failover_);
+  std::unique_ptr<RecvHelper> old;
+  {
+    std::lock_guard lk(eagerMu_);  // noteChange() walks the helpers under it
+    old = std::move(helpers_[i]);
+    helpers_[i] = std::move(fresh);
+  }
+  old->stop();
+  std::vector<std::unique_ptr<Helper>> stopped;
+  stopped.push_back(std::move(old));
+  reaper().adopt(std::move(stopped));
+  laneDown_[static_cast<size_t>(lane)] = false;
+  closedSent_[static_cast<size_t>(lane)] = false;
+  closedLanes_.fetch_sub(1);
+  rejoin_[static_cast<size_t>(lane)] = Rejoin{};
+  rejoins_.fetch_sub(1, std::memory_order_relaxed);
+  ICN_INFO(subsys::Net, "TCP connection with %s: lane %d is back", failure_.peer().c_str(), lane);
+}
+
+bool TcpRecvComm::seqRecent(uint32_t seq) const {
+  std::lock_guard lk(eagerMu_);
+  const uint32_t age = nextSeq_ - 1 - seq;  // 0: the newest receive
+  return age < 4 * kMaxRequests;
 }
 
 bool TcpRecvComm::eagerTarget(int tag, uint32_t horizon, TcpRecvRequest** out, int* index) {
@@ -322,6 +500,7 @@ Landing TcpRecvComm::landingFor(TcpRecvRequest* r, int i, uint32_t size) {
   l.slot = static_cast<int>(pool_.indexOf(r));
   l.index = i;
   l.length = size;
+  l.eager = true;
   return l;
 }
 
@@ -473,6 +652,10 @@ void TcpRecvComm::assignEager() {
 }
 
 void TcpRecvComm::landed(const Landing& l, bool arrived) {
+  if (l.discard) {
+    if (l.length > 0) discarded_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   if (l.slot < 0) {  // an eager message into the stage: it may now go to its receive
     std::lock_guard lk(eagerMu_);
     for (uint32_t j = 0; j < npending_; j++)
@@ -481,7 +664,12 @@ void TcpRecvComm::landed(const Landing& l, bool arrived) {
     return;
   }
   TcpRecvRequest& r = pool_.at(static_cast<size_t>(l.slot));
-  if (arrived) r.entries[l.index].received.fetch_add(l.length, std::memory_order_release);
+  if (arrived) {
+    r.entries[l.index].received.fetch_add(l.length, std::memory_order_release);
+  } else if (!l.eager) {  // cut short: its bytes come again, resent
+    std::lock_guard lk(r.mu);
+    r.entries[l.index].pieces.release(l.offset, l.length);
+  }
   r.users.fetch_sub(1, std::memory_order_release);
 }
 

@@ -2,6 +2,7 @@
 // out whole on lane 0 (small) or split across the helper lanes (large).
 #include <errno.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -25,9 +26,13 @@ TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
   railNames_ = s.railNames;
   laneRail_.resize(s.lanes.size(), 0);
   if (railNames_.empty()) railNames_.push_back("?");
+  // Pieces can move to another lane only when there is another rail, and no message is held in a lane's socket.
+  failover_ = railNames_.size() >= 2 && s.lanes.size() >= 3 && params::getBool(params::Id::TcpFailover) &&
+              tuning_.laneEagerBytes == 0;
+  const std::chrono::milliseconds laneStall(params::getInt(params::Id::TcpLaneStallMs));
   for (size_t i = 1; i < s.lanes.size(); i++)
-    helpers_.push_back(
-        std::make_unique<SendHelper>(std::move(s.lanes[i]), failure_, static_cast<int>(i), peerTimeout_));
+    helpers_.push_back(std::make_unique<SendHelper>(std::move(s.lanes[i]), failure_, static_cast<int>(i),
+                                                    peerTimeout_, failover_ ? &health_ : nullptr, laneStall));
 }
 
 TcpSendComm::~TcpSendComm() {
@@ -43,8 +48,11 @@ TcpSendComm::~TcpSendComm() {
              std::min(tuning_.earlyLanes, static_cast<int>(helpers_.size())), static_cast<unsigned long long>(sentLane0_),
              static_cast<unsigned long long>(sentSplit_), helpers_.size(), static_cast<unsigned long long>(waitedCredit_),
              static_cast<unsigned long long>(full.count), full.us / 1000.0);
-    if (railNames_.size() > 1) ICN_INFO(subsys::Net, "TCP connection to %s closed: %s", failure_.peer().c_str(),
-                                        railShares().c_str());
+    if (railNames_.size() > 1)
+      ICN_INFO(subsys::Net, "TCP connection to %s closed: %s; failover %s, lanes given up %llu times, %llu piece(s) "
+               "resent, lanes back %llu times", failure_.peer().c_str(), railShares().c_str(),
+               failover_ ? "on" : "off", static_cast<unsigned long long>(givenUp_),
+               static_cast<unsigned long long>(resent_), static_cast<unsigned long long>(rejoined_));
   }
   // Stopped before the requests they point into go away; the threads end on their own.
   for (auto& h : helpers_) h->stop();  // all of them before any moves: a running one may poke the others
@@ -78,6 +86,9 @@ Status TcpSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reque
   r->tag = tag;
   r->matched = false;
   r->pending.store(0, std::memory_order_relaxed);
+  r->tracked = false;
+  r->npieces = 0;
+  r->inFlight = true;
   diagnose::LinkMonitor& m = watch_->monitor();
   const uint64_t postedNs = diagnose::nowNs();
   r->op = m.onSendPosted(tag, size, postedNs);
@@ -106,8 +117,9 @@ Status TcpSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reque
 }
 
 Status TcpSendComm::progress() {
+  if (failover_) ICN_CHECK(checkLanes());
   ICN_CHECK(match());  // with the records already read: no system call when they suffice
-  if (queued_ > 0) {
+  if (queued_ > 0 || awaitingClose_ > 0) {  // sends waiting for their records, or lanes for the receiver's close
     ICN_CHECK(readCts());
     ICN_CHECK(match());
   }
@@ -134,6 +146,20 @@ Status TcpSendComm::readCts() {
     while (ctsGot_ - off >= sizeof(CtsHeader)) {
       CtsHeader h;
       memcpy(&h, ctsIn_ + off, sizeof h);
+      if (h.magic == kLaneMagic) {  // the receiver closed a lane we gave up: its pieces go again
+        LaneRecord lr;
+        memcpy(&lr, ctsIn_ + off, sizeof lr);
+        const bool ours = lr.reserved == 0 && lr.lane >= 1 && lr.lane <= helpers_.size() &&
+                          laneState_[lr.lane] == LaneState::Down;
+        if (!ours) {
+          failure_.fail(Status::RemoteError, "lane-closed record for lane " + std::to_string(lr.lane) +
+                                                 ", which this sender did not give up");
+          return Status::RemoteError;
+        }
+        off += sizeof lr;
+        ICN_CHECK(resendLane(static_cast<int>(lr.lane)));
+        continue;
+      }
       std::string why;
       if (!validCts(h, ctsTail_, &why)) {
         failure_.fail(Status::RemoteError, why);
@@ -308,7 +334,7 @@ Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
   if (r->size > tuning_.inlineBytes) {
     for (size_t k = 0; k < nh; k++) {
       const int lane = 1 + static_cast<int>((nextHelper_ + k) % nh);
-      if (heldOn_[lane] == 0) clean[nclean++] = lane;
+      if (heldOn_[lane] == 0 && laneState_[lane] == LaneState::Live) clean[nclean++] = lane;
     }
   }
   if (nclean == 0) {
@@ -328,14 +354,239 @@ Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
   const size_t pieces = splitByRate(r->size, clean, nclean, sizes);
   nextHelper_ += static_cast<unsigned>(pieces);
   r->pending.store(static_cast<int>(pieces), std::memory_order_relaxed);
+  r->tracked = failover_;
+  r->header = h;
+  r->npieces = static_cast<int>(pieces);
   size_t offset = 0;
   for (size_t p = 0; p < pieces; p++) {
     h.offset = static_cast<uint32_t>(offset);
     h.length = static_cast<uint32_t>(sizes[p]);
-    helpers_[clean[p] - 1]->push(h, r->data + h.offset, &r->pending);
+    r->pieces[p] = TcpSendRequest::Piece{clean[p], h.offset, h.length, 0};
+    helpers_[clean[p] - 1]->push(h, r->data + h.offset, &r->pending, failover_ ? &r->pieces[p].streamEnd : nullptr);
     offset += sizes[p];
   }
   return Status::Ok;
+}
+
+int TcpSendComm::liveHelper() {
+  const size_t nh = helpers_.size();
+  for (size_t k = 0; k < nh; k++) {
+    const int lane = 1 + static_cast<int>(nextHelper_++ % nh);
+    if (heldOn_[lane] == 0 && laneState_[lane] == LaneState::Live) return lane;
+  }
+  return 0;
+}
+
+// A lane whose peer's TCP acknowledges nothing of what it holds for ICN_TCP_LANE_STALL_MS while another lane's
+// acknowledgements move has lost its link: its writes may all have gone into the socket buffer, so the writer's
+// own watch never sees it.
+void TcpSendComm::watchDelivery(int64_t nowNs) {
+  if (nowNs < nextAckCheckNs_) return;
+  nextAckCheckNs_ = nowNs + 10'000'000;  // every 10 ms: an ioctl per lane
+  const int64_t stallNs = params::getInt(params::Id::TcpLaneStallMs) * 1'000'000;
+  std::array<bool, kMaxLanes + 1> waiting{};
+  for (size_t i = 0; i < helpers_.size(); i++) {
+    const size_t lane = i + 1;
+    if (laneState_[lane] != LaneState::Live || helpers_[i]->failed()) continue;
+    const uint64_t acked = helpers_[i]->delivered();
+    waiting[lane] = acked < helpers_[i]->written();
+    if (acked != ackSeen_[lane] || !waiting[lane] || ackMovedNs_[lane] == 0) {
+      ackSeen_[lane] = acked;
+      ackMovedNs_[lane] = nowNs;
+    }
+  }
+  for (size_t i = 0; i < helpers_.size(); i++) {
+    const size_t lane = i + 1;
+    if (!waiting[lane] || nowNs - ackMovedNs_[lane] < stallNs) continue;
+    bool othersMoved = false;
+    for (size_t k = 1; k <= helpers_.size(); k++)
+      othersMoved |= k != lane && laneState_[k] == LaneState::Live && nowNs - ackMovedNs_[k] < stallNs / 2;
+    if (othersMoved)
+      helpers_[i]->giveUp("its peer acknowledged nothing for " + std::to_string(stallNs / 1'000'000) +
+                          " ms (ICN_TCP_LANE_STALL_MS) while other lanes' acknowledgements moved");
+  }
+}
+
+Status TcpSendComm::checkLanes() {
+  const int64_t now = steadyNowNs();
+  watchDelivery(now);
+  for (size_t i = 0; i < helpers_.size(); i++) {
+    const int lane = static_cast<int>(i) + 1;
+    if (laneState_[lane] == LaneState::Live && helpers_[i]->failed()) ICN_CHECK(retireLane(lane));
+  }
+  if (deadLanes_ > 0) ICN_CHECK(rejoinLanes(now));
+  return Status::Ok;
+}
+
+namespace {
+constexpr int64_t kFirstHoldBackNs = 500'000'000;  // a lane given up is offered again this soon
+constexpr int64_t kMaxHoldBackNs = 30'000'000'000;
+constexpr int64_t kFlapNs = 10'000'000'000;       // failing again within this of its return: a flapping rail
+}  // namespace
+
+// A closed lane is offered again once its hold-back has passed: listening on its own address, the offer on lane 0.
+Status TcpSendComm::rejoinLanes(int64_t nowNs) {
+  for (size_t i = 0; i < helpers_.size(); i++) {
+    const int lane = static_cast<int>(i) + 1;
+    if (laneState_[lane] == LaneState::Closed && nowNs - closedAtNs_[lane] >= holdBackNs_[lane])
+      ICN_CHECK(offerLane(lane));
+    else if (laneState_[lane] == LaneState::Offered)
+      ICN_CHECK(acceptRejoin(lane));
+  }
+  return Status::Ok;
+}
+
+Status TcpSendComm::offerLane(int lane) {
+  std::unique_ptr<OobListener> l;
+  if (OobListener::openAt(kTransportTcp, commId_, 1, laneLocal_[static_cast<size_t>(lane)], &l) != Status::Ok) {
+    closedAtNs_[lane] = steadyNowNs();  // its address is gone for now: try again later, less often
+    holdBackNs_[lane] = std::min(2 * holdBackNs_[lane], kMaxHoldBackNs);
+    return Status::Ok;
+  }
+  const SockAddr& at = l->address();
+  const uint16_t port = at.family() == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&at.storage)->sin6_port)
+                                                : ntohs(reinterpret_cast<const sockaddr_in*>(&at.storage)->sin_port);
+  rejoinListener_[lane] = std::move(l);
+  laneState_[lane] = LaneState::Offered;
+  ChunkHeader h;
+  h.flags = kChunkLaneOffer;
+  h.slot = static_cast<uint8_t>(lane);
+  h.offset = port;
+  SendJob& j = lane0Jobs_[lane0Tail_++ % lane0Jobs_.size()];
+  j.header = h;
+  j.data = nullptr;
+  j.pending = nullptr;
+  j.streamEnd = nullptr;
+  j.sent = 0;
+  j.early = 0;
+  return Status::Ok;
+}
+
+Status TcpSendComm::acceptRejoin(int lane) {
+  if (!rejoinHs_[lane]) {
+    std::vector<AcceptedHandshake> ready;
+    if (rejoinListener_[lane]->poll(1, &ready) != Status::Ok) return Status::Ok;  // logged; the offer stands
+    for (AcceptedHandshake& a : ready) {
+      if (!isLaneBlob(a.hs->peer(), lane)) {
+        ICN_WARN(subsys::Net, "TCP connection to %s: a connection to lane %d's offer from %s names another lane or "
+                 "connection", failure_.peer().c_str(), lane, a.hs->peerName().c_str());
+        continue;
+      }
+      a.hs->confirm(laneBlob(lane));
+      rejoinHs_[lane] = std::move(a.hs);
+      break;
+    }
+    if (!rejoinHs_[lane]) return Status::Ok;
+  }
+  Handshake::Phase phase;
+  if (rejoinHs_[lane]->progress(&phase) != Status::Ok) {  // logged with the peer's name; the offer stands
+    rejoinHs_[lane].reset();
+    return Status::Ok;
+  }
+  if (phase != Handshake::Phase::Done) return Status::Ok;
+  Fd fd = rejoinHs_[lane]->takeFd();
+  rejoinHs_[lane].reset();
+  rejoinListener_[lane].reset();
+  tuneLane(fd.get());
+  const size_t i = static_cast<size_t>(lane - 1);
+  std::vector<std::unique_ptr<Helper>> old;
+  old.push_back(std::move(helpers_[i]));  // stopped when the lane was given up
+  reaper().adopt(std::move(old));
+  helpers_[i] = std::make_unique<SendHelper>(std::move(fd), failure_, lane, peerTimeout_, &health_,
+                                             std::chrono::milliseconds(params::getInt(params::Id::TcpLaneStallMs)));
+  const int64_t now = steadyNowNs();
+  ICN_INFO(subsys::Net, "TCP connection to %s: lane %d on %s carries pieces again, %.1f s after it was given up",
+           failure_.peer().c_str(), lane, railNames_[static_cast<size_t>(laneRail_[static_cast<size_t>(lane)])].c_str(),
+           static_cast<double>(now - downAtNs_[lane]) / 1e9);
+  laneState_[lane] = LaneState::Live;
+  admittedAtNs_[lane] = now;
+  ackSeen_[lane] = 0;
+  ackMovedNs_[lane] = 0;
+  deadLanes_--;
+  rejoined_++;
+  return Status::Ok;
+}
+
+Status TcpSendComm::retireLane(int lane) {
+  SendHelper& helper = *helpers_[static_cast<size_t>(lane - 1)];
+  const std::string& rail = railNames_[static_cast<size_t>(laneRail_[static_cast<size_t>(lane)])];
+  if (heldOn_[lane] > 0) {
+    failure_.fail(Status::RemoteError, "lane " + std::to_string(lane) + " on " + rail + " failed (" +
+                                           helper.failReason() + ") holding a message sent before its receive");
+    return Status::RemoteError;
+  }
+  // What the peer's TCP acknowledged is in its socket buffer: the receiver reads it before closing the lane.
+  deliveredAtDown_[lane] = helper.delivered();
+  const int64_t now = steadyNowNs();
+  downAtNs_[lane] = now;
+  // A rail that fails soon after it came back is held back longer each time.
+  const bool flapping = admittedAtNs_[lane] != 0 && now - admittedAtNs_[lane] < kFlapNs;
+  holdBackNs_[lane] = flapping ? std::min(2 * std::max(holdBackNs_[lane], kFirstHoldBackNs), kMaxHoldBackNs)
+                               : kFirstHoldBackNs;
+  helper.stop();
+  helper.takeUnwritten([](SendJob& j) { j.pending->fetch_sub(1, std::memory_order_release); });  // resent later
+  laneState_[lane] = LaneState::Down;
+  deadLanes_++;
+  givenUp_++;
+  awaitingClose_++;
+  ICN_WARN(subsys::Net, "TCP connection to %s: lane %d on %s failed (%s); its pieces move to the other lanes",
+           failure_.peer().c_str(), lane, rail.c_str(), helper.failReason().c_str());
+  ChunkHeader h;
+  h.flags = kChunkLaneDown;
+  h.slot = static_cast<uint8_t>(lane);
+  SendJob& j = lane0Jobs_[lane0Tail_++ % lane0Jobs_.size()];
+  j.header = h;
+  j.data = nullptr;
+  j.pending = nullptr;
+  j.streamEnd = nullptr;
+  j.sent = 0;
+  j.early = 0;
+  return Status::Ok;
+}
+
+Status TcpSendComm::resendLane(int lane) {
+  laneState_[lane] = LaneState::Closed;
+  closedAtNs_[lane] = steadyNowNs();
+  awaitingClose_--;
+  const uint64_t delivered = deliveredAtDown_[lane];
+  Status st = Status::Ok;
+  pool_.forEach([&](TcpSendRequest& r) {
+    if (!r.inFlight || !r.tracked || st != Status::Ok) return;
+    for (int p = 0; p < r.npieces; p++) {
+      TcpSendRequest::Piece& piece = r.pieces[static_cast<size_t>(p)];
+      if (piece.lane != lane) continue;
+      if (piece.streamEnd != 0 && piece.streamEnd <= delivered) {
+        piece.lane = 0;  // the receiver has it whole
+        continue;
+      }
+      ChunkHeader h = r.header;
+      h.flags = kChunkResend;
+      h.offset = piece.offset;
+      h.length = piece.length;
+      piece.streamEnd = 0;
+      r.pending.fetch_add(1, std::memory_order_relaxed);
+      resent_++;
+      const int to = liveHelper();
+      if (to == 0) {
+        failure_.fail(Status::RemoteError, "every helper lane failed (the last: lane " + std::to_string(lane) + ")");
+        st = Status::RemoteError;
+        return;
+      }
+      piece.lane = to;
+      helpers_[static_cast<size_t>(to - 1)]->push(h, r.data + h.offset, &r.pending, &piece.streamEnd);
+    }
+  });
+  return st;
+}
+
+bool TcpSendComm::delivered(const TcpSendRequest* r) const {
+  for (int p = 0; p < r->npieces; p++) {
+    const TcpSendRequest::Piece& piece = r->pieces[static_cast<size_t>(p)];
+    if (piece.lane == 0) continue;
+    if (laneState_[piece.lane] != LaneState::Live) return false;  // waiting to be resent
+    if (helpers_[static_cast<size_t>(piece.lane - 1)]->delivered() < piece.streamEnd) return false;
+  }
+  return true;
 }
 
 std::string TcpSendComm::railShares() const {
@@ -366,6 +617,7 @@ std::vector<double> TcpSendComm::railRates() const {
   std::vector<double> sum(railNames_.size(), 0.0);
   std::vector<int> n(railNames_.size(), 0);
   for (size_t i = 0; i < helpers_.size(); i++) {
+    if (laneState_[i + 1] != LaneState::Live) continue;
     const double r = helpers_[i]->rate(now);
     if (r <= 0) continue;
     const size_t rail = static_cast<size_t>(laneRail_[i + 1]);
@@ -440,7 +692,7 @@ Status TcpSendComm::flushLane0() {
       return Status::Ok;
     }
     lane0Watch_.reset();
-    j.pending->fetch_sub(1, std::memory_order_release);
+    if (j.pending) j.pending->fetch_sub(1, std::memory_order_release);
     lane0Head_++;
   }
   return Status::Ok;
@@ -449,11 +701,14 @@ Status TcpSendComm::flushLane0() {
 Status TcpSendComm::testRequest(TcpSendRequest* r, bool* done) {
   *done = false;
   if (!pool_.owns(r)) return Status::InvalidArgument;
-  if (!(r->matched && r->pending.load(std::memory_order_acquire) == 0)) {
+  auto finished = [&] {
+    return r->matched && r->pending.load(std::memory_order_acquire) == 0 && (!r->tracked || delivered(r));
+  };
+  if (!finished()) {
     if (Status st = progress(); st != Status::Ok) return st;
-    if (!(r->matched && r->pending.load(std::memory_order_acquire) == 0))
-      return checkPeer(lane0Closed_, static_cast<int>(pool_.inUse()));
+    if (!finished()) return checkPeer(lane0Closed_, static_cast<int>(pool_.inUse()));
   }
+  r->inFlight = false;
   counters_->add(r->size);
   watch_->monitor().onSendDone(r->op, r->size, diagnose::nowNs());
   r->matched = false;

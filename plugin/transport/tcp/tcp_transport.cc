@@ -208,6 +208,7 @@ std::unique_ptr<RecvComm> TcpListenComm::makeComm(Setup& s) {
   Sockets socks;
   socks.control = std::move(s.controlFd);
   socks.eagerBytes = s.blob.eagerBytes;
+  memcpy(socks.token, s.blob.token, kTokenSize);
   for (auto& f : s.laneFds) {
     tuneLane(f.get());
     socks.lanes.push_back(std::move(f));
@@ -406,6 +407,7 @@ Status TcpTransport::connect(int dev, const CommConfig& config, HandleBytes hand
   Sockets socks;
   socks.control = std::move(pc->controlFd);
   socks.eagerBytes = pc->blob.eagerBytes;
+  memcpy(socks.token, pc->blob.token, kTokenSize);
   for (auto& f : pc->laneFds) {
     tuneLane(f.get());
     socks.lanes.push_back(std::move(f));

@@ -1,5 +1,6 @@
 #include "transport/tcp/tcp_wire.h"
 
+#include <bit>
 #include <cstring>
 
 #include "core/handshake.h"
@@ -98,9 +99,26 @@ bool validCts(const CtsHeader& h, uint32_t expectSeq, std::string* why) {
 }
 
 bool validChunk(const ChunkHeader& h, uint32_t eagerLimit, std::string* why) {
-  if (h.magic != kChunkMagic || (h.flags & ~kChunkEager) != 0 || (!(h.flags & kChunkEager) && h.eager != 0)) {
+  constexpr uint16_t kKnown = kChunkEager | kChunkResend | kChunkLaneDown | kChunkLaneOffer;
+  if (h.magic != kChunkMagic || (h.flags & ~kKnown) != 0 || (!(h.flags & kChunkEager) && h.eager != 0) ||
+      std::popcount(static_cast<unsigned>(h.flags)) > 1) {
     *why = "garbage where a message header was expected";
     return false;
+  }
+  if (h.flags & kChunkLaneOffer) {
+    if (h.slot == 0 || h.slot > kMaxLanes || h.offset == 0 || h.offset > 65535 || h.index || h.tag || h.total ||
+        h.length || h.seq) {
+      *why = "lane offer for lane " + std::to_string(h.slot) + " with stray fields";
+      return false;
+    }
+    return true;
+  }
+  if (h.flags & kChunkLaneDown) {
+    if (h.slot == 0 || h.slot > kMaxLanes || h.index || h.tag || h.total || h.offset || h.length || h.seq) {
+      *why = "lane-down header for lane " + std::to_string(h.slot) + " with stray fields";
+      return false;
+    }
+    return true;
   }
   if (h.slot >= kMaxRequests || h.index >= kMaxRecvs) {
     *why = "message header for receive slot " + std::to_string(h.slot) + " index " + std::to_string(h.index);

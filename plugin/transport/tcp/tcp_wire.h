@@ -50,6 +50,19 @@ constexpr uint32_t kCtsMagic = 0x43544349;    // "ICTC"
 // Messages are at most 2 GiB - 1 (NCCL's test() reports sizes as int), so 32-bit sizes suffice.
 constexpr uint32_t kMaxMessage = 0x7fffffffu;
 constexpr uint16_t kChunkEager = 1;
+// Failover between helper lanes (a connection over two or more rails): the sender gives up a lane that failed
+// with a lane-down header on lane 0 (slot: the lane; no payload); the receiver reads what the lane still holds,
+// drops a piece it cut short, and answers with a lane-closed record; then the sender resends, flagged as resent, the
+// pieces of the lane whose bytes its peer's TCP had not acknowledged. A resent piece that the receiver already has
+// whole (or whose receive completed) is read and dropped: each byte is still placed once.
+constexpr uint16_t kChunkResend = 2;
+constexpr uint16_t kChunkLaneDown = 4;
+// Recovery: the sender listens on the given-up lane's local address again and offers it in a lane-offer header on
+// lane 0 (slot: the lane; offset: the port); the receiver connects there from its own end of the lane, with
+// backoff, and the two run the lane handshake again (token, lane index, the job key). Then the lane carries
+// pieces again.
+constexpr uint16_t kChunkLaneOffer = 8;
+constexpr uint32_t kLaneMagic = 0x4c544349;  // "ICTL": a lane-closed record, receiver to sender on lane 0
 // Eager messages a sender may have unconsumed, by kind: small ones on lane 0 (each may take one of the
 // receiver's stage slots) and large ones on helper lanes (held in the socket, costing the receiver nothing).
 // The large ones bound how far a sender runs ahead of a receiver that is not posting (on a GPU shared by two
@@ -83,6 +96,13 @@ struct CtsHeader {
   uint8_t credits = 0;       // small eager credits handed back with this record
   uint8_t earlyCredits = 0;  // large ones
 };
+// Same size as a CtsHeader: the sender tells them apart by magic.
+struct LaneRecord {
+  uint32_t magic = kLaneMagic;
+  uint32_t lane = 0;  // the helper lane the receiver has stopped reading (1 .. lanes)
+  uint32_t reserved = 0;
+};
+static_assert(sizeof(LaneRecord) == 12);
 struct CtsEntry {
   int32_t tag = 0;
   uint32_t size = 0;  // posted bytes, clamped to kMaxMessage
@@ -122,7 +142,7 @@ struct Blob {
 // test/unit/wire_version_test.cc (docs/adding.md, "A TCP wire constant").
 constexpr uint64_t kWireFingerprint = wireFingerprint({
     kBlobVersion, kMaxLanes, kMaxRails, sizeof(RailAddr::addr), kChunkMagic, kCtsMagic, kMaxMessage, kChunkEager, kEagerCredits, kEarlyCredits,
-    kMaxEagerBytes, kMaxRecvs, kMaxRequests, kBlobControl, kBlobLane, kTokenSize,
+    kMaxEagerBytes, kChunkResend, kChunkLaneDown, kChunkLaneOffer, kLaneMagic, sizeof(LaneRecord), kMaxRecvs, kMaxRequests, kBlobControl, kBlobLane, kTokenSize,
     sizeof(ChunkHeader), offsetof(ChunkHeader, seq), offsetof(ChunkHeader, slot), offsetof(ChunkHeader, index),
     offsetof(ChunkHeader, flags), offsetof(ChunkHeader, tag), offsetof(ChunkHeader, total),
     offsetof(ChunkHeader, offset), offsetof(ChunkHeader, length), offsetof(ChunkHeader, eager),
