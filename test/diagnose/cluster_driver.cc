@@ -3,7 +3,7 @@
 // the tuner's init announcing its rank and joining the communicator's processes), and per iteration exchanges one
 // message with every other rank (an all-to-all), host memory, every byte checked.
 //
-//   icn-diag-cluster-driver --rank R --nranks N --dir DIR [--bytes B] [--seconds S] [--plugin PATH]
+//   icn-diag-cluster-driver --rank R --nranks N --dir DIR [--bytes B] [--seconds S] [--plugin PATH] [--tick-ms T]
 //
 // DIR is shared by all ranks: handles (handle.<to>.<from>), this rank's pid (pid.<R>), and the controls the cases
 // write: delay.<R> (microseconds this rank sleeps before each iteration) and stop (rank 0 ends the run; S seconds
@@ -38,6 +38,7 @@ struct Options {
   std::string dir, plugin;
   size_t bytes = 256 * 1024;
   int seconds = 60;
+  int tickMs = 0;  // > 0: a TICK line (wall-clock ms, iterations) this often, for stall measurements
 };
 
 bool parse(int argc, char** argv, Options* o) {
@@ -48,6 +49,7 @@ bool parse(int argc, char** argv, Options* o) {
     else if (k == "--dir") o->dir = v;
     else if (k == "--bytes") o->bytes = strtoull(v.c_str(), nullptr, 10);
     else if (k == "--seconds") o->seconds = atoi(v.c_str());
+    else if (k == "--tick-ms") o->tickMs = atoi(v.c_str());
     else if (k == "--plugin") o->plugin = v;
     else return false;
   }
@@ -182,7 +184,8 @@ struct Header {
 int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, &o)) {
-    fprintf(stderr, "usage: %s --rank R --nranks N --dir DIR [--bytes B] [--seconds S] [--plugin PATH]\n", argv[0]);
+    fprintf(stderr, "usage: %s --rank R --nranks N --dir DIR [--bytes B] [--seconds S] [--plugin PATH] [--tick-ms T]\n",
+            argv[0]);
     return 2;
   }
   const std::string pidText = std::to_string(getpid());
@@ -203,6 +206,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<char>> out(n, std::vector<char>(o.bytes)), in(n, std::vector<char>(o.bytes));
   const auto start = Clock::now(), end = start + std::chrono::seconds(o.seconds);
   auto nextPrint = start + std::chrono::seconds(1);
+  auto nextTick = start;
   uint64_t iter = 0, wrong = 0;
   bool goOn = true, failed = false;
   while (goOn && !failed) {
@@ -252,6 +256,12 @@ int main(int argc, char** argv) {
     }
     if (o.rank == 0) goOn = mine;
     iter++;
+    if (o.tickMs > 0 && Clock::now() >= nextTick) {
+      const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+      printf("TICK {\"t\":%lld,\"iters\":%llu}\n", ms, static_cast<unsigned long long>(iter));
+      nextTick = Clock::now() + std::chrono::milliseconds(o.tickMs);
+    }
     if (Clock::now() >= nextPrint) {
       printf("PROGRESS {\"rank\":%d,\"iters\":%llu}\n", o.rank, static_cast<unsigned long long>(iter));
       fflush(stdout);

@@ -118,5 +118,51 @@ TEST(TcpRails, SubnetsCompareOnlyThePrefix) {
   EXPECT_TRUE(sameHost(v4("10.2.3.4", 1), v4("10.2.3.4", 2)));
 }
 
+TEST(TcpRails, FailoverHeadersAreCheckedFieldByField) {
+  std::string why;
+  ChunkHeader down;
+  down.flags = kChunkLaneDown;
+  down.slot = 2;
+  EXPECT_TRUE(validChunk(down, 0, &why)) << why;
+  ChunkHeader bad = down;
+  bad.length = 8;  // a lane-down carries nothing
+  EXPECT_FALSE(validChunk(bad, 0, &why));
+  bad = down;
+  bad.slot = 0;  // lane 0 cannot be given up
+  EXPECT_FALSE(validChunk(bad, 0, &why));
+  bad = down;
+  bad.slot = kMaxLanes + 1;
+  EXPECT_FALSE(validChunk(bad, 0, &why));
+  ChunkHeader offer;
+  offer.flags = kChunkLaneOffer;
+  offer.slot = 1;
+  offer.offset = 40000;  // the port
+  EXPECT_TRUE(validChunk(offer, 0, &why)) << why;
+  bad = offer;
+  bad.offset = 0;
+  EXPECT_FALSE(validChunk(bad, 0, &why));
+  bad = offer;
+  bad.offset = 65536;
+  EXPECT_FALSE(validChunk(bad, 0, &why));
+  bad = offer;
+  bad.tag = 3;
+  EXPECT_FALSE(validChunk(bad, 0, &why));
+  ChunkHeader resend;
+  resend.flags = kChunkResend;
+  resend.total = 100;
+  resend.offset = 40;
+  resend.length = 60;
+  EXPECT_TRUE(validChunk(resend, 0, &why)) << why;
+  bad = resend;
+  bad.length = 61;  // past its message, as for any piece
+  EXPECT_FALSE(validChunk(bad, 0, &why));
+  bad = resend;
+  bad.flags = kChunkResend | kChunkLaneDown;  // one kind at a time
+  EXPECT_FALSE(validChunk(bad, 0, &why));
+  bad = resend;
+  bad.flags = 16;  // unknown
+  EXPECT_FALSE(validChunk(bad, 0, &why));
+}
+
 }  // namespace
 }  // namespace icn::tcp

@@ -530,5 +530,93 @@ TEST_F(RecvSide, EagerMessageNamingAnUnsentRecordFails) {
   expectWarn("which was never sent");
 }
 
+// A lane-down, a resent piece or a lane offer is a failover message: on a connection over one rail it is a
+// protocol error.
+TEST_F(RecvSide, FailoverMessagesOnOneRailFail) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  ChunkHeader down;
+  down.flags = kChunkLaneDown;
+  down.slot = 1;
+  sendChunk(wires.lane(0), down, {});
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("which is not a live helper lane");
+}
+
+TEST_F(RecvSide, ResentPieceWithoutALaneDownFails) {
+  CtsHeader cts;
+  Request* r = post(7, &cts);
+  ChunkHeader h = chunk(cts, 0, 7, 100, 0, 100);
+  h.flags = kChunkResend;
+  sendChunk(wires.lane(1), h, pattern(100));
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  expectWarn("a resent piece before any lane was given up");
+  EXPECT_TRUE(guardIntact());
+}
+
+// Two helper lanes on two rails: lane 2 dies with half a piece read; the sender gives it up, the receiver closes
+// it (a lane-closed record after the clear-to-send), and the pieces come again on lane 1: the one cut short is
+// placed, the one that had arrived whole is read and dropped; every byte lands once.
+class RecvSideTwoRails : public RecvSide {
+ protected:
+  void SetUp() override {
+    testing::installLogCapture();
+    testing::takeWarnings();
+    wires2.comm.eagerBytes = kEager;
+    wires2.comm.railNames = {"eth0 <- a", "eth1 <- b"};
+    wires2.comm.laneRail = {0, 0, 1};
+    comm = std::make_unique<TcpRecvComm>(std::move(wires2.comm), kPeer, NetCommInfo{});
+    buf.assign(kPosted + kGuard, 0xEE);
+  }
+  Wires wires2{2};
+};
+
+TEST_F(RecvSideTwoRails, PiecesOfAGivenUpLaneLandOnce) {
+  void* d = buf.data();
+  size_t sz = kPosted;
+  int tag = 7;
+  Request* r = nullptr;
+  ASSERT_EQ(comm->irecv(1, &d, &sz, &tag, nullptr, &r), Status::Ok);
+  CtsHeader cts;
+  CtsEntry e;
+  ASSERT_TRUE(readAll(wires2.lane(0), &cts, sizeof cts));
+  ASSERT_TRUE(readAll(wires2.lane(0), &e, sizeof e));
+  auto data = pattern(kPosted);
+  sendChunk(wires2.lane(1), chunk(cts, 0, 7, 900, 0, 400), data);  // whole
+  ChunkHeader cut = chunk(cts, 0, 7, 900, 400, 500);
+  writeAll(wires2.lane(2), &cut, sizeof cut);
+  writeAll(wires2.lane(2), data.data() + 400, 200);  // 200 of its 500 bytes, then the lane is given up
+  bool done = false;
+  for (int i = 0; i < 50 && !done; i++) {  // lets the lanes read what they hold
+    ASSERT_EQ(r->test(&done, nullptr), Status::Ok);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_FALSE(done);
+  ChunkHeader down;
+  down.flags = kChunkLaneDown;
+  down.slot = 2;
+  sendChunk(wires2.lane(0), down, {});
+  LaneRecord closed;
+  for (int i = 0; i < 2000; i++) {  // the lane-closed record comes once lane 2's reader has stopped
+    ASSERT_EQ(r->test(&done, nullptr), Status::Ok);
+    pollfd p{wires2.lane(0), POLLIN, 0};
+    if (::poll(&p, 1, 5) == 1) break;
+  }
+  ASSERT_TRUE(readAll(wires2.lane(0), &closed, sizeof closed));
+  EXPECT_EQ(closed.magic, kLaneMagic);
+  EXPECT_EQ(closed.lane, 2u);
+  for (auto [off, len] : {std::pair<uint32_t, uint32_t>{400, 500}, {0, 400}}) {  // the second is a duplicate
+    ChunkHeader again = chunk(cts, 0, 7, 900, off, len);
+    again.flags = kChunkResend;
+    sendChunk(wires2.lane(1), again, data);
+  }
+  int size = -1;
+  ASSERT_EQ(finish(r, &size), Status::Ok);
+  EXPECT_EQ(size, 900);
+  EXPECT_EQ(memcmp(buf.data(), data.data(), 900), 0);
+  EXPECT_TRUE(guardIntact());
+  EXPECT_TRUE(testing::takeWarnings().empty());
+}
+
 }  // namespace
 }  // namespace icn::tcp

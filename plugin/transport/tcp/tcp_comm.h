@@ -354,7 +354,8 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   // Failover: lanes the sender gave up (lane-down on lane 0, proxy thread), and whether their closed record is out.
   std::array<bool, kMaxLanes + 1> laneDown_{}, closedSent_{};
   std::atomic<bool> anyLaneDown_{false};  // resent pieces are accepted from then on
-  bool failover_ = false;
+  bool multiRail_ = false;  // lanes on two or more rails: lane-downs, resends and offers are accepted
+  bool failover_ = false;   // ... and a lane that breaks is left to the sender to give up (ICN_TCP_FAILOVER)
   std::atomic<uint64_t> discarded_{0};  // resent pieces dropped (the receiver had them), logged at close
   Status handleLaneDown(const ChunkHeader& h, bool lane0, Landing* out, std::string* why);
   Status handleLaneOffer(const ChunkHeader& h, bool lane0, Landing* out, std::string* why);

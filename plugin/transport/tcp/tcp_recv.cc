@@ -70,7 +70,8 @@ TcpRecvComm::TcpRecvComm(Sockets s, std::string peer, NetCommInfo info)
     : CommCore(s, std::move(peer), info),
       eagerBytes_(s.eagerBytes),
       initialCredits_((s.eagerBytes ? kEagerCredits : 0) + kEarlyCredits) {
-  failover_ = s.railNames.size() >= 2 && s.lanes.size() >= 3 && params::getBool(params::Id::TcpFailover);
+  multiRail_ = s.railNames.size() >= 2 && s.lanes.size() >= 3;
+  failover_ = multiRail_ && params::getBool(params::Id::TcpFailover);
   for (size_t i = 1; i < s.lanes.size(); i++)
     helpers_.push_back(std::make_unique<RecvHelper>(std::move(s.lanes[i]), *this, failure_, closedLanes_,
                                                     static_cast<int>(i), failover_));
@@ -333,7 +334,8 @@ Status TcpRecvComm::land(const ChunkHeader& h, bool lane0, Landing* out, std::st
 
 Status TcpRecvComm::handleLaneDown(const ChunkHeader& h, bool lane0, Landing* out, std::string* why) {
   const size_t lane = h.slot;  // validChunk: 1 .. kMaxLanes
-  if (!lane0 || lane > helpers_.size() || laneDown_[lane]) {
+  // Only a connection over two or more rails fails over (the sender's own rule, whatever its setting).
+  if (!lane0 || !multiRail_ || lane > helpers_.size() || laneDown_[lane]) {
     *why = "lane-down for lane " + std::to_string(lane) + (lane0 ? "" : " on a helper lane") +
            ", which is not a live helper lane";
     return Status::RemoteError;
@@ -350,7 +352,9 @@ Status TcpRecvComm::handleLaneDown(const ChunkHeader& h, bool lane0, Landing* ou
 
 Status TcpRecvComm::handleLaneOffer(const ChunkHeader& h, bool lane0, Landing* out, std::string* why) {
   const size_t lane = h.slot;  // validChunk: 1 .. kMaxLanes, a port
-  if (!lane0 || lane > helpers_.size() || !closedSent_[lane] || rejoin_[lane].port != 0) {
+  const int family = lane <= helpers_.size() ? lanePeer_[lane].family() : AF_UNSPEC;
+  if (!lane0 || !multiRail_ || lane > helpers_.size() || !closedSent_[lane] || rejoin_[lane].port != 0 ||
+      (family != AF_INET && family != AF_INET6)) {
     *why = "lane offer for lane " + std::to_string(lane) + (lane0 ? "" : " on a helper lane") +
            ", which is not a closed lane";
     return Status::RemoteError;

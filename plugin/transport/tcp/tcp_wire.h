@@ -20,6 +20,10 @@
 //                   Unresolved ones may spread over several helper lanes (ICN_TCP_EARLY_LANES), each carrying
 //                   them in eager-number order: the lowest number not yet placed is at the head of its lane, so
 //                   once its receive is posted that lane goes on, whatever the other lanes hold.
+//   failover:       over two or more rails, a large send completes once the peer's TCP acknowledged its pieces;
+//                   a failed helper lane is given up (lane-down header on lane 0), closed by the receiver (lane-
+//                   closed record), its unacknowledged pieces resent (flag kChunkResend) on the others, then
+//                   offered again (lane-offer header) and joined by a new lane handshake (below, kChunkLaneOffer).
 //   checks:         credits come back only in records, so eager number n (both kinds counted together) spends
 //                   one the sender started with or one handed back in a record before its horizon, and the
 //                   horizon names only records written whole; a data piece names only a receive whose record was
