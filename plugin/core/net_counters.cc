@@ -76,6 +76,38 @@ void unregisterComm(const std::shared_ptr<NetCounters>& counters) {
   }
 }
 
+namespace {
+struct RailRegistry {
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::shared_ptr<RailCounters>>> rails;
+};
+RailRegistry& rails() {
+  static RailRegistry* r = new RailRegistry();  // never destroyed, like the registry above
+  return *r;
+}
+constexpr size_t kMaxRailNames = 64;
+}  // namespace
+
+std::shared_ptr<RailCounters> railCounters(const std::string& ifname) {
+  RailRegistry& r = rails();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (auto& [name, c] : r.rails)
+    if (name == ifname) return c;
+  if (r.rails.size() >= kMaxRailNames) return nullptr;
+  r.rails.emplace_back(ifname, std::make_shared<RailCounters>());
+  return r.rails.back().second;
+}
+
+std::vector<RailSample> railSnapshot() {
+  RailRegistry& r = rails();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<RailSample> out;
+  for (auto& [name, c] : r.rails)
+    out.push_back({name, c->bytes.load(std::memory_order_relaxed), c->givenUp.load(std::memory_order_relaxed),
+                   c->back.load(std::memory_order_relaxed)});
+  return out;
+}
+
 std::vector<NetCommSample> snapshot() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);

@@ -28,6 +28,17 @@ struct NetCounters {
   }
 };
 
+// Per local interface that ICN's TCP transport spreads helper sockets over (a rail), summed over connections.
+struct RailCounters {
+  std::atomic<uint64_t> bytes{0};    // put on the rail's helper sockets by senders (resent pieces included)
+  std::atomic<uint64_t> givenUp{0};  // helper sockets given up (failover)
+  std::atomic<uint64_t> back{0};     // given-up sockets that rejoined
+};
+struct RailSample {
+  std::string ifname;
+  uint64_t bytes, givenUp, back;
+};
+
 struct NetCommSample {
   NetCommInfo info;
   uint64_t bytes;
@@ -40,6 +51,9 @@ namespace netstats {
 std::shared_ptr<NetCounters> registerComm(NetCommInfo& info);
 void unregisterComm(const std::shared_ptr<NetCounters>& counters);
 std::vector<NetCommSample> snapshot();
+// The counters of one interface (created on first use, kept for the process; at most 64 interfaces, then null).
+std::shared_ptr<RailCounters> railCounters(const std::string& ifname);
+std::vector<RailSample> railSnapshot();
 // The profiler learns our rank per communicator; the handshake sends it to the peer.
 void setLocalRank(uint64_t commId, int rank);
 int localRank(uint64_t commId);

@@ -239,6 +239,27 @@ std::string render() {
          "connection.\n";
   out += "# TYPE icn_net_messages_total counter\n";
   for (const auto& [key, v] : net) appendSample(out, "icn_net_messages_total", netLabels(key), v.second);
+  const std::vector<RailSample> railSamples = netstats::railSnapshot();
+  auto railLabels = [&](const RailSample& r) {
+    std::string l = "{";
+    appendLabel(l, "node", node);
+    appendLabel(l, "interface", r.ifname);
+    return l;
+  };
+  if (!railSamples.empty()) {
+    out += "# HELP icn_tcp_rail_bytes_total Bytes ICN's TCP transport put on each interface's helper sockets "
+           "(sends; resent pieces included).\n";
+    out += "# TYPE icn_tcp_rail_bytes_total counter\n";
+    for (const RailSample& r : railSamples) appendSample(out, "icn_tcp_rail_bytes_total", railLabels(r), r.bytes);
+    out += "# HELP icn_tcp_rail_lanes_given_up_total Helper sockets on the interface given up (failover).\n";
+    out += "# TYPE icn_tcp_rail_lanes_given_up_total counter\n";
+    for (const RailSample& r : railSamples)
+      appendSample(out, "icn_tcp_rail_lanes_given_up_total", railLabels(r), r.givenUp);
+    out += "# HELP icn_tcp_rail_lanes_back_total Given-up helper sockets on the interface that carry pieces again.\n";
+    out += "# TYPE icn_tcp_rail_lanes_back_total counter\n";
+    for (const RailSample& r : railSamples)
+      appendSample(out, "icn_tcp_rail_lanes_back_total", railLabels(r), r.back);
+  }
   out += diagnose::diagnoser().prometheusLines(node);  // per-peer lateness and the straggler findings raised
 
   out += "# HELP icn_metrics_timestamp_seconds When this file was written (a file that stops changing belongs to a "

@@ -11,7 +11,8 @@
 #  3. failover and recovery: host 1's rail 1 goes down, and half a second later (while the first lane's pieces are
 #     being resent) its rail 2; both come back 4 s later. A WARN names a lane given up on each of eth1 and eth2,
 #     the job never stands still for more than 3 s (PROGRESS each second), every lane given up is back (INFO
-#     "carries pieces again") and host 1's rails 1 and 2 carry bytes again in the job's last seconds.
+#     "carries pieces again") and host 1's rails 1 and 2 carry bytes again in the job's last seconds; the ranks'
+#     Prometheus files (ICN_PROM_DIR) count lanes given up and back on eth1 and eth2.
 #  4. every link of host 1 down for 4 s: nothing to fail over to; TCP carries the job over the gap (within
 #     ICN_PEER_TIMEOUT_MS, 10 s); with ICN_PEER_TIMEOUT_MS=2000 the same gap fails the job cleanly instead: every
 #     rank exits with an error within 30 s, a WARN names the peer.
@@ -114,7 +115,8 @@ python3 -c "import sys; two, one = float(sys.argv[1]), float(sys.argv[2]); sys.e
 "$bed" link --name "$name" 0 1 unshaped
 
 # --- 3. failover: two rails of host 1 go down, one during the other's resend ---
-job failover 16
+mkdir -p "$work/prom"
+job failover 16 ICN_PROM_DIR="$work/prom"
 sleep 4
 "$bed" link --name "$name" 1 1 down
 sleep 0.5
@@ -140,6 +142,13 @@ echo "multirail: host 1 sent ${late[1]} bytes on eth1 and ${late[2]} on eth2 in 
 [ "$stall" -le 3 ] || fail "failover: the job stood still for $stall s"
 [ "$back" = "$given" ] || fail "failover: $given lanes given up, $back back"
 for k in 1 2; do [ "${late[$k]}" -ge 10000000 ] || fail "failover: eth$k carried ${late[$k]} bytes after it came back"; done
+for k in 1 2; do
+  for metric in icn_tcp_rail_lanes_given_up_total icn_tcp_rail_lanes_back_total; do
+    n=$(cat "$work"/prom/*.prom | sed -n "s/^$metric{.*interface=\"eth$k\"} \([0-9]*\)\$/\1/p" | awk '{ s += $1 } END { print s + 0 }')
+    [ "$n" -ge 1 ] || fail "failover: the Prometheus files count $n for $metric on eth$k"
+  done
+done
+echo "multirail: Prometheus: $(cat "$work"/prom/*.prom | grep -c '^icn_tcp_rail_') rail samples, lanes given up and back counted on eth1 and eth2"
 
 # --- 4. every link of host 1 down: TCP carries the job over 4 s; a shorter peer timeout fails it cleanly ---
 all_links() { for k in 0 1 2; do "$bed" link --name "$name" 1 "$k" "$1"; done; }

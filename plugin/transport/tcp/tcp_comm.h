@@ -183,6 +183,8 @@ class TcpSendComm final : public SendComm, public CommCore {
   std::vector<std::unique_ptr<SendHelper>> helpers_;  // stopped first by the destructor, then reaped
   std::vector<int> laneRail_;           // per lane (lane 0 first): its rail
   std::vector<std::string> railNames_;
+  std::vector<std::shared_ptr<RailCounters>> railCounters_;  // per rail (null past the registry's bound)
+  void countOnRail(int lane, uint64_t bytes);
   bool failover_ = false;
   LaneHealth health_;
   // Down: lane-down sent, waiting for the receiver's close; Closed: resent, held back before its offer;

@@ -256,7 +256,7 @@ int64_t steadyNs(std::chrono::steady_clock::time_point t) {
 }
 // A rate sample spans at least this much busy time (pieces added up): acknowledgements come in bursts, so a short
 // span says little, and a mean of short spans' rates leans to the bursts.
-constexpr int64_t kRateSpanNs = 50'000'000;
+constexpr int64_t kRateSpanNs = 100'000'000;
 // A piece in hand lowers the lane's rate once it has been going this long (shorter is noise).
 constexpr int64_t kStallSampleNs = 20'000'000;
 }  // namespace

@@ -26,6 +26,8 @@ TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
   railNames_ = s.railNames;
   laneRail_.resize(s.lanes.size(), 0);
   if (railNames_.empty()) railNames_.push_back("?");
+  for (const std::string& name : railNames_)  // "eth1 -> 10.0.1.2": counted by interface
+    railCounters_.push_back(railNames_.size() > 1 ? netstats::railCounters(name.substr(0, name.find(' '))) : nullptr);
   // Pieces can move to another lane only when there is another rail, and no message is held in a lane's socket.
   failover_ = railNames_.size() >= 2 && s.lanes.size() >= 3 && params::getBool(params::Id::TcpFailover) &&
               tuning_.laneEagerBytes == 0;
@@ -362,10 +364,16 @@ Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
     h.offset = static_cast<uint32_t>(offset);
     h.length = static_cast<uint32_t>(sizes[p]);
     r->pieces[p] = TcpSendRequest::Piece{clean[p], h.offset, h.length, 0};
+    countOnRail(clean[p], h.length);
     helpers_[clean[p] - 1]->push(h, r->data + h.offset, &r->pending, failover_ ? &r->pieces[p].streamEnd : nullptr);
     offset += sizes[p];
   }
   return Status::Ok;
+}
+
+void TcpSendComm::countOnRail(int lane, uint64_t bytes) {
+  if (auto& c = railCounters_[static_cast<size_t>(laneRail_[static_cast<size_t>(lane)])])
+    c->bytes.fetch_add(bytes, std::memory_order_relaxed);
 }
 
 int TcpSendComm::liveHelper() {
@@ -504,6 +512,7 @@ Status TcpSendComm::acceptRejoin(int lane) {
   ackMovedNs_[lane] = 0;
   deadLanes_--;
   rejoined_++;
+  if (auto& c = railCounters_[static_cast<size_t>(laneRail_[static_cast<size_t>(lane)])]) c->back++;
   return Status::Ok;
 }
 
@@ -528,6 +537,7 @@ Status TcpSendComm::retireLane(int lane) {
   laneState_[lane] = LaneState::Down;
   deadLanes_++;
   givenUp_++;
+  if (auto& c = railCounters_[static_cast<size_t>(laneRail_[static_cast<size_t>(lane)])]) c->givenUp++;
   awaitingClose_++;
   ICN_WARN(subsys::Net, "TCP connection to %s: lane %d on %s failed (%s); its pieces move to the other lanes",
            failure_.peer().c_str(), lane, rail.c_str(), helper.failReason().c_str());
@@ -573,6 +583,7 @@ Status TcpSendComm::resendLane(int lane) {
         return;
       }
       piece.lane = to;
+      countOnRail(to, h.length);
       helpers_[static_cast<size_t>(to - 1)]->push(h, r.data + h.offset, &r.pending, &piece.streamEnd);
     }
   });
