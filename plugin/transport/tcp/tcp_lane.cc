@@ -272,6 +272,7 @@ void SendHelper::pieceFinished(std::chrono::steady_clock::time_point now, size_t
   const int64_t start = headStartNs_.exchange(0, std::memory_order_relaxed);
   bytesSent_.fetch_add(bytes, std::memory_order_relaxed);
   const int64_t ns = steadyNs(now) - start;
+  if (health_) return;              // failover: the comm measures deliveries instead (noteDelivery)
   if (!blocked || ns <= 0) return;  // the socket buffer took it all: the link may have idled meanwhile
   // The socket was full by the piece's end, so the link was busy: what the peer acknowledged meanwhile is its rate
   // (the bytes written would count the socket buffer's growth too).
@@ -279,14 +280,28 @@ void SendHelper::pieceFinished(std::chrono::steady_clock::time_point now, size_t
   double moved = static_cast<double>(bytes);
   if (ackKnown_ && bytesAcked(fd_.get(), &acked) && acked >= ackedAtStart_)
     moved = static_cast<double>(acked - ackedAtStart_);
-  spanBytes_ += moved;
+  addSpan(moved, ns);
+}
+
+void SendHelper::noteDelivery(uint64_t bytes, int64_t ns) {
+  if (ns > 0) addSpan(static_cast<double>(bytes), ns);
+}
+
+void SendHelper::slowedTo(double bytesPerSecond) {
+  const double old = static_cast<double>(rateBps_.load(std::memory_order_relaxed));
+  if (old > 0 && bytesPerSecond < 0.5 * old)
+    rateBps_.store(std::max<uint64_t>(1, static_cast<uint64_t>(bytesPerSecond)), std::memory_order_relaxed);
+}
+
+void SendHelper::addSpan(double bytes, int64_t ns) {
+  spanBytes_ += bytes;
   spanNs_ += ns;
   if (spanNs_ < kRateSpanNs) return;
   const double sample = spanBytes_ * 1e9 / static_cast<double>(spanNs_);
   spanBytes_ = 0;
   spanNs_ = 0;
   const uint64_t old = rateBps_.load(std::memory_order_relaxed);
-  // Weighted 1/4 to the new sample: a rail that changes speed is followed within a few pieces.
+  // Weighted 1/4 to the new sample: a rail that changes speed is followed within a few samples.
   const double next = old == 0 ? sample : 0.75 * static_cast<double>(old) + 0.25 * sample;
   rateBps_.store(std::max<uint64_t>(1, static_cast<uint64_t>(next)), std::memory_order_relaxed);
 }
@@ -294,7 +309,7 @@ void SendHelper::pieceFinished(std::chrono::steady_clock::time_point now, size_t
 double SendHelper::rate(std::chrono::steady_clock::time_point now) const {
   const double smoothed = static_cast<double>(rateBps_.load(std::memory_order_relaxed));
   const int64_t start = headStartNs_.load(std::memory_order_relaxed);
-  if (start == 0) return smoothed;
+  if (start == 0 || health_) return smoothed;  // failover: a slow delivery shows in the comm's own look
   const int64_t ns = steadyNs(now) - start;
   if (ns < kStallSampleNs) return smoothed;
   const double partial = std::max(1.0, static_cast<double>(headSent_.load(std::memory_order_relaxed)) * 1e9 /

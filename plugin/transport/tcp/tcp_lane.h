@@ -194,6 +194,12 @@ class SendHelper final : public Helper {
   // piece ends.
   double rate(std::chrono::steady_clock::time_point now) const;
   uint64_t bytesSent() const { return bytesSent_.load(std::memory_order_relaxed); }
+  // Failover (the comm's thread, the only one measuring then): `bytes` of the lane's stream were acknowledged over
+  // `ns` during which one of its pieces was waiting for its acknowledgement: the lane was busy all along.
+  void noteDelivery(uint64_t bytes, int64_t ns);
+  // Failover (the comm's thread): the lane delivered at this rate while busy for a while; below half its rate, the
+  // rate drops to it at once.
+  void slowedTo(double bytesPerSecond);
   // The receiver posted the receive of this lane's oldest unresolved eager message (their records arrive in the
   // order the lane carries them): it must read the lane on.
   void earlyResolved() { earlyResolved_.fetch_add(1, std::memory_order_release); }
@@ -204,6 +210,7 @@ class SendHelper final : public Helper {
   // Measures a piece: started, progressed (after each write), finished (blocked: it waited for socket space).
   void pieceStarted(std::chrono::steady_clock::time_point now);
   void pieceFinished(std::chrono::steady_clock::time_point now, size_t bytes, bool blocked);
+  void addSpan(double bytes, int64_t ns);  // one thread only: the helper's, or the comm's with failover
   // Whether the receiver must be reading `job` now.
   bool mustRead(const SendJob& job) const {
     return job.early == 0 || job.early <= earlyResolved_.load(std::memory_order_acquire);

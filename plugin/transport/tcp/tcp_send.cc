@@ -364,11 +364,18 @@ Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
     h.offset = static_cast<uint32_t>(offset);
     h.length = static_cast<uint32_t>(sizes[p]);
     r->pieces[p] = TcpSendRequest::Piece{clean[p], h.offset, h.length, 0};
+    if (failover_) notePushed(r->pieces[p]);
     countOnRail(clean[p], h.length);
     helpers_[clean[p] - 1]->push(h, r->data + h.offset, &r->pending, failover_ ? &r->pieces[p].streamEnd : nullptr);
     offset += sizes[p];
   }
   return Status::Ok;
+}
+
+void TcpSendComm::notePushed(TcpSendRequest::Piece& piece) {
+  piece.pushedNs = steadyNowNs();
+  piece.deliveredAtPush = helpers_[static_cast<size_t>(piece.lane - 1)]->delivered();
+  piece.measured = false;
 }
 
 void TcpSendComm::countOnRail(int lane, uint64_t bytes) {
@@ -390,14 +397,30 @@ int TcpSendComm::liveHelper() {
 // own watch never sees it.
 void TcpSendComm::watchDelivery(int64_t nowNs) {
   if (nowNs < nextAckCheckNs_) return;
-  nextAckCheckNs_ = nowNs + 10'000'000;  // every 10 ms: an ioctl per lane
+  nextAckCheckNs_ = nowNs + 10'000'000;  // every 10 ms: two ioctls per lane
   const int64_t stallNs = params::getInt(params::Id::TcpLaneStallMs) * 1'000'000;
   std::array<bool, kMaxLanes + 1> waiting{};
   for (size_t i = 0; i < helpers_.size(); i++) {
     const size_t lane = i + 1;
-    if (laneState_[lane] != LaneState::Live || helpers_[i]->failed()) continue;
+    if (laneState_[lane] != LaneState::Live || helpers_[i]->failed()) {
+      rateFromNs_[lane] = 0;
+      continue;
+    }
     const uint64_t acked = helpers_[i]->delivered();
     waiting[lane] = acked < helpers_[i]->written();
+    // A lane that had bytes waiting at every look for 100 ms and delivered less than half its rate meanwhile has
+    // slowed down: it counts at that rate now, before the pieces it holds are delivered and measured.
+    if (!waiting[lane] || acked < rateFromAcked_[lane]) {
+      rateFromNs_[lane] = 0;
+    } else if (rateFromNs_[lane] == 0) {
+      rateFromNs_[lane] = nowNs;
+      rateFromAcked_[lane] = acked;
+    } else if (nowNs - rateFromNs_[lane] >= 100'000'000) {
+      helpers_[i]->slowedTo(static_cast<double>(acked - rateFromAcked_[lane]) * 1e9 /
+                            static_cast<double>(nowNs - rateFromNs_[lane]));
+      rateFromNs_[lane] = nowNs;
+      rateFromAcked_[lane] = acked;
+    }
     if (acked != ackSeen_[lane] || !waiting[lane] || ackMovedNs_[lane] == 0) {
       ackSeen_[lane] = acked;
       ackMovedNs_[lane] = nowNs;
@@ -583,6 +606,7 @@ Status TcpSendComm::resendLane(int lane) {
         return;
       }
       piece.lane = to;
+      notePushed(piece);
       countOnRail(to, h.length);
       helpers_[static_cast<size_t>(to - 1)]->push(h, r.data + h.offset, &r.pending, &piece.streamEnd);
     }
@@ -590,14 +614,25 @@ Status TcpSendComm::resendLane(int lane) {
   return st;
 }
 
-bool TcpSendComm::delivered(const TcpSendRequest* r) const {
+bool TcpSendComm::delivered(TcpSendRequest* r) {
+  bool all = true;
+  int64_t now = 0;
   for (int p = 0; p < r->npieces; p++) {
-    const TcpSendRequest::Piece& piece = r->pieces[static_cast<size_t>(p)];
-    if (piece.lane == 0) continue;
+    TcpSendRequest::Piece& piece = r->pieces[static_cast<size_t>(p)];
+    if (piece.lane == 0 || piece.measured) continue;
     if (laneState_[piece.lane] != LaneState::Live) return false;  // waiting to be resent
-    if (helpers_[static_cast<size_t>(piece.lane - 1)]->delivered() < piece.streamEnd) return false;
+    SendHelper& helper = *helpers_[static_cast<size_t>(piece.lane - 1)];
+    const uint64_t acked = helper.delivered();
+    if (acked < piece.streamEnd) {
+      all = false;
+      continue;
+    }
+    // The lane was busy from the piece's push until now (it waited all along): what it delivered meanwhile.
+    if (now == 0) now = steadyNowNs();
+    helper.noteDelivery(acked - std::min(acked, piece.deliveredAtPush), now - piece.pushedNs);
+    piece.measured = true;  // delivered: not looked at again
   }
-  return true;
+  return all;
 }
 
 std::string TcpSendComm::railShares() const {
