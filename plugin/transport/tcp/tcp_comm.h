@@ -196,6 +196,8 @@ class TcpSendComm final : public SendComm, public CommCore {
   enum class LaneState : uint8_t { Live, Down, Closed, Offered };
   Status rejoinLanes(int64_t nowNs);
   Status offerLane(int lane);
+  // A lane-down or lane-offer header (tcp_wire.h) queued on lane 0.
+  void queueLaneNotice(uint16_t flags, int lane, uint32_t port);
   Status acceptRejoin(int lane);
   std::array<std::unique_ptr<OobListener>, kMaxLanes + 1> rejoinListener_;
   std::array<std::unique_ptr<Handshake>, kMaxLanes + 1> rejoinHs_;

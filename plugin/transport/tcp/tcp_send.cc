@@ -479,18 +479,22 @@ Status TcpSendComm::offerLane(int lane) {
                                                 : ntohs(reinterpret_cast<const sockaddr_in*>(&at.storage)->sin_port);
   rejoinListener_[lane] = std::move(l);
   laneState_[lane] = LaneState::Offered;
+  queueLaneNotice(kChunkLaneOffer, lane, port);
+  return Status::Ok;
+}
+
+void TcpSendComm::queueLaneNotice(uint16_t flags, int lane, uint32_t port) {
   ChunkHeader h;
-  h.flags = kChunkLaneOffer;
+  h.flags = flags;
   h.slot = static_cast<uint8_t>(lane);
   h.offset = port;
-  SendJob& j = lane0Jobs_[lane0Tail_++ % lane0Jobs_.size()];
+  SendJob& j = lane0Jobs_[lane0Tail_++ % lane0Jobs_.size()];  // room: kMaxLanes of each kind besides the sends
   j.header = h;
   j.data = nullptr;
   j.pending = nullptr;
   j.streamEnd = nullptr;
   j.sent = 0;
   j.early = 0;
-  return Status::Ok;
 }
 
 Status TcpSendComm::acceptRejoin(int lane) {
@@ -564,16 +568,7 @@ Status TcpSendComm::retireLane(int lane) {
   awaitingClose_++;
   ICN_WARN(subsys::Net, "TCP connection to %s: lane %d on %s failed (%s); its pieces move to the other lanes",
            failure_.peer().c_str(), lane, rail.c_str(), helper.failReason().c_str());
-  ChunkHeader h;
-  h.flags = kChunkLaneDown;
-  h.slot = static_cast<uint8_t>(lane);
-  SendJob& j = lane0Jobs_[lane0Tail_++ % lane0Jobs_.size()];
-  j.header = h;
-  j.data = nullptr;
-  j.pending = nullptr;
-  j.streamEnd = nullptr;
-  j.sent = 0;
-  j.early = 0;
+  queueLaneNotice(kChunkLaneDown, lane, 0);
   return Status::Ok;
 }
 
