@@ -190,7 +190,11 @@ class TcpSendComm final : public SendComm, public CommCore {
   std::vector<std::shared_ptr<RailCounters>> railCounters_;  // per rail (null past the registry's bound)
   void countOnRail(int lane, uint64_t bytes);
   bool failover_ = false;
-  LaneHealth health_;
+  std::chrono::milliseconds laneStall_{};  // ICN_TCP_LANE_STALL_MS
+  std::unique_ptr<SendHelper> makeHelper(Fd fd, int lane);
+  // The counters and the name of a lane's rail.
+  RailCounters* railCountersOf(int lane) const;
+  const std::string& railNameOf(int lane) const;
   // Down: lane-down sent, waiting for the receiver's close; Closed: resent, held back before its offer;
   // Offered: listening for the receiver to connect it again.
   enum class LaneState : uint8_t { Live, Down, Closed, Offered };

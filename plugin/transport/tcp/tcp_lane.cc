@@ -135,13 +135,11 @@ Reaper& reaper() {
   return r;
 }
 
-SendHelper::SendHelper(Fd fd, FailureState& failure, int index, std::chrono::milliseconds peerTimeout,
-                       LaneHealth* health, std::chrono::milliseconds laneStall)
+SendHelper::SendHelper(Fd fd, FailureState& failure, int index, std::chrono::milliseconds peerTimeout, bool failover)
     : Helper(std::move(fd), index),
       failure_(failure),
       peerTimeout_(peerTimeout),
-      health_(health),
-      laneStall_(laneStall),
+      failover_(failover),
       thread_([this] { run(); }) {}
 
 uint64_t SendHelper::delivered() const {
@@ -198,7 +196,7 @@ void SendHelper::run() {
     }
     bool done = false;
     bool blocked = false;
-    ReadWatch watch, laneWatch;
+    ReadWatch watch;
     pieceStarted(std::chrono::steady_clock::now());
 
     for (;;) {
@@ -206,13 +204,12 @@ void SendHelper::run() {
       std::string why;
       const size_t before = job->sent;
       if (writeSome(fd_.get(), *job, &done, &why) != Status::Ok) {
-        if (health_) giveUp(why);  // failover: the comm moves this lane's pieces elsewhere
+        if (failover_) giveUp(why);  // the comm moves this lane's pieces elsewhere
         else failure_.fail(Status::RemoteError, "lane " + std::to_string(index_) + ": " + why);
         leave();
         break;
       }
       written_.fetch_add(job->sent - before, std::memory_order_release);
-      if (health_ && job->sent != before) health_->moved(index_, steadyNowNs());
       headSent_.store(job->sent, std::memory_order_relaxed);
       if (done) {
         const size_t bytes = job->header.length;
@@ -224,14 +221,6 @@ void SendHelper::run() {
       }
       blocked = true;
       const auto now = std::chrono::steady_clock::now();
-      // A lane that writes nothing while another lane of the connection moves: its link, not the peer.
-      if (health_ && laneWatch.stalled(now, mustRead(*job), job->sent != before, laneStall_) &&
-          health_->othersMoved(index_, steadyNowNs() - laneStall_.count() * 1'000'000)) {
-        giveUp("nothing of a piece its peer must read went out for " + std::to_string(laneStall_.count()) +
-               " ms (ICN_TCP_LANE_STALL_MS) while other lanes moved");
-        leave();
-        break;
-      }
       if (watch.stalled(now, mustRead(*job), job->sent != before, peerTimeout_)) {
         failure_.fail(Status::RemoteError, "the peer stopped reading lane " + std::to_string(index_) + ": " +
                                                ReadWatch::what(peerTimeout_, "a message whose receive it posted"));
@@ -240,7 +229,7 @@ void SendHelper::run() {
       }
       leave();
       pollfd p{fd_.get(), POLLOUT, 0};
-      ::poll(&p, 1, health_ ? laneWatch.pollMs(now, kPollMs, laneStall_) : watch.pollMs(now, kPollMs, peerTimeout_));
+      ::poll(&p, 1, watch.pollMs(now, kPollMs, peerTimeout_));
       noteWait(now);
     }
     if (!done) break;
@@ -272,7 +261,7 @@ void SendHelper::pieceFinished(std::chrono::steady_clock::time_point now, size_t
   const int64_t start = headStartNs_.exchange(0, std::memory_order_relaxed);
   bytesSent_.fetch_add(bytes, std::memory_order_relaxed);
   const int64_t ns = steadyNs(now) - start;
-  if (health_) return;              // failover: the comm measures deliveries instead (noteDelivery)
+  if (failover_) return;            // the comm measures deliveries instead (noteDelivery)
   if (!blocked || ns <= 0) return;  // the socket buffer took it all: the link may have idled meanwhile
   // The socket was full by the piece's end, so the link was busy: what the peer acknowledged meanwhile is its rate
   // (the bytes written would count the socket buffer's growth too).
@@ -309,7 +298,7 @@ void SendHelper::addSpan(double bytes, int64_t ns) {
 double SendHelper::rate(std::chrono::steady_clock::time_point now) const {
   const double smoothed = static_cast<double>(rateBps_.load(std::memory_order_relaxed));
   const int64_t start = headStartNs_.load(std::memory_order_relaxed);
-  if (start == 0 || health_) return smoothed;  // failover: a slow delivery shows in the comm's own look
+  if (start == 0 || failover_) return smoothed;  // failover: a slow delivery shows in the comm's own look
   const int64_t ns = steadyNs(now) - start;
   if (ns < kStallSampleNs) return smoothed;
   const double partial = std::max(1.0, static_cast<double>(headSent_.load(std::memory_order_relaxed)) * 1e9 /

@@ -51,18 +51,6 @@ struct SendJob {
   uint64_t* streamEnd = nullptr;
 };
 
-// When each lane of a connection last wrote a byte (steady-clock ns; lane 0 first): a lane that stalls while
-// another moves has a link problem, not a peer that stopped reading.
-struct LaneHealth {
-  std::array<std::atomic<int64_t>, kMaxLanes + 1> progressNs{};
-  void moved(int lane, int64_t nowNs) { progressNs[static_cast<size_t>(lane)].store(nowNs, std::memory_order_relaxed); }
-  // Whether a lane other than `lane` wrote after `sinceNs`.
-  bool othersMoved(int lane, int64_t sinceNs) const {
-    for (size_t k = 0; k < progressNs.size(); k++)
-      if (static_cast<int>(k) != lane && progressNs[k].load(std::memory_order_relaxed) > sinceNs) return true;
-    return false;
-  }
-};
 int64_t steadyNowNs();
 
 // Writes what the socket takes without blocking. *done when the whole piece went out.
@@ -162,10 +150,9 @@ Reaper& reaper();
 class SendHelper final : public Helper {
  public:
   static constexpr size_t kCapacity = kMaxRequests * kMaxRecvs;
-  // With `health` (failover on), a lane that fails (a socket error, or nothing written for laneStall while another
-  // lane moves) stops and reports it (failed()) instead of failing the connection.
-  SendHelper(Fd fd, FailureState& failure, int index, std::chrono::milliseconds peerTimeout,
-             LaneHealth* health = nullptr, std::chrono::milliseconds laneStall = {});
+  // With failover, a lane whose socket fails stops and reports it (failed()) instead of failing the connection; the
+  // comm gives up a lane that stalls (giveUp()) and measures the lane's rate (noteDelivery(), slowedTo()).
+  SendHelper(Fd fd, FailureState& failure, int index, std::chrono::milliseconds peerTimeout, bool failover = false);
   ~SendHelper() override;
   void push(const ChunkHeader& h, const uint8_t* data, std::atomic<int>* pending, uint64_t* streamEnd = nullptr);
   // Failover: whether the lane gave up, and why (valid once failed()).
@@ -229,8 +216,7 @@ class SendHelper final : public Helper {
   std::atomic<uint64_t> headSent_{0};    // its bytes written so far
   std::atomic<uint64_t> bytesSent_{0};   // payload bytes of finished pieces
   std::atomic<uint64_t> written_{0};     // bytes of the lane's stream written, headers included
-  LaneHealth* health_ = nullptr;
-  std::chrono::milliseconds laneStall_{};
+  const bool failover_;
   std::atomic<bool> failed_{false};
   std::atomic<bool> giving_{false};      // the first of the thread and the comm to give up writes the reason
   std::string failReason_;               // written before failed_ is set

@@ -31,10 +31,20 @@ TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
   // Pieces can move to another lane only when there is another rail, and no message is held in a lane's socket.
   failover_ = railNames_.size() >= 2 && s.lanes.size() >= 3 && params::getBool(params::Id::TcpFailover) &&
               tuning_.laneEagerBytes == 0;
-  const std::chrono::milliseconds laneStall(params::getInt(params::Id::TcpLaneStallMs));
-  for (size_t i = 1; i < s.lanes.size(); i++)
-    helpers_.push_back(std::make_unique<SendHelper>(std::move(s.lanes[i]), failure_, static_cast<int>(i),
-                                                    peerTimeout_, failover_ ? &health_ : nullptr, laneStall));
+  laneStall_ = std::chrono::milliseconds(params::getInt(params::Id::TcpLaneStallMs));
+  for (size_t i = 1; i < s.lanes.size(); i++) helpers_.push_back(makeHelper(std::move(s.lanes[i]), static_cast<int>(i)));
+}
+
+std::unique_ptr<SendHelper> TcpSendComm::makeHelper(Fd fd, int lane) {
+  return std::make_unique<SendHelper>(std::move(fd), failure_, lane, peerTimeout_, failover_);
+}
+
+RailCounters* TcpSendComm::railCountersOf(int lane) const {
+  return railCounters_[static_cast<size_t>(laneRail_[static_cast<size_t>(lane)])].get();
+}
+
+const std::string& TcpSendComm::railNameOf(int lane) const {
+  return railNames_[static_cast<size_t>(laneRail_[static_cast<size_t>(lane)])];
 }
 
 TcpSendComm::~TcpSendComm() {
@@ -379,8 +389,7 @@ void TcpSendComm::notePushed(TcpSendRequest::Piece& piece) {
 }
 
 void TcpSendComm::countOnRail(int lane, uint64_t bytes) {
-  if (auto& c = railCounters_[static_cast<size_t>(laneRail_[static_cast<size_t>(lane)])])
-    c->bytes.fetch_add(bytes, std::memory_order_relaxed);
+  if (RailCounters* c = railCountersOf(lane)) c->bytes.fetch_add(bytes, std::memory_order_relaxed);
 }
 
 int TcpSendComm::liveHelper() {
@@ -398,7 +407,7 @@ int TcpSendComm::liveHelper() {
 void TcpSendComm::watchDelivery(int64_t nowNs) {
   if (nowNs < nextAckCheckNs_) return;
   nextAckCheckNs_ = nowNs + 10'000'000;  // every 10 ms: two ioctls per lane
-  const int64_t stallNs = params::getInt(params::Id::TcpLaneStallMs) * 1'000'000;
+  const int64_t stallNs = static_cast<int64_t>(laneStall_.count()) * 1'000'000;
   std::array<bool, kMaxLanes + 1> waiting{};
   for (size_t i = 0; i < helpers_.size(); i++) {
     const size_t lane = i + 1;
@@ -527,11 +536,10 @@ Status TcpSendComm::acceptRejoin(int lane) {
   std::vector<std::unique_ptr<Helper>> old;
   old.push_back(std::move(helpers_[i]));  // stopped when the lane was given up
   reaper().adopt(std::move(old));
-  helpers_[i] = std::make_unique<SendHelper>(std::move(fd), failure_, lane, peerTimeout_, &health_,
-                                             std::chrono::milliseconds(params::getInt(params::Id::TcpLaneStallMs)));
+  helpers_[i] = makeHelper(std::move(fd), lane);
   const int64_t now = steadyNowNs();
   ICN_INFO(subsys::Net, "TCP connection to %s: lane %d on %s carries pieces again, %.1f s after it was given up",
-           failure_.peer().c_str(), lane, railNames_[static_cast<size_t>(laneRail_[static_cast<size_t>(lane)])].c_str(),
+           failure_.peer().c_str(), lane, railNameOf(lane).c_str(),
            static_cast<double>(now - downAtNs_[lane]) / 1e9);
   laneState_[lane] = LaneState::Live;
   admittedAtNs_[lane] = now;
@@ -539,13 +547,13 @@ Status TcpSendComm::acceptRejoin(int lane) {
   ackMovedNs_[lane] = 0;
   deadLanes_--;
   rejoined_++;
-  if (auto& c = railCounters_[static_cast<size_t>(laneRail_[static_cast<size_t>(lane)])]) c->back++;
+  if (RailCounters* c = railCountersOf(lane)) c->back++;
   return Status::Ok;
 }
 
 Status TcpSendComm::retireLane(int lane) {
   SendHelper& helper = *helpers_[static_cast<size_t>(lane - 1)];
-  const std::string& rail = railNames_[static_cast<size_t>(laneRail_[static_cast<size_t>(lane)])];
+  const std::string& rail = railNameOf(lane);
   if (heldOn_[lane] > 0) {
     failure_.fail(Status::RemoteError, "lane " + std::to_string(lane) + " on " + rail + " failed (" +
                                            helper.failReason() + ") holding a message sent before its receive");
@@ -564,7 +572,7 @@ Status TcpSendComm::retireLane(int lane) {
   laneState_[lane] = LaneState::Down;
   deadLanes_++;
   givenUp_++;
-  if (auto& c = railCounters_[static_cast<size_t>(laneRail_[static_cast<size_t>(lane)])]) c->givenUp++;
+  if (RailCounters* c = railCountersOf(lane)) c->givenUp++;
   awaitingClose_++;
   ICN_WARN(subsys::Net, "TCP connection to %s: lane %d on %s failed (%s); its pieces move to the other lanes",
            failure_.peer().c_str(), lane, rail.c_str(), helper.failReason().c_str());
