@@ -236,11 +236,12 @@ Status OobConnector::start(HandleBytes handle, uint8_t transport, Hello hello, s
 }
 
 Status OobConnector::startTo(const SockAddr& addr, const SockAddr* source, Hello hello,
-                             std::unique_ptr<OobConnector>* out) {
+                             std::unique_ptr<OobConnector>* out, bool probe) {
   ICN_CHECK(keyUsable("connect"));
   auto c = std::make_unique<OobConnector>();
   c->peerName_ = addr.str();
-  ICN_CHECK(startConnect(addr, &c->fd_, source));
+  c->failLevel_ = probe ? LogLevel::Info : LogLevel::Warn;
+  ICN_CHECK(startConnect(addr, &c->fd_, source, c->failLevel_));
   setLivenessOptions(c->fd_.get());
   c->hello_ = std::move(hello);
   c->started_ = std::chrono::steady_clock::now();
@@ -252,11 +253,12 @@ Status OobConnector::progress(Handshake::Phase* phase) {
   *phase = Handshake::Phase::InProgress;
   if (!hs_) {
     bool connected = false;
-    ICN_CHECK(socketConnected(fd_.get(), &connected, peerName_));
+    ICN_CHECK(socketConnected(fd_.get(), &connected, peerName_, failLevel_));
     if (!connected) {
       long long limit = params::getInt(params::Id::ConnectTimeoutMs);
       if (std::chrono::steady_clock::now() - started_ > std::chrono::milliseconds(limit)) {
-        ICN_WARN(subsys::Net, "connect to %s: no answer within %lld ms (ICN_CONNECT_TIMEOUT_MS)", peerName_.c_str(), limit);
+        logf(failLevel_, subsys::Net, __FILE__, __LINE__,
+             "connect to %s: no answer within %lld ms (ICN_CONNECT_TIMEOUT_MS)", peerName_.c_str(), limit);
         return Status::RemoteError;
       }
       return Status::Ok;

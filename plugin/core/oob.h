@@ -110,7 +110,9 @@ class OobConnector {
   // Fails (InvalidArgument, logged) when the handle is not ours or the job key is unusable (auth::init).
   static Status start(HandleBytes handle, uint8_t transport, Hello hello, std::unique_ptr<OobConnector>* out);
   // Connects to `addr` (an address the listener added) from `source` (bound first; null: the kernel's choice).
-  static Status startTo(const SockAddr& addr, const SockAddr* source, Hello hello, std::unique_ptr<OobConnector>* out);
+  // A probe (a lane offered again over a link that may still be down) logs a failed connect at INFO, not WARN.
+  static Status startTo(const SockAddr& addr, const SockAddr* source, Hello hello, std::unique_ptr<OobConnector>* out,
+                        bool probe = false);
   // Waits for the TCP connect, then runs the handshake. Phase semantics as Handshake::progress.
   Status progress(Handshake::Phase* phase);
   Handshake& handshake() { return *hs_; }
@@ -122,6 +124,7 @@ class OobConnector {
   std::unique_ptr<Handshake> hs_;
   Hello hello_;
   std::string peerName_;
+  LogLevel failLevel_ = LogLevel::Warn;  // of a failed TCP connect
 };
 
 }  // namespace icn

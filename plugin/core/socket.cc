@@ -252,7 +252,7 @@ Status listenOn(const SockAddr& addr, Fd* out, SockAddr* bound) {
   return Status::Ok;
 }
 
-Status startConnect(const SockAddr& addr, Fd* out, const SockAddr* source) {
+Status startConnect(const SockAddr& addr, Fd* out, const SockAddr* source, LogLevel failLevel) {
   Fd fd;
   ICN_CHECK(makeSocket(addr.family(), &fd));
   if (source) {
@@ -260,20 +260,20 @@ Status startConnect(const SockAddr& addr, Fd* out, const SockAddr* source) {
     if (local.family() == AF_INET) reinterpret_cast<sockaddr_in*>(&local.storage)->sin_port = 0;
     if (local.family() == AF_INET6) reinterpret_cast<sockaddr_in6*>(&local.storage)->sin6_port = 0;
     if (::bind(fd.get(), local.sa(), local.len) != 0) {
-      ICN_WARN(subsys::Net, "connect to %s from %s: bind: %s", addr.str().c_str(), local.str().c_str(),
-               strerror(errno));
+      logf(failLevel, subsys::Net, __FILE__, __LINE__, "connect to %s from %s: bind: %s", addr.str().c_str(),
+           local.str().c_str(), strerror(errno));
       return Status::SystemError;
     }
   }
   if (::connect(fd.get(), addr.sa(), addr.len) != 0 && errno != EINPROGRESS) {
-    ICN_WARN(subsys::Net, "connect to %s: %s", addr.str().c_str(), strerror(errno));
+    logf(failLevel, subsys::Net, __FILE__, __LINE__, "connect to %s: %s", addr.str().c_str(), strerror(errno));
     return Status::RemoteError;
   }
   *out = std::move(fd);
   return Status::Ok;
 }
 
-Status socketConnected(int fd, bool* connected, const std::string& peer) {
+Status socketConnected(int fd, bool* connected, const std::string& peer, LogLevel failLevel) {
   pollfd p{fd, POLLOUT, 0};
   *connected = false;
   int r = ::poll(&p, 1, 0);
@@ -282,7 +282,7 @@ Status socketConnected(int fd, bool* connected, const std::string& peer) {
   socklen_t len = sizeof err;
   getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
   if (err != 0) {
-    ICN_WARN(subsys::Net, "connect to %s failed: %s", peer.c_str(), strerror(err));
+    logf(failLevel, subsys::Net, __FILE__, __LINE__, "connect to %s failed: %s", peer.c_str(), strerror(err));
     return Status::RemoteError;
   }
   *connected = (p.revents & POLLOUT) != 0;

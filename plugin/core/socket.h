@@ -3,10 +3,12 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/log.h"
 #include "core/status.h"
 
 namespace icn {
@@ -57,10 +59,21 @@ bool sameHost(const SockAddr& a, const SockAddr& b);
 // Binds (port 0) and listens; non-blocking. *bound gets the actual address.
 Status listenOn(const SockAddr& addr, Fd* out, SockAddr* bound);
 // Starts a non-blocking connect; completion is seen as writability (see socketConnected()). With `source`, the
-// socket is bound to that address (port 0) first, so the connection leaves through its interface.
-Status startConnect(const SockAddr& addr, Fd* out, const SockAddr* source = nullptr);
-// Ok with *connected=false while in progress; error when the connect failed.
-Status socketConnected(int fd, bool* connected, const std::string& peer);
+// socket is bound to that address (port 0) first, so the connection leaves through its interface. A failure is
+// logged at `failLevel` (Info for a probe that is expected to fail while a link is down).
+Status startConnect(const SockAddr& addr, Fd* out, const SockAddr* source = nullptr,
+                    LogLevel failLevel = LogLevel::Warn);
+// Ok with *connected=false while in progress; error (logged at `failLevel`) when the connect failed.
+Status socketConnected(int fd, bool* connected, const std::string& peer, LogLevel failLevel = LogLevel::Warn);
+// What the kernel counts for a TCP socket: bytes its peer acknowledged, and the time it had data to send or waiting
+// for its acknowledgement (busy, or limited by the peer's window or the send buffer), microseconds. Their rise
+// between two looks is the link's pace while the socket had work: idle time, and the time until the application
+// looked, are not in it. False when the kernel does not tell (before Linux 4.10).
+struct TcpBusy {
+  uint64_t bytesAcked = 0;
+  uint64_t busyUs = 0;
+};
+bool tcpBusy(int fd, TcpBusy* out);
 // Keepalive / TCP_USER_TIMEOUT so a dead link surfaces within ICN_PEER_TIMEOUT_MS.
 void setLivenessOptions(int fd);
 

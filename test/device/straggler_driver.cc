@@ -1,19 +1,21 @@
 // One rank of a training-like NCCL loop for the straggler and hang proof (test/device/straggler_proof.sh): each
 // iteration an all_reduce and an alltoall, then the host waits for the stream (as a training step waits for its
-// gradients), for a given duration. Every second (also while a collective is stuck) it prints a PROGRESS line with
+// gradients), for a given duration. Every second (-P; also while a collective is stuck) it prints a PROGRESS line with
 // the wall-clock time and the iterations done, so a stall is visible in the log; every -c iterations it copies the
 // results back and checks every element. One process per rank, each in its own emulated host; ranks meet through a
 // file holding an NCCL unique id written by rank 0 (as icn-cluster-bench).
 //
 //   icn-straggler-driver -r RANK -N NRANKS -i IDFILE [-T 60] [-s 1M] [-a 1M] [-c 50] [-p PIDFILE] [-d DELAYFILE]
-//                        [-x STOPFILE]
+//                        [-x STOPFILE] [-P 1000]
 //   -T   seconds to run (rank 0's clock decides; every rank stops at the same iteration)
 //   -s   all_reduce bytes; -a alltoall bytes (the whole buffer, nccl-tests' convention)
 //   -p   file to write this process's pid into (the script stops and throttles it)
 //   -d   a file holding microseconds to sleep before each iteration, read again every 100 ms (absent: 0): a rank
 //        that comes late to every collective
 //   -x   a file whose existence ends the run early (any rank may see it)
-// Lines: PROGRESS {"t":unix_s,"rank":r,"iter":n,"per_s":x}, DONE {...}; WRONG {...} and exit 1 on a wrong element.
+//   -P   milliseconds between PROGRESS lines (10-60000): shorter periods time a stall more finely
+// Lines: PROGRESS {"t":unix_s,"rank":r,"iter":n,"per_s":x} every -P ms, DONE {...}; WRONG {...} and exit 1 on a
+// wrong element.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,7 +46,7 @@ double unixNow() {
 }
 
 struct Options {
-  int rank = -1, nranks = 0, seconds = 60, checkEvery = 50;
+  int rank = -1, nranks = 0, seconds = 60, checkEvery = 50, progressMs = 1000;
   size_t arBytes = 1u << 20, a2aBytes = 1u << 20;
   std::string idFile, pidFile, delayFile, stopFile;
 };
@@ -176,7 +178,7 @@ class Driver {
   }
 
   void progress(std::chrono::steady_clock::time_point now) {
-    if (now - lastPrint_ < std::chrono::seconds(1)) return;
+    if (now - lastPrint_ < std::chrono::milliseconds(opt_.progressMs)) return;
     const double dt = std::chrono::duration<double>(now - lastPrint_).count();
     printf("PROGRESS {\"t\":%.3f,\"rank\":%d,\"iter\":%llu,\"per_s\":%.1f}\n", unixNow(), opt_.rank,
            static_cast<unsigned long long>(iter_), static_cast<double>(iter_ - lastIter_) / dt);
@@ -185,7 +187,7 @@ class Driver {
     lastIter_ = iter_;
   }
 
-  // Spins on the stream; NCCL's async error and the timeout are checked every ms, progress printed every second.
+  // Spins on the stream; NCCL's async error and the timeout are checked every ms, progress printed every -P ms.
   void sync() {
     auto t0 = std::chrono::steady_clock::now();
     auto nextCheck = t0;
@@ -242,7 +244,7 @@ class Driver {
 void usage() {
   fprintf(stderr,
           "usage: icn-straggler-driver -r RANK -N NRANKS -i IDFILE [-T 60] [-s 1M] [-a 1M] [-c 50] [-p PIDFILE] "
-          "[-d DELAYFILE] [-x STOPFILE]\n");
+          "[-d DELAYFILE] [-x STOPFILE] [-P 1000]\n");
   exit(2);
 }
 
@@ -264,6 +266,7 @@ int main(int argc, char** argv) {
       case 'p': o.pidFile = v; break;
       case 'd': o.delayFile = v; break;
       case 'x': o.stopFile = v; break;
+      case 'P': o.progressMs = parseInt(v, 10, 60000); break;
       default: usage();
     }
   }

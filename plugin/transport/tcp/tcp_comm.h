@@ -90,9 +90,7 @@ struct TcpSendRequest final : Request {
     int lane = 0;            // its helper lane; 0: on lane 0 or delivered (nothing to check)
     uint32_t offset = 0, length = 0;
     uint64_t streamEnd = 0;  // its end in the lane's stream, once written (0 before)
-    int64_t pushedNs = 0;    // when it was queued, and what the lane had delivered then (its rate's measure)
-    uint64_t deliveredAtPush = 0;
-    bool measured = false;   // seen delivered
+    bool acked = false;      // seen delivered
   };
   bool tracked = false;  // split over helper lanes with failover on
   ChunkHeader header;    // the pieces' common fields
@@ -120,7 +118,6 @@ class TcpSendComm final : public SendComm, public CommCore {
   Status resendLane(int lane);
   // Whether every piece of a tracked send is acknowledged by the peer's TCP.
   bool delivered(TcpSendRequest* r);
-  void notePushed(TcpSendRequest::Piece& piece);
   int liveHelper();  // a live helper lane with no unresolved eager message, round robin; 0 when none
   struct Cts {
     CtsHeader h;
@@ -212,10 +209,10 @@ class TcpSendComm final : public SendComm, public CommCore {
   // Delivery watch (proxy thread): each lane's acknowledged bytes at the last look, and when they last moved.
   std::array<uint64_t, kMaxLanes + 1> ackSeen_{};
   std::array<int64_t, kMaxLanes + 1> ackMovedNs_{};
-  // Slow-down watch (failover): since when each lane has had bytes waiting at every look (0: not now), and what it
-  // had delivered then.
-  std::array<int64_t, kMaxLanes + 1> rateFromNs_{};
-  std::array<uint64_t, kMaxLanes + 1> rateFromAcked_{};
+  // Rate watch (failover): each lane socket's acknowledged bytes and busy time at the last look (tcpBusy), and
+  // whether there was one since the lane (re)started.
+  std::array<TcpBusy, kMaxLanes + 1> lookBusy_{};
+  std::array<bool, kMaxLanes + 1> looked_{};
   int64_t nextAckCheckNs_ = 0;
   void watchDelivery(int64_t nowNs);
   int deadLanes_ = 0;

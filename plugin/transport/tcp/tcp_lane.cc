@@ -178,6 +178,7 @@ void SendHelper::push(const ChunkHeader& h, const uint8_t* data, std::atomic<int
     j.streamEnd = streamEnd;
     j.sent = 0;
     j.early = (h.flags & kChunkEager) ? ++earlyPushed_ : 0;
+    pushed_.fetch_add(sizeof(ChunkHeader) + h.length, std::memory_order_relaxed);
     wake = head_ == tail_;
     tail_++;
   }
@@ -246,6 +247,11 @@ int64_t steadyNs(std::chrono::steady_clock::time_point t) {
 // A rate sample spans at least this much busy time (pieces added up): acknowledgements come in bursts, so a short
 // span says little, and a mean of short spans' rates leans to the bursts.
 constexpr int64_t kRateSpanNs = 100'000'000;
+// Failover: a lane measured this long ago counts twice as fast for each such time since (up to kMaxProbe times):
+// a lane whose rate came out low gets too little work to be measured again, so it is offered more until a
+// measure says what it moves now.
+constexpr int64_t kProbeAfterNs = 2'000'000'000;
+constexpr int kMaxProbeDoublings = 4;
 // A piece in hand lowers the lane's rate once it has been going this long (shorter is noise).
 constexpr int64_t kStallSampleNs = 20'000'000;
 }  // namespace
@@ -272,17 +278,11 @@ void SendHelper::pieceFinished(std::chrono::steady_clock::time_point now, size_t
   addSpan(moved, ns);
 }
 
-void SendHelper::noteDelivery(uint64_t bytes, int64_t ns) {
-  if (ns > 0) addSpan(static_cast<double>(bytes), ns);
+void SendHelper::noteBusy(uint64_t bytes, int64_t ns) {
+  if (ns > 0) addSpan(static_cast<double>(bytes), ns, true);
 }
 
-void SendHelper::slowedTo(double bytesPerSecond) {
-  const double old = static_cast<double>(rateBps_.load(std::memory_order_relaxed));
-  if (old > 0 && bytesPerSecond < 0.5 * old)
-    rateBps_.store(std::max<uint64_t>(1, static_cast<uint64_t>(bytesPerSecond)), std::memory_order_relaxed);
-}
-
-void SendHelper::addSpan(double bytes, int64_t ns) {
+void SendHelper::addSpan(double bytes, int64_t ns, bool fastDown) {
   spanBytes_ += bytes;
   spanNs_ += ns;
   if (spanNs_ < kRateSpanNs) return;
@@ -290,15 +290,24 @@ void SendHelper::addSpan(double bytes, int64_t ns) {
   spanBytes_ = 0;
   spanNs_ = 0;
   const uint64_t old = rateBps_.load(std::memory_order_relaxed);
-  // Weighted 1/4 to the new sample: a rail that changes speed is followed within a few samples.
-  const double next = old == 0 ? sample : 0.75 * static_cast<double>(old) + 0.25 * sample;
+  // Weighted 1/4 to the new sample: a rail that changes speed is followed within a few samples. With failover a
+  // sample at under half or over twice the rate replaces it: a link that slowed down, or one that was probed.
+  const bool jumped = fastDown && (sample < 0.5 * static_cast<double>(old) || sample > 2.0 * static_cast<double>(old));
+  const double next = old == 0 || jumped ? sample : 0.75 * static_cast<double>(old) + 0.25 * sample;
   rateBps_.store(std::max<uint64_t>(1, static_cast<uint64_t>(next)), std::memory_order_relaxed);
+  sampledNs_.store(steadyNs(std::chrono::steady_clock::now()), std::memory_order_relaxed);
 }
 
 double SendHelper::rate(std::chrono::steady_clock::time_point now) const {
   const double smoothed = static_cast<double>(rateBps_.load(std::memory_order_relaxed));
+  if (failover_) {  // a slow delivery shows in the comm's own look; a lane not measured lately is probed
+    const int64_t sampled = sampledNs_.load(std::memory_order_relaxed);
+    if (smoothed == 0 || sampled == 0) return smoothed;
+    const int64_t doublings = std::min<int64_t>((steadyNs(now) - sampled) / kProbeAfterNs, kMaxProbeDoublings);
+    return doublings > 0 ? smoothed * static_cast<double>(int64_t{1} << doublings) : smoothed;
+  }
   const int64_t start = headStartNs_.load(std::memory_order_relaxed);
-  if (start == 0 || failover_) return smoothed;  // failover: a slow delivery shows in the comm's own look
+  if (start == 0) return smoothed;
   const int64_t ns = steadyNs(now) - start;
   if (ns < kStallSampleNs) return smoothed;
   const double partial = std::max(1.0, static_cast<double>(headSent_.load(std::memory_order_relaxed)) * 1e9 /

@@ -151,7 +151,7 @@ class SendHelper final : public Helper {
  public:
   static constexpr size_t kCapacity = kMaxRequests * kMaxRecvs;
   // With failover, a lane whose socket fails stops and reports it (failed()) instead of failing the connection; the
-  // comm gives up a lane that stalls (giveUp()) and measures the lane's rate (noteDelivery(), slowedTo()).
+  // comm gives up a lane that stalls (giveUp()) and measures the lane's rate (noteBusy()).
   SendHelper(Fd fd, FailureState& failure, int index, std::chrono::milliseconds peerTimeout, bool failover = false);
   ~SendHelper() override;
   void push(const ChunkHeader& h, const uint8_t* data, std::atomic<int>* pending, uint64_t* streamEnd = nullptr);
@@ -166,6 +166,10 @@ class SendHelper final : public Helper {
   }
   // Bytes of the lane's stream written so far.
   uint64_t written() const { return written_.load(std::memory_order_acquire); }
+  // The kernel's count of the lane socket's acknowledged bytes and busy time (tcpBusy); false when unknown.
+  bool busy(TcpBusy* out) const { return tcpBusy(fd_.get(), out); }
+  // Bytes of the lane's stream handed to it so far (headers included): less delivered(), what it still has to move.
+  uint64_t pushed() const { return pushed_.load(std::memory_order_relaxed); }
   const std::string& failReason() const { return failReason_; }
   // Bytes of the lane's stream its peer's TCP has acknowledged (written minus what the socket still holds).
   uint64_t delivered() const;
@@ -178,15 +182,16 @@ class SendHelper final : public Helper {
   // Bytes per second the lane moves, from pieces that had to wait for socket space (a piece the socket buffer
   // took at once says nothing of the link), smoothed; 0 while unmeasured. A piece in hand that has been moving
   // slower than that for a while lowers it at once, so a lane whose link stalls stops getting work before its
-  // piece ends.
+  // piece ends. With failover: the comm's measure instead (noteBusy()), raised while a lane goes unmeasured.
   double rate(std::chrono::steady_clock::time_point now) const;
   uint64_t bytesSent() const { return bytesSent_.load(std::memory_order_relaxed); }
   // Failover (the comm's thread, the only one measuring then): `bytes` of the lane's stream were acknowledged over
-  // `ns` during which one of its pieces was waiting for its acknowledgement: the lane was busy all along.
-  void noteDelivery(uint64_t bytes, int64_t ns);
-  // Failover (the comm's thread): the lane delivered at this rate while busy for a while; below half its rate, the
-  // rate drops to it at once.
-  void slowedTo(double bytesPerSecond);
+  // `ns` of the kernel's busy time for its socket (busy()): the link's pace while it had work, without the idle
+  // time between messages or the time until NCCL polled (which would make a lane that moves a message now and then
+  // read as a slow link). Each 100 ms of busy time is one sample; one under half or over twice the rate replaces it at once (a link that slowed down, or one probed),
+  // others are smoothed in. A lane without a sample for 2 s counts twice as fast per 2 s since (up to 16 times),
+  // so a lane measured low gets work again and a new measure.
+  void noteBusy(uint64_t bytes, int64_t ns);
   // The receiver posted the receive of this lane's oldest unresolved eager message (their records arrive in the
   // order the lane carries them): it must read the lane on.
   void earlyResolved() { earlyResolved_.fetch_add(1, std::memory_order_release); }
@@ -197,7 +202,8 @@ class SendHelper final : public Helper {
   // Measures a piece: started, progressed (after each write), finished (blocked: it waited for socket space).
   void pieceStarted(std::chrono::steady_clock::time_point now);
   void pieceFinished(std::chrono::steady_clock::time_point now, size_t bytes, bool blocked);
-  void addSpan(double bytes, int64_t ns);  // one thread only: the helper's, or the comm's with failover
+  // One thread only: the helper's, or the comm's with failover. fastDown: a sample under half the rate replaces it.
+  void addSpan(double bytes, int64_t ns, bool fastDown = false);
   // Whether the receiver must be reading `job` now.
   bool mustRead(const SendJob& job) const {
     return job.early == 0 || job.early <= earlyResolved_.load(std::memory_order_acquire);
@@ -212,10 +218,12 @@ class SendHelper final : public Helper {
   std::atomic<uint64_t> earlyResolved_{0};
   bool stop_ = false;           // under mu_
   std::atomic<uint64_t> rateBps_{0};     // smoothed rate, bytes/s (0: unmeasured)
+  std::atomic<int64_t> sampledNs_{0};    // steady-clock ns of its last sample (0: none)
   std::atomic<int64_t> headStartNs_{0};  // steady-clock ns when the piece in hand started (0: none)
   std::atomic<uint64_t> headSent_{0};    // its bytes written so far
   std::atomic<uint64_t> bytesSent_{0};   // payload bytes of finished pieces
   std::atomic<uint64_t> written_{0};     // bytes of the lane's stream written, headers included
+  std::atomic<uint64_t> pushed_{0};      // bytes of the lane's stream queued, headers included (the comm's thread)
   const bool failover_;
   std::atomic<bool> failed_{false};
   std::atomic<bool> giving_{false};      // the first of the thread and the comm to give up writes the reason

@@ -392,8 +392,9 @@ void TcpRecvComm::rejoinLanes(int64_t nowNs) {
       else reinterpret_cast<sockaddr_in*>(&dest.storage)->sin_port = htons(j.port);
       j.confirmed = false;
       j.attemptNs = nowNs;
-      if (OobConnector::startTo(dest, &laneLocal_[lane], makeLocalHello(kTransportTcp, commId_, laneBlob(static_cast<int>(lane))),
-                                &j.connector) != Status::Ok)
+      if (OobConnector::startTo(dest, &laneLocal_[lane],
+                                makeLocalHello(kTransportTcp, commId_, laneBlob(static_cast<int>(lane))), &j.connector,
+                                true) != Status::Ok)
         retryLater();
       continue;
     }

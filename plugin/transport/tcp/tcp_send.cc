@@ -374,7 +374,6 @@ Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
     h.offset = static_cast<uint32_t>(offset);
     h.length = static_cast<uint32_t>(sizes[p]);
     r->pieces[p] = TcpSendRequest::Piece{clean[p], h.offset, h.length, 0};
-    if (failover_) notePushed(r->pieces[p]);
     countOnRail(clean[p], h.length);
     helpers_[clean[p] - 1]->push(h, r->data + h.offset, &r->pending, failover_ ? &r->pieces[p].streamEnd : nullptr);
     offset += sizes[p];
@@ -382,11 +381,6 @@ Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
   return Status::Ok;
 }
 
-void TcpSendComm::notePushed(TcpSendRequest::Piece& piece) {
-  piece.pushedNs = steadyNowNs();
-  piece.deliveredAtPush = helpers_[static_cast<size_t>(piece.lane - 1)]->delivered();
-  piece.measured = false;
-}
 
 void TcpSendComm::countOnRail(int lane, uint64_t bytes) {
   if (RailCounters* c = railCountersOf(lane)) c->bytes.fetch_add(bytes, std::memory_order_relaxed);
@@ -412,23 +406,18 @@ void TcpSendComm::watchDelivery(int64_t nowNs) {
   for (size_t i = 0; i < helpers_.size(); i++) {
     const size_t lane = i + 1;
     if (laneState_[lane] != LaneState::Live || helpers_[i]->failed()) {
-      rateFromNs_[lane] = 0;
+      looked_[lane] = false;
       continue;
     }
     const uint64_t acked = helpers_[i]->delivered();
     waiting[lane] = acked < helpers_[i]->written();
-    // A lane that had bytes waiting at every look for 100 ms and delivered less than half its rate meanwhile has
-    // slowed down: it counts at that rate now, before the pieces it holds are delivered and measured.
-    if (!waiting[lane] || acked < rateFromAcked_[lane]) {
-      rateFromNs_[lane] = 0;
-    } else if (rateFromNs_[lane] == 0) {
-      rateFromNs_[lane] = nowNs;
-      rateFromAcked_[lane] = acked;
-    } else if (nowNs - rateFromNs_[lane] >= 100'000'000) {
-      helpers_[i]->slowedTo(static_cast<double>(acked - rateFromAcked_[lane]) * 1e9 /
-                            static_cast<double>(nowNs - rateFromNs_[lane]));
-      rateFromNs_[lane] = nowNs;
-      rateFromAcked_[lane] = acked;
+    TcpBusy b;
+    if (helpers_[i]->busy(&b)) {
+      const TcpBusy& last = lookBusy_[lane];
+      if (looked_[lane] && b.busyUs > last.busyUs && b.bytesAcked >= last.bytesAcked)
+        helpers_[i]->noteBusy(b.bytesAcked - last.bytesAcked, static_cast<int64_t>(b.busyUs - last.busyUs) * 1000);
+      lookBusy_[lane] = b;
+      looked_[lane] = true;
     }
     if (acked != ackSeen_[lane] || !waiting[lane] || ackMovedNs_[lane] == 0) {
       ackSeen_[lane] = acked;
@@ -545,6 +534,7 @@ Status TcpSendComm::acceptRejoin(int lane) {
   admittedAtNs_[lane] = now;
   ackSeen_[lane] = 0;
   ackMovedNs_[lane] = 0;
+  looked_[lane] = false;  // a new socket: its counts start again
   deadLanes_--;
   rejoined_++;
   if (RailCounters* c = railCountersOf(lane)) c->back++;
@@ -609,7 +599,7 @@ Status TcpSendComm::resendLane(int lane) {
         return;
       }
       piece.lane = to;
-      notePushed(piece);
+      piece.acked = false;
       countOnRail(to, h.length);
       helpers_[static_cast<size_t>(to - 1)]->push(h, r.data + h.offset, &r.pending, &piece.streamEnd);
     }
@@ -619,21 +609,15 @@ Status TcpSendComm::resendLane(int lane) {
 
 bool TcpSendComm::delivered(TcpSendRequest* r) {
   bool all = true;
-  int64_t now = 0;
   for (int p = 0; p < r->npieces; p++) {
     TcpSendRequest::Piece& piece = r->pieces[static_cast<size_t>(p)];
-    if (piece.lane == 0 || piece.measured) continue;
+    if (piece.lane == 0 || piece.acked) continue;
     if (laneState_[piece.lane] != LaneState::Live) return false;  // waiting to be resent
-    SendHelper& helper = *helpers_[static_cast<size_t>(piece.lane - 1)];
-    const uint64_t acked = helper.delivered();
-    if (acked < piece.streamEnd) {
+    if (helpers_[static_cast<size_t>(piece.lane - 1)]->delivered() < piece.streamEnd) {
       all = false;
       continue;
     }
-    // The lane was busy from the piece's push until now (it waited all along): what it delivered meanwhile.
-    if (now == 0) now = steadyNowNs();
-    helper.noteDelivery(acked - std::min(acked, piece.deliveredAtPush), now - piece.pushedNs);
-    piece.measured = true;  // delivered: not looked at again
+    piece.acked = true;  // not looked at again
   }
   return all;
 }
@@ -688,15 +672,23 @@ size_t TcpSendComm::splitByRate(size_t size, std::array<int, kMaxLanes>& lanes, 
     // work and a measure.
     const std::vector<double> rates = railRates();
     const double top = std::max(1.0, *std::max_element(rates.begin(), rates.end()));
+    std::array<double, kMaxLanes> finish{};
+    const double share = static_cast<double>(size) / static_cast<double>(pieces);
     for (size_t k = 0; k < n; k++) {
       const double r = rates[static_cast<size_t>(laneRail_[static_cast<size_t>(lanes[k])])];
       w[k] = r > 0 ? r : top;
+      // When the lane would be done with its share: after what it still holds (handed, not yet acknowledged).
+      const SendHelper& helper = *helpers_[static_cast<size_t>(lanes[k] - 1)];
+      const uint64_t acked = helper.delivered();
+      const double holds = helper.pushed() > acked ? static_cast<double>(helper.pushed() - acked) : 0.0;
+      finish[k] = (holds + share) / w[k];
     }
-    // The fastest lanes first (stable: equal ones keep their round-robin order).
+    // The lanes that would finish first take the pieces (stable: equal ones keep their round-robin order), so a
+    // message of one piece goes to whichever rail is free, not always to the one measured fastest.
     std::array<size_t, kMaxLanes> order{};
     for (size_t k = 0; k < n; k++) order[k] = k;
     std::stable_sort(order.begin(), order.begin() + static_cast<long>(n),
-                     [&](size_t a, size_t b) { return w[a] > w[b]; });
+                     [&](size_t a, size_t b) { return finish[a] < finish[b]; });
     std::array<int, kMaxLanes> l2{};
     std::array<double, kMaxLanes> w2{};
     for (size_t k = 0; k < n; k++) {
@@ -706,10 +698,16 @@ size_t TcpSendComm::splitByRate(size_t size, std::array<int, kMaxLanes>& lanes, 
     lanes = l2;
     w = w2;
   }
-  double total = 0;
-  for (size_t k = 0; k < pieces; k++) total += w[k];
-  // A lane whose share would be under a chunk sits this message out (the slowest first).
-  while (pieces > 1 && static_cast<double>(size) * w[pieces - 1] / total < static_cast<double>(tuning_.chunkBytes)) {
+  double total = 0, fastest = 0;
+  for (size_t k = 0; k < pieces; k++) {
+    total += w[k];
+    fastest = std::max(fastest, w[k]);
+  }
+  // A lane whose share would be under a chunk sits this message out (the last to finish first), and so does one
+  // under an eighth of the fastest lane's rate: it would add little, and an estimate a little high would make its
+  // piece the one the message waits for.
+  while (pieces > 1 && (static_cast<double>(size) * w[pieces - 1] / total < static_cast<double>(tuning_.chunkBytes) ||
+                        w[pieces - 1] < fastest / 8)) {
     total -= w[--pieces];
   }
   size_t given = 0;

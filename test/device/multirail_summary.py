@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Tables of test/device/multirail_proof.sh: bandwidth of two links against one (ICN and NCCL's Socket), and what
+each job did while a link went down and came back.
+
+  multirail_summary.py RESULTS_TXT FLAPS_JSONL RATE
+RESULTS_TXT holds icn-cluster-bench's CLUSTER lines (label GROUP@RATE, round_group), FLAPS_JSONL the flap runs'
+events (start, down, up, end) and rank 0's PROGRESS points. Medians over rounds and repeats."""
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+GROUPS = ["icn", "icn-1", "socket", "socket-1"]
+
+
+def rate_bits(rate):
+    units = {"gbit": 1e9, "mbit": 1e6, "kbit": 1e3}
+    for u, f in units.items():
+        if rate.endswith(u):
+            return float(rate[: -len(u)]) * f
+    return 0.0
+
+
+def human(n):
+    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= f:
+            return f"{n / f:g} {unit}"
+    return f"{n} B"
+
+
+def bandwidth(path, rate):
+    rows = defaultdict(list)
+    for line in open(path):
+        if not line.startswith("CLUSTER ") or '"us"' not in line:
+            continue
+        r = json.loads(line[len("CLUSTER "):])
+        group = r["label"].split("@")[0]
+        rows[(r["nranks"], r["op"], r["bytes"], group)].append(r["busbw_gbs"])
+    if not rows:
+        return []
+    link = 2 * rate_bits(rate) / 8e9  # two links per host, GB/s
+    out = ["## Bandwidth: two links per host against one",
+           "",
+           f"Each link shaped to {rate} both ways (two links: {link:.2f} GB/s per host and direction). Bus bandwidth "
+           "in GB/s, median of rounds and repeats; ratios of the medians.",
+           "",
+           "| nodes | op | size | ICN 2 links | ICN 1 link | Socket 2 ifs | Socket 1 if | ICN 2/1 | ICN 2 / Socket 2 "
+           "| Socket 2/1 | ICN 2 / capacity |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    keys = sorted({(n, op, b) for (n, op, b, _) in rows})
+    for n, op, b in keys:
+        med = {g: statistics.median(rows[(n, op, b, g)]) if rows.get((n, op, b, g)) else None for g in GROUPS}
+
+        def cell(g):
+            return f"{med[g]:.3f}" if med[g] is not None else "-"
+
+        def ratio(a, c):
+            return f"{med[a] / med[c]:.2f}x" if med[a] and med[c] else "-"
+
+        cap = f"{med['icn'] / link:.2f}" if med["icn"] and link else "-"
+        out.append(f"| {n} | {op} | {human(b)} | {cell('icn')} | {cell('icn-1')} | {cell('socket')} | "
+                   f"{cell('socket-1')} | {ratio('icn', 'icn-1')} | {ratio('icn', 'socket')} | "
+                   f"{ratio('socket', 'socket-1')} | {cap} |")
+    return out + [""]
+
+
+def iters_at(points, t):
+    """Iterations done by time t, linear between PROGRESS points."""
+    if not points or t <= points[0][0]:
+        return points[0][1] if points else 0
+    for (t0, i0), (t1, i1) in zip(points, points[1:]):
+        if t0 <= t <= t1:
+            return i0 + (i1 - i0) * (t - t0) / (t1 - t0) if t1 > t0 else i1
+    return points[-1][1]
+
+
+def rate(points, a, b):
+    if b <= a or not points or b > points[-1][0]:
+        return None
+    return (iters_at(points, b) - iters_at(points, a)) / (b - a)
+
+
+def longest_stall(points, a, b):
+    """Longest time between two iterations' completions within [a, b] (to PROGRESS resolution)."""
+    last, best = a, 0.0
+    prev = None
+    for t, i in points:
+        if prev is not None and i > prev and t >= a:
+            best = max(best, min(t, b) - last)
+            last = t
+        prev = i
+        if t > b:
+            break
+    if last < b:
+        best = max(best, min(b, points[-1][0] if points else b) - last)
+    return best
+
+
+def flaps(path):
+    runs = defaultdict(lambda: {"events": [], "points": []})
+    for line in open(path):
+        line = line.strip()
+        if not line:
+            continue
+        e = json.loads(line)
+        r = runs[e["tag"]]
+        if e["kind"] == "progress":
+            r["points"].append((e["t"], e["iter"]))
+        else:
+            r["events"].append(e)
+    if not runs:
+        return []
+    out = ["## A link down and back during the job", "",
+           "Per event: the link's planned outage, the longest time without a finished iteration from the link going "
+           "down until the next event, the iteration rate while it was down (from 1.5 s after the cut, outages of "
+           "2.5 s or more) and 2-4 s after it came back, as ratios of the rate over the 4 s before the first event.",
+           ""]
+    for tag, r in runs.items():
+        ev = r["events"]
+        pts = sorted(r["points"])
+        start = next((e for e in ev if e["kind"] == "start"), None)
+        end = next((e for e in ev if e["kind"] == "end"), None)
+        downs = [e for e in ev if e["kind"] == "down"]
+        ups = [e for e in ev if e["kind"] == "up"]
+        base = rate(pts, start["t"] - 4, start["t"]) if start else None
+        group = start["group"] if start else "?"
+        verdict = "finished, every element right" if end and end["finished"] else "did not finish"
+        out.append(f"### {tag}: {start['nodes'] if start else '?'} nodes, {group}: {verdict}"
+                   f" (exit codes {end['rcs'] if end else '?'}); before the first event {base or 0:.1f} iterations/s")
+        out.append("")
+        out.append("| event | host | outage s | longest stall s | while down | 2-4 s after back |")
+        out.append("|---|---|---|---|---|---|")
+        stalls, afters = [], []
+        for k, (d, u) in enumerate(zip(downs, ups)):
+            nxt = downs[k + 1]["t"] if k + 1 < len(downs) else (end["t"] if end else u["t"] + 6)
+            stall = longest_stall(pts, d["t"], nxt)
+            during = rate(pts, d["t"] + 1.5, u["t"]) if u["t"] - d["t"] >= 2.5 else None
+            after = rate(pts, u["t"] + 2, u["t"] + 4)
+            stalls.append(stall)
+            if after is not None and base:
+                afters.append(after / base)
+
+            def fmt(x):
+                return f"{x / base:.2f}x" if x is not None and base else "-"
+
+            out.append(f"| {k + 1} | {d['host']} | {u['t'] - d['t']:.1f} | {stall:.2f} | {fmt(during)} | "
+                       f"{fmt(after)} |")
+        if stalls:
+            out.append("")
+            out.append(f"Longest stall median {statistics.median(stalls):.2f} s, max {max(stalls):.2f} s; "
+                       f"2-4 s after back median {statistics.median(afters) if afters else 0:.2f}x.")
+        out.append("")
+    return out
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__, file=sys.stderr)
+        return 2
+    lines = ["# Two links per host on the one-GPU cluster", ""]
+    lines += bandwidth(sys.argv[1], sys.argv[3])
+    lines += flaps(sys.argv[2])
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
