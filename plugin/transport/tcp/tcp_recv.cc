@@ -371,7 +371,9 @@ Status TcpRecvComm::handleLaneOffer(const ChunkHeader& h, bool lane0, Landing* o
 namespace {
 constexpr int64_t kRejoinAttemptNs = 2'000'000'000;  // one connect attempt to an offered lane
 constexpr int64_t kFirstRejoinBackoffNs = 250'000'000;
-constexpr int64_t kMaxRejoinBackoffNs = 8'000'000'000;
+// At most a second between attempts: a link that returns is found within about a second (an attempt that fails at
+// once costs next to nothing; one whose SYN goes unanswered waits kRejoinAttemptNs).
+constexpr int64_t kMaxRejoinBackoffNs = 1'000'000'000;
 }  // namespace
 
 // Connects each offered lane from its own end to the sender's offer, one attempt at a time, backing off while its
