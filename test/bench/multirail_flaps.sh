@@ -1,68 +1,118 @@
 #!/usr/bin/env bash
-# Link flaps under load, ICN's TCP transport over two rails (lab result on emulated hosts): two hosts with two links
-# each (tools/testbed/icn-testbed --rails 2), an all-to-all of 4 MiB messages with every byte checked
-# (icn-diag-cluster-driver, a TICK line per 50 ms), while host 1's rail 1 goes down EVENTS times, each for a time
-# drawn from 0.5-3 s (seeded), 4 s apart. Per event: the stall (the longest gap between iterations from the link
-# going down until 3 s after it returns, less the usual gap) and the rate from 2 to 3 s after it returns against
-# the two-rail rate before the first event. Prints a Markdown table.
-#   sudo test/bench/multirail_flaps.sh [BUILD_DIR] [EVENTS]      (defaults: build, 30)
+# Link flaps under load, ICN's TCP transport over two rails (lab result on emulated hosts): HOSTS hosts with two
+# links each (tools/testbed/icn-testbed --rails 2), an all-to-all of 4 MiB messages with every byte checked
+# (icn-diag-cluster-driver, a TICK line per 50 ms), while rail 1 of a host goes down EVENTS times, each for a time
+# drawn from 0.5-MAX_S s (seeded; log-uniform when MAX_S > 3). With two hosts host 1's link goes down, and the next
+# event comes GAP_S after the link returns; with more, a new event starts every GAP_S on the next host whose rail 1
+# is up, so events overlap (another host's link may still be down). Per event: the stall (the longest gap between
+# iterations from the link going down until 3 s after it returns, less the usual gap) and, where no link is down
+# from its return until 3 s after, the rate from 2 to 3 s after it returns against the two-rail rate before the
+# first event. Prints a Markdown table.
+#   sudo [HOSTS=2] [MAX_S=3] [GAP_S=4] test/bench/multirail_flaps.sh [BUILD_DIR] [EVENTS]   (defaults: build, 30)
 set -euo pipefail
 BUILD=${1:-build}
 EVENTS=${2:-30}
+HOSTS=${HOSTS:-2}
+MAX_S=${MAX_S:-3}
+GAP_S=${GAP_S:-4}
 DRIVER=$(realpath "$BUILD/test/diagnose/icn-diag-cluster-driver")
 PLUGIN=$(realpath "$BUILD/plugin/libnccl-net-icn.so")
 OUT=${ICN_BENCH_OUT:-$(mktemp -d /tmp/icn-flaps.XXXXXX)}
 bed="$(cd "$(dirname "$0")" && pwd)/../../tools/testbed/icn-testbed"
 name="icnfl$$"
 trap '"$bed" down --name "$name" >/dev/null 2>&1 || true' EXIT
-"$bed" up --name "$name" --hosts 2 --rails 2 >/dev/null
-durations=$(python3 -c "import random; r = random.Random(7); print(' '.join(f'{r.uniform(0.5, 3.0):.2f}' for _ in range($EVENTS)))")
-total=$(python3 -c "print(int(8 + sum(float(x) + 4 for x in '$durations'.split()) + 2))")
-for r in 0 1; do
+"$bed" up --name "$name" --hosts "$HOSTS" --rails 2 >/dev/null
+durations=$(python3 -c "
+import math, random
+r = random.Random(7)
+def draw():
+    return math.exp(r.uniform(math.log(0.5), math.log($MAX_S))) if $MAX_S > 3 else r.uniform(0.5, $MAX_S)
+print(' '.join(f'{draw():.2f}' for _ in range($EVENTS)))")
+if [ "$HOSTS" -gt 2 ]; then
+  total=$(python3 -c "print(int(8 + $EVENTS * $GAP_S + $MAX_S + 6))")
+else
+  total=$(python3 -c "print(int(8 + sum(float(x) + $GAP_S for x in '$durations'.split()) + 2))")
+fi
+ranks=()
+for r in $(seq 0 $((HOSTS - 1))); do
   "$bed" exec --name "$name" "$r" -- env ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET \
-    ICN_TUNER=off ICN_STRAGGLER_REPORT_S=0 ICN_HANG_REPORT_S=0 "$DRIVER" --rank "$r" --nranks 2 --dir "$OUT" \
+    ICN_TUNER=off ICN_STRAGGLER_REPORT_S=0 ICN_HANG_REPORT_S=0 "$DRIVER" --rank "$r" --nranks "$HOSTS" --dir "$OUT" \
     --bytes 4194304 --seconds "$total" --tick-ms 50 --plugin "$PLUGIN" > "$OUT/rank$r.log" 2>&1 &
+  ranks+=($!)
 done
 sleep 8
 : > "$OUT/events"
-for d in $durations; do
+flap() {  # HOST SECONDS: rail 1 of HOST down for SECONDS; appends "down_ms up_ms host" to the events
+  local down
   down=$(date +%s%3N)
-  "$bed" link --name "$name" 1 1 down
-  sleep "$d"
-  "$bed" link --name "$name" 1 1 up
-  echo "$down $(date +%s%3N)" >> "$OUT/events"
-  sleep 4
-done
+  "$bed" link --name "$name" "$1" 1 down
+  sleep "$2"
+  "$bed" link --name "$name" "$1" 1 up
+  echo "$down $(date +%s%3N) $1" >> "$OUT/events"
+}
+skipped=0
+if [ "$HOSTS" -gt 2 ]; then
+  declare -A busy_until
+  i=0
+  for d in $durations; do
+    now=$(date +%s%3N)
+    host=""
+    for k in $(seq 0 $((HOSTS - 1))); do  # the hosts in turn, the first whose link is up
+      h=$(( (i + k) % HOSTS ))
+      if [ "${busy_until[$h]:-0}" -lt "$now" ]; then host=$h; break; fi
+    done
+    if [ -n "$host" ]; then
+      busy_until[$host]=$(( now + $(awk -v d="$d" 'BEGIN { printf "%d", d * 1000 }') + 1500 ))
+      flap "$host" "$d" &
+    else
+      skipped=$((skipped + 1))
+    fi
+    i=$((i + 1))
+    sleep "$GAP_S"
+  done
+else
+  for d in $durations; do flap 1 "$d"; sleep "$GAP_S"; done
+fi
 rc=0
-wait || rc=$?
-python3 - "$OUT" "$rc" <<'PY'
-import json, re, statistics, sys
-out, rc = sys.argv[1], int(sys.argv[2])
+for p in "${ranks[@]}"; do wait "$p" || rc=$?; done
+wait
+python3 - "$OUT" "$rc" "$skipped" <<'PY'
+import glob, json, re, statistics, sys
+out, rc, skipped = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 ticks = [json.loads(l.split(" ", 1)[1]) for l in open(f"{out}/rank0.log") if l.startswith("TICK ")]
 t = [x["t"] for x in ticks]; it = [x["iters"] for x in ticks]
-events = [tuple(map(int, l.split())) for l in open(f"{out}/events")]
+events = sorted(tuple(map(int, l.split())) for l in open(f"{out}/events"))
 def rate(a, b):  # iterations per second in [a, b] ms
     idx = [i for i in range(len(t)) if a <= t[i] <= b]
     if len(idx) < 2: return 0.0
     return (it[idx[-1]] - it[idx[0]]) * 1000.0 / (t[idx[-1]] - t[idx[0]])
 base = rate(events[0][0] - 5000, events[0][0])
-gaps_before = [t[i + 1] - t[i] for i in range(len(t) - 1) if t[i + 1] < events[0][0]]
-usual = statistics.median(gaps_before)
+usual = statistics.median([t[i + 1] - t[i] for i in range(len(t) - 1) if t[i + 1] < events[0][0]])
+def quiet(a, b):  # no link down within [a, b]
+    return all(up < a or down > b for down, up, _ in events)
 stalls, recov = [], []
-for down, up in events:
+for down, up, _ in events:
     w = [t[i + 1] - t[i] for i in range(len(t) - 1) if t[i + 1] >= down and t[i] <= up + 3000]
     stalls.append(max(0, max(w, default=0) - usual) / 1000.0)
-    recov.append(rate(up + 2000, up + 3000) / base if base else 0.0)
-done = [l for f in ("rank0", "rank1") for l in open(f"{out}/{f}.log") if l.startswith("DONE")]
-wrong = sum(json.loads(l.split(" ", 1)[1])["wrong"] for l in done)
-failed = sum(json.loads(l.split(" ", 1)[1])["failed"] for l in done)
-given = sum(len(re.findall(r"WARN ICN TCP connection to .*: lane \d+ on eth1", open(f"{out}/{f}.log").read())) for f in ("rank0", "rank1"))
-back = sum(open(f"{out}/{f}.log").read().count("carries pieces again") for f in ("rank0", "rank1"))
+    if quiet(up + 1, up + 3000):
+        recov.append(rate(up + 2000, up + 3000) / base if base else 0.0)
+logs = sorted(glob.glob(f"{out}/rank*.log"))
+done = [json.loads(l.split(" ", 1)[1]) for f in logs for l in open(f) if l.startswith("DONE")]
+wrong = sum(d["wrong"] for d in done)
+failed = sum(d["failed"] for d in done) + len(logs) - len(done)
+given = sum(len(re.findall(r"WARN ICN TCP connection to .*: lane \d+ on eth1", open(f).read())) for f in logs)
+back = sum(open(f).read().count("carries pieces again") for f in logs)
 s = sorted(stalls)
 p99 = s[min(len(s) - 1, int(round(0.99 * (len(s) - 1))))]
-print(f"| events | down for | failed ranks | wrong bytes | stall p50 / p99 / max | after 2 s: rate vs two rails, median (min) | events >= 0.95x | lanes given up / back |")
-print("|---|---|---|---|---|---|---|---|")
-print(f"| {len(events)} | 0.5-3 s | {failed} (exit {rc}) | {wrong} | {statistics.median(stalls):.2f} / {p99:.2f} / {max(stalls):.2f} s "
-      f"| {statistics.median(recov):.2f}x ({min(recov):.2f}x) | {sum(r >= 0.95 for r in recov)}/{len(recov)} | {given} / {back} |")
-print(f"\ntwo-rail rate before the first event: {base:.0f} iterations/s (4 MiB each way); raw data: {out}")
+outage = sorted((up - down) / 1000.0 for down, up, _ in events)
+span = (max(up for _, up, _ in events) - events[0][0]) / 1000.0
+rec = f"{statistics.median(recov):.2f}x ({min(recov):.2f}x) over {len(recov)}" if recov else "-"
+print("| ranks | events | down for | over | failed ranks | wrong bytes | stall p50 / p99 / max "
+      "| 2-3 s after: rate vs two rails, median (min) | events >= 0.95x | lanes given up / back |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+print(f"| {len(logs)} | {len(events)} | {outage[0]:.1f}-{outage[-1]:.1f} s (median {statistics.median(outage):.1f}) "
+      f"| {span:.0f} s | {failed} (exit {rc}) | {wrong} | {statistics.median(stalls):.2f} / {p99:.2f} / {max(stalls):.2f} s "
+      f"| {rec} | {sum(r >= 0.95 for r in recov)}/{len(recov)} | {given} / {back} |")
+print(f"\ntwo-rail rate before the first event: {base:.0f} iterations/s (4 MiB to each peer); events skipped (every "
+      f"host's link down): {skipped}; raw data: {out}")
 PY
