@@ -90,10 +90,11 @@ base = rate(events[0][0] - 5000, events[0][0])
 usual = statistics.median([t[i + 1] - t[i] for i in range(len(t) - 1) if t[i + 1] < events[0][0]])
 def quiet(a, b):  # no link down within [a, b]
     return all(up < a or down > b for down, up, _ in events)
-stalls, recov = [], []
-for down, up, _ in events:
+stalls, recov, overlapped = [], [], []
+for down, up, host in events:
     w = [t[i + 1] - t[i] for i in range(len(t) - 1) if t[i + 1] >= down and t[i] <= up + 3000]
     stalls.append(max(0, max(w, default=0) - usual) / 1000.0)
+    overlapped.append(any(h != host and u >= down and d <= up + 3000 for d, u, h in events))
     if quiet(up + 1, up + 3000):
         recov.append(rate(up + 2000, up + 3000) / base if base else 0.0)
 logs = sorted(glob.glob(f"{out}/rank*.log"))
@@ -113,6 +114,12 @@ print("|---|---|---|---|---|---|---|---|---|---|")
 print(f"| {len(logs)} | {len(events)} | {outage[0]:.1f}-{outage[-1]:.1f} s (median {statistics.median(outage):.1f}) "
       f"| {span:.0f} s | {failed} (exit {rc}) | {wrong} | {statistics.median(stalls):.2f} / {p99:.2f} / {max(stalls):.2f} s "
       f"| {rec} | {sum(r >= 0.95 for r in recov)}/{len(recov)} | {given} / {back} |")
+if any(overlapped):
+    both = [x for x, o in zip(stalls, overlapped) if o]
+    alone = [x for x, o in zip(stalls, overlapped) if not o]
+    print(f"\n{len(both)} events overlapped another host's (its link down from this one's start until 3 s after its "
+          f"end): stall p50 {statistics.median(both):.2f} s, max {max(both):.2f} s, {sum(x > 1.2 for x in both)} over "
+          f"1.2 s; the other {len(alone)}: max {max(alone, default=0):.2f} s")
 print(f"\ntwo-rail rate before the first event: {base:.0f} iterations/s (4 MiB to each peer); events skipped (every "
       f"host's link down): {skipped}; raw data: {out}")
 PY
