@@ -2,8 +2,14 @@
 // connector's pairing of them with its own interfaces by subnet.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "transport/tcp/tcp_rails.h"
 #include "transport/tcp/tcp_wire.h"
@@ -162,6 +168,62 @@ TEST(TcpRails, FailoverHeadersAreCheckedFieldByField) {
   bad = resend;
   bad.flags = 16;  // unknown
   EXPECT_FALSE(validChunk(bad, 0, &why));
+}
+
+// A rail's rate is the acknowledged bytes over the kernel's busy time of the lane socket (tcpBusy): the time it
+// sits idle between messages must not count, or a rail that carries a message now and then reads as slow.
+TEST(TcpBusy, CountsAcknowledgedBytesAndNotIdleTime) {
+  Fd listener;
+  SockAddr bound;
+  ASSERT_EQ(listenOn(v4("127.0.0.1"), &listener, &bound), Status::Ok);
+  Fd sender;
+  ASSERT_EQ(startConnect(bound, &sender), Status::Ok);
+  pollfd p{listener.get(), POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 5000), 1);
+  Fd receiver(::accept(listener.get(), nullptr, nullptr));
+  ASSERT_GE(receiver.get(), 0);
+  pollfd w{sender.get(), POLLOUT, 0};
+  ASSERT_EQ(poll(&w, 1, 5000), 1);
+
+  TcpBusy before;
+  if (!tcpBusy(sender.get(), &before)) GTEST_SKIP() << "this kernel's TCP_INFO has no busy time (Linux < 4.10)";
+  constexpr size_t kBytes = 8u << 20;
+  std::thread reader([&] {
+    std::vector<char> buf(1 << 16);
+    size_t got = 0;
+    while (got < kBytes) {
+      ssize_t r = ::recv(receiver.get(), buf.data(), buf.size(), 0);
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+  });
+  std::vector<char> data(1 << 16, 'x');
+  size_t sent = 0;
+  while (sent < kBytes) {
+    ssize_t r = ::send(sender.get(), data.data(), std::min(data.size(), kBytes - sent), MSG_NOSIGNAL);
+    if (r > 0) {
+      sent += static_cast<size_t>(r);
+    } else if (errno == EAGAIN) {
+      poll(&w, 1, 1000);
+    } else {
+      FAIL() << "send: " << strerror(errno);
+    }
+  }
+  reader.join();
+  TcpBusy done;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  do {
+    ASSERT_TRUE(tcpBusy(sender.get(), &done));
+  } while (done.bytesAcked - before.bytesAcked < kBytes && std::chrono::steady_clock::now() < deadline);
+  EXPECT_GE(done.bytesAcked - before.bytesAcked, kBytes);
+  EXPECT_GT(done.busyUs, before.busyUs);
+
+  // Idle for 200 ms: nothing acknowledged, and (all acknowledged) no busy time either.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  TcpBusy idle;
+  ASSERT_TRUE(tcpBusy(sender.get(), &idle));
+  EXPECT_EQ(idle.bytesAcked, done.bytesAcked);
+  EXPECT_LT(idle.busyUs - done.busyUs, 20000u) << "idle time counted as busy";
 }
 
 }  // namespace
