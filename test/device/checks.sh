@@ -100,3 +100,18 @@ device_checks_exit() {
   echo "device checks: all passed"
   exit 0
 }
+
+# Puts NCCL from the Python environment (or CUDA's) on LD_LIBRARY_PATH when BIN does not find one (the device
+# programs link their CUDA runtime in, not NCCL), and points CUDA MPS at this suite's pipe and log directories.
+device_nccl_and_mps_env() {
+  local lib
+  if ldd "$1" 2>/dev/null | grep -q 'libnccl.so.2 => not found'; then
+    lib=$(find /opt/torch/.venv /usr/local/cuda /usr/lib -name libnccl.so.2 2>/dev/null | head -1)
+    if [ -n "$lib" ]; then
+      LD_LIBRARY_PATH="$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      export LD_LIBRARY_PATH
+    fi
+  fi
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/icn-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/icn-mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+}

@@ -45,17 +45,7 @@ W=$OUT/work
 rm -rf "$W"; mkdir -p "$W"
 : > "$OUT/results.txt"; : > "$OUT/flaps.jsonl"
 
-# NCCL from the Python environment when the binaries do not find one (their CUDA runtime is linked in).
-if ldd "$DRIVER" 2>/dev/null | grep -q 'libnccl.so.2 => not found'; then
-  lib=$(find /opt/torch/.venv /usr/local/cuda /usr/lib -name libnccl.so.2 2>/dev/null | head -1)
-  if [ -n "$lib" ]; then
-    LD_LIBRARY_PATH="$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    export LD_LIBRARY_PATH
-  fi
-fi
-
-export CUDA_MPS_PIPE_DIRECTORY=/tmp/icn-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/icn-mps-log
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+device_nccl_and_mps_env "$DRIVER"
 cleanup() {
   pkill -KILL -f "$DRIVER" 2>/dev/null
   "$bed" down --name $name >/dev/null 2>&1

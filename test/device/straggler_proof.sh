@@ -72,17 +72,7 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }
 after() { awk -v a="$1" -v d="$2" -v b="$(now)" 'BEGIN {exit !(b >= a + d)}'; }  # status 0 once T0 + D passed
 
-# NCCL from the Python environment when the driver does not find one (its CUDA runtime is linked in).
-if ldd "$DRIVER" 2>/dev/null | grep -q 'libnccl.so.2 => not found'; then
-  lib=$(find /opt/torch/.venv /usr/local/cuda /usr/lib -name libnccl.so.2 2>/dev/null | head -1)
-  if [ -n "$lib" ]; then
-    LD_LIBRARY_PATH="$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    export LD_LIBRARY_PATH
-  fi
-fi
-
-export CUDA_MPS_PIPE_DIRECTORY=/tmp/icn-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/icn-mps-log
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+device_nccl_and_mps_env "$DRIVER"
 cleanup() {
   [ -n "$throttler" ] && kill "$throttler" 2>/dev/null
   local f
