@@ -137,8 +137,9 @@ class TcpSendComm final : public SendComm, public CommCore {
   // rails' measured rates (railRates), each piece at least tuning_.chunkBytes unless one piece takes it all;
   // fills lanes[0..k) and sizes[0..k) with the pieces in offset order and returns k.
   size_t splitByRate(size_t size, std::array<int, kMaxLanes>& lanes, size_t n, std::array<size_t, kMaxLanes>& sizes);
-  // Per rail, the mean rate of its helper lanes that have one (0: none measured).
-  std::vector<double> railRates() const;
+  // Per rail, the mean rate of its helper lanes that have one (0: none measured); `probed`: as the split weighs them
+  // (a lane not measured lately counts faster, SendHelper::rate), else as last measured (for the log).
+  std::vector<double> railRates(bool probed = true) const;
   // "eth0 -> 10.0.0.2 carried 66% of the split bytes (2 lanes, 250.1 MB/s per lane), eth1 -> ..." for the log.
   std::string railShares() const;
   // The helper lane for a large eager message: a clean one while fewer than tuning_.earlyLanes hold unresolved

@@ -184,6 +184,8 @@ class SendHelper final : public Helper {
   // slower than that for a while lowers it at once, so a lane whose link stalls stops getting work before its
   // piece ends. With failover: the comm's measure instead (noteBusy()), raised while a lane goes unmeasured.
   double rate(std::chrono::steady_clock::time_point now) const;
+  // The smoothed rate as last measured, without the in-hand piece's or the probe's adjustment (0: unmeasured).
+  double measuredRate() const { return static_cast<double>(rateBps_.load(std::memory_order_relaxed)); }
   uint64_t bytesSent() const { return bytesSent_.load(std::memory_order_relaxed); }
   // Failover (the comm's thread, the only one measuring then): `bytes` of the lane's stream were acknowledged over
   // `ns` of the kernel's busy time for its socket (busy()): the link's pace while it had work, without the idle

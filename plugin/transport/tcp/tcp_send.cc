@@ -632,7 +632,7 @@ std::string TcpSendComm::railShares() const {
     lanes[rail]++;
     total += helpers_[i]->bytesSent();
   }
-  const std::vector<double> rates = railRates();
+  const std::vector<double> rates = railRates(false);
   std::string out;
   char buf[160];
   for (size_t k = 0; k < railNames_.size(); k++) {
@@ -645,13 +645,13 @@ std::string TcpSendComm::railShares() const {
   return out;
 }
 
-std::vector<double> TcpSendComm::railRates() const {
+std::vector<double> TcpSendComm::railRates(bool probed) const {
   const auto now = std::chrono::steady_clock::now();
   std::vector<double> sum(railNames_.size(), 0.0);
   std::vector<int> n(railNames_.size(), 0);
   for (size_t i = 0; i < helpers_.size(); i++) {
     if (laneState_[i + 1] != LaneState::Live) continue;
-    const double r = helpers_[i]->rate(now);
+    const double r = probed ? helpers_[i]->rate(now) : helpers_[i]->measuredRate();
     if (r <= 0) continue;
     const size_t rail = static_cast<size_t>(laneRail_[i + 1]);
     sum[rail] += r;
