@@ -3,7 +3,6 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,17 +64,6 @@ Status startConnect(const SockAddr& addr, Fd* out, const SockAddr* source = null
                     LogLevel failLevel = LogLevel::Warn);
 // Ok with *connected=false while in progress; error (logged at `failLevel`) when the connect failed.
 Status socketConnected(int fd, bool* connected, const std::string& peer, LogLevel failLevel = LogLevel::Warn);
-// What the kernel counts for a TCP socket: bytes its peer acknowledged, and the time it had data to send or waiting
-// for its acknowledgement (busy, or limited by the peer's window or the send buffer), microseconds. Their rise
-// between two looks is the link's pace while the socket had work: idle time, and the time until the application
-// looked, are not in it. The kernel counts busy time in jiffies (1-10 ms): a span shorter than that counts a jiffy
-// or nothing, which averages out over the 100 ms of busy time a rate sample takes. False when the kernel does not
-// tell (before Linux 4.10).
-struct TcpBusy {
-  uint64_t bytesAcked = 0;
-  uint64_t busyUs = 0;
-};
-bool tcpBusy(int fd, TcpBusy* out);
 // Keepalive / TCP_USER_TIMEOUT so a dead link surfaces within ICN_PEER_TIMEOUT_MS.
 void setLivenessOptions(int fd);
 

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "transport/tcp/tcp_info.h"
 #include "transport/tcp/tcp_rails.h"
 #include "transport/tcp/tcp_wire.h"
 

@@ -18,4 +18,14 @@ bool bytesAcked(int fd, uint64_t* out) {
   return true;
 }
 
+bool tcpBusy(int fd, TcpBusy* out) {
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return false;
+  if (len < offsetof(tcp_info, tcpi_sndbuf_limited) + sizeof info.tcpi_sndbuf_limited) return false;
+  out->bytesAcked = info.tcpi_bytes_acked;
+  out->busyUs = info.tcpi_busy_time + info.tcpi_rwnd_limited + info.tcpi_sndbuf_limited;
+  return true;
+}
+
 }  // namespace icn::tcp

@@ -9,4 +9,15 @@ namespace icn::tcp {
 // not say (before Linux 4.1, or not a TCP socket).
 bool bytesAcked(int fd, uint64_t* out);
 
+// Bytes the peer acknowledged, and the time the socket had data to send or waiting for its acknowledgement (busy,
+// or limited by the peer's window or the send buffer), microseconds. Their rise between two looks is the link's pace
+// while the socket had work: idle time, and the time until the application looked, are not in it. The kernel counts
+// busy time in jiffies (1-10 ms): a span shorter than that counts a jiffy or nothing, which averages out over the
+// 100 ms of busy time a rate sample takes. False when the kernel does not tell (before Linux 4.10).
+struct TcpBusy {
+  uint64_t bytesAcked = 0;
+  uint64_t busyUs = 0;
+};
+bool tcpBusy(int fd, TcpBusy* out);
+
 }  // namespace icn::tcp

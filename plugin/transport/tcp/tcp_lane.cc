@@ -247,7 +247,7 @@ int64_t steadyNs(std::chrono::steady_clock::time_point t) {
 // A rate sample spans at least this much busy time (pieces added up): acknowledgements come in bursts, so a short
 // span says little, and a mean of short spans' rates leans to the bursts.
 constexpr int64_t kRateSpanNs = 100'000'000;
-// Failover: a lane measured this long ago counts twice as fast for each such time since (up to kMaxProbe times):
+// Failover: a lane measured this long ago counts twice as fast for each such time since (kMaxProbeDoublings at most):
 // a lane whose rate came out low gets too little work to be measured again, so it is offered more until a
 // measure says what it moves now.
 constexpr int64_t kProbeAfterNs = 2'000'000'000;
@@ -267,7 +267,7 @@ void SendHelper::pieceFinished(std::chrono::steady_clock::time_point now, size_t
   const int64_t start = headStartNs_.exchange(0, std::memory_order_relaxed);
   bytesSent_.fetch_add(bytes, std::memory_order_relaxed);
   const int64_t ns = steadyNs(now) - start;
-  if (failover_) return;            // the comm measures deliveries instead (noteDelivery)
+  if (failover_) return;            // the comm measures the lane instead (noteBusy)
   if (!blocked || ns <= 0) return;  // the socket buffer took it all: the link may have idled meanwhile
   // The socket was full by the piece's end, so the link was busy: what the peer acknowledged meanwhile is its rate
   // (the bytes written would count the socket buffer's growth too).
@@ -282,7 +282,7 @@ void SendHelper::noteBusy(uint64_t bytes, int64_t ns) {
   if (ns > 0) addSpan(static_cast<double>(bytes), ns, true);
 }
 
-void SendHelper::addSpan(double bytes, int64_t ns, bool fastDown) {
+void SendHelper::addSpan(double bytes, int64_t ns, bool jumps) {
   spanBytes_ += bytes;
   spanNs_ += ns;
   if (spanNs_ < kRateSpanNs) return;
@@ -292,7 +292,7 @@ void SendHelper::addSpan(double bytes, int64_t ns, bool fastDown) {
   const uint64_t old = rateBps_.load(std::memory_order_relaxed);
   // Weighted 1/4 to the new sample: a rail that changes speed is followed within a few samples. With failover a
   // sample at under half or over twice the rate replaces it: a link that slowed down, or one that was probed.
-  const bool jumped = fastDown && (sample < 0.5 * static_cast<double>(old) || sample > 2.0 * static_cast<double>(old));
+  const bool jumped = jumps && (sample < 0.5 * static_cast<double>(old) || sample > 2.0 * static_cast<double>(old));
   const double next = old == 0 || jumped ? sample : 0.75 * static_cast<double>(old) + 0.25 * sample;
   rateBps_.store(std::max<uint64_t>(1, static_cast<uint64_t>(next)), std::memory_order_relaxed);
   sampledNs_.store(steadyNs(std::chrono::steady_clock::now()), std::memory_order_relaxed);

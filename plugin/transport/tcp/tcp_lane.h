@@ -17,6 +17,7 @@
 #include "core/socket.h"
 #include "core/status.h"
 #include "core/transport.h"
+#include "transport/tcp/tcp_info.h"
 #include "transport/tcp/tcp_wire.h"
 
 namespace icn::tcp {
@@ -190,9 +191,9 @@ class SendHelper final : public Helper {
   // Failover (the comm's thread, the only one measuring then): `bytes` of the lane's stream were acknowledged over
   // `ns` of the kernel's busy time for its socket (busy()): the link's pace while it had work, without the idle
   // time between messages or the time until NCCL polled (which would make a lane that moves a message now and then
-  // read as a slow link). Each 100 ms of busy time is one sample; one under half or over twice the rate replaces it at once (a link that slowed down, or one probed),
-  // others are smoothed in. A lane without a sample for 2 s counts twice as fast per 2 s since (up to 16 times),
-  // so a lane measured low gets work again and a new measure.
+  // read as a slow link). Each 100 ms of busy time is one sample; one under half or over twice the rate replaces
+  // it at once (a link that slowed down, or one probed), others are smoothed in. A lane without a sample for 2 s
+  // counts twice as fast per 2 s since (up to 16 times), so a lane measured low gets work again and a new measure.
   void noteBusy(uint64_t bytes, int64_t ns);
   // The receiver posted the receive of this lane's oldest unresolved eager message (their records arrive in the
   // order the lane carries them): it must read the lane on.
@@ -204,8 +205,9 @@ class SendHelper final : public Helper {
   // Measures a piece: started, progressed (after each write), finished (blocked: it waited for socket space).
   void pieceStarted(std::chrono::steady_clock::time_point now);
   void pieceFinished(std::chrono::steady_clock::time_point now, size_t bytes, bool blocked);
-  // One thread only: the helper's, or the comm's with failover. fastDown: a sample under half the rate replaces it.
-  void addSpan(double bytes, int64_t ns, bool fastDown = false);
+  // One thread only: the helper's, or the comm's with failover. jumps: a sample under half or over twice the rate
+  // replaces it.
+  void addSpan(double bytes, int64_t ns, bool jumps = false);
   // Whether the receiver must be reading `job` now.
   bool mustRead(const SendJob& job) const {
     return job.early == 0 || job.early <= earlyResolved_.load(std::memory_order_acquire);

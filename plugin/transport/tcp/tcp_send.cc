@@ -381,7 +381,6 @@ Status TcpSendComm::post(TcpSendRequest* r, const Cts& cts, int index) {
   return Status::Ok;
 }
 
-
 void TcpSendComm::countOnRail(int lane, uint64_t bytes) {
   if (RailCounters* c = railCountersOf(lane)) c->bytes.fetch_add(bytes, std::memory_order_relaxed);
 }
