@@ -98,8 +98,7 @@ run_bench() {  # NODES ROUND GROUP
   grep -h '^CLUSTER' "$W/${tag}_rank0.log" | sed "s|^CLUSTER {|CLUSTER {\"round_group\": $round, |" >> "$OUT/results.txt"
   echo "== $tag: rc ${rcs[*]}; $(grep -c '^CLUSTER' "$W/${tag}_rank0.log") rows"
   # Keep rank 0's log of the first round (connections, rails, channels); the rest goes.
-  [ "$round" = 1 ] || rm -f "$W/${tag}_rank"*.log
-  [ "$round" = 1 ] && rm -f "$W/${tag}_rank"[1-9]*.log
+  if [ "$round" = 1 ]; then rm -f "$W/${tag}_rank"[1-9]*.log; else rm -f "$W/${tag}_rank"*.log; fi
 }
 
 ev() { echo "$1" >> "$OUT/flaps.jsonl"; }

@@ -399,7 +399,7 @@ int TcpSendComm::liveHelper() {
 // own watch never sees it.
 void TcpSendComm::watchDelivery(int64_t nowNs) {
   if (nowNs < nextAckCheckNs_) return;
-  nextAckCheckNs_ = nowNs + 10'000'000;  // every 10 ms: two ioctls per lane
+  nextAckCheckNs_ = nowNs + 10'000'000;  // every 10 ms: an ioctl and a TCP_INFO read per lane
   const int64_t stallNs = static_cast<int64_t>(laneStall_.count()) * 1'000'000;
   std::array<bool, kMaxLanes + 1> waiting{};
   for (size_t i = 0; i < helpers_.size(); i++) {
