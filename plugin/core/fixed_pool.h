@@ -29,6 +29,7 @@ class FixedPool {
   // Slot numbers, for transports that name a request on the wire (the peer's number is checked: i < N).
   size_t indexOf(const T* t) const { return static_cast<size_t>(t - items_.data()); }
   T& at(size_t i) { return items_[i]; }
+  const T& at(size_t i) const { return items_[i]; }
 
  private:
   std::array<T, N> items_{};

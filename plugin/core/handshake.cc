@@ -241,55 +241,6 @@ Status Handshake::progress(Phase* phase) {
   return Status::Ok;
 }
 
-namespace {
-// After the handshake the control connection carries nothing but, at most, one failure notice:
-// kFailureMagic, one length byte, then that many bytes of text.
-constexpr uint8_t kFailureMagic = 0xF7;
-}  // namespace
-
-void ControlChannel::notifyFailure(const std::string& why) {
-  if (notified_ || dead_ || !fd_.valid()) return;
-  notified_ = true;
-  uint8_t msg[2 + 255];
-  const size_t n = std::min<size_t>(why.size(), 255);
-  msg[0] = kFailureMagic;
-  msg[1] = uint8_t(n);
-  memcpy(msg + 2, why.data(), n);
-  // Best effort: a full socket buffer or a dead peer just means the peer learns of it by the close instead.
-  (void)!::send(fd_.get(), msg, 2 + n, MSG_DONTWAIT | MSG_NOSIGNAL);
-  ::shutdown(fd_.get(), SHUT_WR);
-}
-
-Status ControlChannel::checkAlive() {
-  if (dead_) return Status::RemoteError;
-  auto now = coarseNow();
-  if (now - lastPoll_ < std::chrono::milliseconds(50)) return Status::Ok;
-  lastPoll_ = now;
-  pollfd p{fd_.get(), POLLIN | POLLRDHUP, 0};
-  if (::poll(&p, 1, 0) == 0) return Status::Ok;
-  std::string why = "peer closed its control connection (process exited or was killed)";
-  int err = 0;
-  socklen_t len = sizeof err;
-  getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-  if (err) why = strerror(err);
-  else if (p.revents & POLLIN) {
-    uint8_t b[2 + 255];
-    ssize_t n = ::recv(fd_.get(), b, sizeof b, MSG_DONTWAIT);
-    if (n >= 2 && b[0] == kFailureMagic) {
-      std::string text(reinterpret_cast<const char*>(b + 2), std::min<size_t>(size_t(n) - 2, b[1]));
-      for (char& c : text)  // the peer's words reach our log: printable ASCII only
-        if (c < 0x20 || c > 0x7e) c = '?';
-      why = "peer reports: " + text;
-    } else if (n > 0) {
-      why = "unexpected data on the control connection";
-    }
-  }
-  dead_ = true;
-  deadReason_ = why;
-  ICN_WARN(subsys::Net, "peer %s is gone: %s", peerName_.c_str(), why.c_str());
-  return Status::RemoteError;
-}
-
 NetCommInfo netCommInfo(const Hello& peer, uint64_t commId, bool isSend) {
   NetCommInfo info;
   info.commId = commId;

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "core/control_channel.h"
 #include "core/net_counters.h"
 #include "core/socket.h"
 #include "core/status.h"
@@ -123,31 +124,6 @@ class Handshake {
   size_t outOff_ = 0;
   std::vector<uint8_t> in_;
   std::chrono::steady_clock::time_point deadline_;
-};
-
-// After the handshake: watches the control socket. Cheap to call often (rate-limited poll).
-class ControlChannel {
- public:
-  ControlChannel() = default;
-  ControlChannel(Fd fd, std::string peerName) : fd_(std::move(fd)), peerName_(std::move(peerName)) {}
-  // Ok while the peer's process and the link are alive; RemoteError (logged once) otherwise.
-  Status checkAlive();
-  // Tells the peer why this side gave up on the connection (a short text; best effort, never blocks) and closes
-  // our sending half, so that the peer's checkAlive() fails at once with that reason instead of waiting for a
-  // fault it cannot see (e.g. a verbs sender whose packets are lost while the receiver has nothing in flight).
-  void notifyFailure(const std::string& why);
-  // Why checkAlive() declared the peer gone ("" while it is alive).
-  const std::string& deadReason() const { return deadReason_; }
-  const std::string& peerName() const { return peerName_; }
-  int fd() const { return fd_.get(); }
-
- private:
-  Fd fd_;
-  std::string peerName_;
-  bool dead_ = false;
-  bool notified_ = false;
-  std::string deadReason_;
-  std::chrono::steady_clock::time_point lastPoll_{};
 };
 
 // Telemetry identity of a connection to the peer that sent this HELLO (both transports use it).

@@ -10,14 +10,16 @@ TEST(IbWire, ImmediateRoundTripsEveryField) {
   for (uint32_t slot : {0u, 17u, 31u})
     for (uint32_t sub : {0u, 7u})
       for (uint32_t n : {1u, 16u})
-        for (uint32_t seq : {0u, 12345u, kImmSeqMask}) {
-          Imm i = decodeImm(encodeImm({slot, sub, n, seq}));
-          EXPECT_EQ(i.slot, slot);
-          EXPECT_EQ(i.sub, sub);
-          EXPECT_EQ(i.nchunks, n);
-          EXPECT_EQ(i.seq, seq);
-        }
-  EXPECT_EQ(decodeImm(encodeImm({0, 0, 1, kImmSeqMask + 5})).seq, 4u) << "sequence wraps in 20 bits";
+        for (uint32_t seq : {0u, 12345u, kImmSeqMask})
+          for (uint32_t chunk : {0u, 9u, 15u}) {
+            Imm i = decodeImm(encodeImm({slot, sub, n, seq, chunk}));
+            EXPECT_EQ(i.slot, slot);
+            EXPECT_EQ(i.sub, sub);
+            EXPECT_EQ(i.nchunks, n);
+            EXPECT_EQ(i.seq, seq);
+            EXPECT_EQ(i.chunk, chunk);
+          }
+  EXPECT_EQ(decodeImm(encodeImm({0, 0, 1, kImmSeqMask + 5})).seq, 4u) << "sequence wraps in 16 bits";
 }
 
 TEST(IbWire, SplitKeepsSmallMessagesWholeAndCoversLargeOnes) {

@@ -106,12 +106,14 @@ Status CommBase::connectQps(const ConnBlob& peer, const QpTuning& t, std::string
     const DevAddr& remote = peer.devs[i % peer.devs.size()];
     ICN_CHECK(connectQp(qps_[i].get(), local, remote, peer.qpns[i], t, why));
   }
+  if (peer.devs.size() == ports_.size() && ports_.size() >= 2) links_ = int(ports_.size());
   return Status::Ok;
 }
 
 void CommBase::start(ControlChannel control, NetCommInfo info) {
   peerName_ = control.peerName();
   control_ = std::move(control);
+  control_.enableMessages();
   counters_ = netstats::registerComm(info);
   diag_ = std::make_unique<diagnose::ConnectionWatch>(diagnose::linkInfoFor(info, control_.fd()));
 }
@@ -157,11 +159,54 @@ void CommBase::noteCompleted(uint32_t qpNum) {
   }
 }
 
+int CommBase::qpIndex(uint32_t qpNum) const {
+  for (size_t i = 0; i < qps_.size(); ++i)
+    if (qps_[i]->qp_num == qpNum) return int(i);
+  return -1;
+}
+
+Status CommBase::loseLink(int link, const std::string& why) {
+  if (failed_ != Status::Ok) return failed_;
+  const uint32_t dead = deadLinks_ | 1u << link;
+  if (links_ < 2 || std::popcount(dead) >= links_) return fail(Status::RemoteError, why);
+  deadLinks_ = dead;
+  const Port& p = *ports_[link];
+  ICN_WARN(subsys::Net, "ib %s connection with %s: link %d (%s port %d) failed: %s; going on over %d of %d links",
+           isSend_ ? "send" : "receive", peerName_.c_str(), link, p.hca->name().c_str(), p.port, why.c_str(),
+           links_ - std::popcount(dead), links_);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;  // nothing lands through it any more; what was posted on it completes as flushed
+  for (size_t i = 0; i < qps_.size(); ++i)
+    if (linkOf(int(i)) == link) verbs().modify_qp(qps_[i].get(), &a, IBV_QP_STATE);
+  onLinkLost(link);
+  return Status::Ok;
+}
+
+bool CommBase::sendNote(const FailoverNote& n) {
+  std::vector<uint8_t> bytes = encodeNote(n);
+  return control_.sendMessage(bytes);
+}
+
+Status CommBase::serviceControl() {
+  if (links_ < 2 || failed_ != Status::Ok) return failed_;
+  if (control_.checkAlive() == Status::Ok) {
+    std::vector<uint8_t> msg;
+    while (control_.nextMessage(&msg)) {
+      FailoverNote note;
+      std::string why;
+      if (decodeNote(msg, &note, &why) != Status::Ok) return fail(Status::RemoteError, why);
+      if (note.link >= links_) return fail(Status::RemoteError, "failover note for link " + std::to_string(note.link));
+      ICN_CHECK(onNote(note));
+    }
+  }
+  return finishFailover();
+}
+
 Status CommBase::checkStall() {
   const auto now = coarseNow();
   for (size_t i = 0; i < watch_.size(); ++i) {
     const QpWatch& w = watch_[i];
-    if (w.inFlight == 0 || now - w.since <= stallLimit_) continue;
+    if (w.inFlight == 0 || now - w.since <= stallLimit_ || !qpLive(int(i))) continue;
     const double perTry = budgetSeconds(QpTuning{tuning_.timeout, 0, 0, 0});
     char buf[400];
     snprintf(buf, sizeof buf,
@@ -170,7 +215,7 @@ Status CommBase::checkStall() {
              "lost silently?",
              qps_[i]->qp_num, std::chrono::duration<double>(now - w.since).count(), w.inFlight, tuning_.timeout,
              perTry, tuning_.retryCnt, budgetSeconds(tuning_));
-    return fail(Status::RemoteError, buf);
+    ICN_CHECK(loseLink(linkOf(int(i)), buf));
   }
   return Status::Ok;
 }
@@ -178,13 +223,16 @@ Status CommBase::checkStall() {
 Status CommBase::checkHealth(const IbRequest* r) {
   if (failed_ != Status::Ok) return failed_;
   std::string why;
-  for (const Port* p : ports_) {
-    if (p->healthy(&why) != Status::Ok) return fail(Status::SystemError, why);
+  for (int d = 0; d < members(); ++d) {
+    if (linkDead(d) || ports_[d]->healthy(&why) == Status::Ok) continue;
+    if (links_ < 2) return fail(Status::SystemError, why);
+    ICN_CHECK(loseLink(d, why));
   }
   int ev = sink_.event.load(std::memory_order_relaxed);
   if (ev >= 0)
     return fail(Status::SystemError, std::string("QP fatal event: ") + verbs().event_type_str(ibv_event_type(ev)));
   ICN_CHECK(checkStall());
+  ICN_CHECK(serviceControl());
   if (control_.checkAlive() == Status::Ok) return Status::Ok;
   auto now = coarseNow();
   if (peerGoneAt_ == std::chrono::steady_clock::time_point{}) peerGoneAt_ = now;
@@ -203,10 +251,18 @@ Status CommBase::poll() {
       for (int i = 0; i < n; ++i) {
         const ibv_wc& wc = wcs[i];
         if (wc.status != IBV_WC_SUCCESS) {
+          const int q = qpIndex(wc.qp_num);
+          if (q >= 0 && !qpLive(q)) {  // flushed by the link's death
+            ICN_CHECK(onFailedCompletion(wc));
+            continue;
+          }
           char buf[160];
           snprintf(buf, sizeof buf, "completion error: %s (vendor error 0x%x, QP %u)", verbs().wc_status_str(wc.status),
                    wc.vendor_err, wc.qp_num);
-          return fail(Status::RemoteError, buf + describeWr(wc.wr_id));
+          if (q < 0 || links_ < 2) return fail(Status::RemoteError, buf + describeWr(wc.wr_id));
+          ICN_CHECK(loseLink(linkOf(q), buf + describeWr(wc.wr_id)));
+          ICN_CHECK(onFailedCompletion(wc));
+          continue;
         }
         if (!(wc.opcode & IBV_WC_RECV)) noteCompleted(wc.qp_num);
         ICN_CHECK(onCompletion(wc));
@@ -222,7 +278,7 @@ Status CommBase::testRequest(IbRequest* r, bool* done, int* sizes) {
   if (!r || !r->inUse) return Status::InvalidUsage;
   ICN_CHECK(progress());
   ICN_CHECK(poll());
-  bool complete = r->kind == IbRequest::Kind::Recv ? r->subsDone == r->n : r->pending == 0;
+  bool complete = r->kind == IbRequest::Kind::Recv ? r->subsDone == r->n : r->pending == 0 && r->open == 0;
   if (!complete) {
     Status st = checkHealth(r);
     if (st != Status::Ok && monitor()) monitor()->abandon(r->op);

@@ -56,6 +56,19 @@ struct IbRequest final : public Request {
   MemHandle* tmp[kMaxRecvs] = {};
   diagnose::OpId op = diagnose::kNoOp;  // the diagnosis's operation (NCCL's proxy thread only)
   bool started = false;   // send: its clear-to-send came (it was posted); recv: its first chunk landed
+  // send, once posted: where each chunk went and what is known of it (failover resends from this).
+  bool sent = false;
+  uint32_t slot = 0;      // FIFO slot and sub-request of its clear-to-send (seq: the receive's sequence)
+  uint8_t sub = 0;
+  uint8_t nchunks = 0;
+  uint8_t ways = 0;       // QPs the message was split for (the split is recomputed from it)
+  uint16_t open = 0;      // chunks not yet known to be delivered
+  uint16_t lost = 0;      // open chunks whose link died: waiting for the receiver's report
+  uint8_t qpOf[kMaxQps] = {};
+  uint32_t ctsRkeys[kMaxVDevMembers] = {};
+  // recv: chunks in per sub-request (each counted once) and the count the sender announced
+  uint16_t have[kMaxRecvs] = {};
+  uint8_t expect[kMaxRecvs] = {};
 };
 
 class CommBase {
@@ -85,6 +98,26 @@ class CommBase {
   Status poll();
   virtual Status progress() { return Status::Ok; }  // work to do before polling (sender: queued sends)
   virtual Status onCompletion(const ibv_wc& wc) = 0;
+  // A work request that failed on a QP of a dead link (flushed, or the error that killed the link).
+  virtual Status onFailedCompletion(const ibv_wc& wc) = 0;
+
+  // Failover. With the same number (>= 2) of member devices on both ends, member k of each end forms link k and
+  // QP i runs over link i % members. A link dies on a completion error, a stalled QP or a port going down on
+  // either end; its QPs move to the error state and the connection goes on over the others: the sender marks
+  // the chunks it had on that link lost and sends a fence note, the receiver answers with what it holds (a
+  // report), the sender resends exactly the chunks the receiver lacks. Only the last link's death fails the
+  // connection. A dead link stays dead for the life of the connection.
+  int linkOf(int qp) const { return qp % int(ports_.size()); }
+  bool linkDead(int link) const { return deadLinks_ & (1u << link); }
+  bool qpLive(int qp) const { return !linkDead(linkOf(qp)); }
+  int qpIndex(uint32_t qpNum) const;
+  Status loseLink(int link, const std::string& why);
+  virtual void onLinkLost(int link) = 0;
+  virtual Status onNote(const FailoverNote& n) = 0;
+  virtual Status finishFailover() { return Status::Ok; }  // after the notes are read (receiver: the report)
+  // Reads the peer's failover notes (rate-limited with the liveness check); errors only for a broken note.
+  Status serviceControl();
+  bool sendNote(const FailoverNote& n);
   virtual std::string describeWr(uint64_t wrId) const { return ""; }
   virtual void release(IbRequest* r) = 0;
   Status checkHealth(const IbRequest* r);
@@ -132,6 +165,8 @@ class CommBase {
   QpTuning tuning_;
   std::chrono::steady_clock::time_point peerGoneAt_{};
   std::unique_ptr<diagnose::ConnectionWatch> diag_;
+  int links_ = 1;           // > 1: failover between links (see linkOf)
+  uint32_t deadLinks_ = 0;
 };
 
 class IbSendComm final : public SendComm, public CommBase {
@@ -154,7 +189,14 @@ class IbSendComm final : public SendComm, public CommBase {
  private:
   Status progress() override;
   Status post(IbRequest* r, const CtsEntry& cts, uint32_t slot, int sub);
+  Status postChunk(IbRequest* r, int chunk, int qp);
   Status onCompletion(const ibv_wc& wc) override;
+  Status onFailedCompletion(const ibv_wc& wc) override;
+  IbRequest* requestOf(uint64_t wrId, int* chunk);
+  void onLinkLost(int link) override;
+  Status onNote(const FailoverNote& n) override;
+  Status resendLost(IbRequest* r, const FailoverNote& report);
+  int nextLiveQp();
   std::string describeWr(uint64_t wrId) const override;
   void release(IbRequest* r) override;
 
@@ -166,6 +208,7 @@ class IbSendComm final : public SendComm, public CommBase {
   uint64_t seq_ = 0;            // FIFO slot sequence being consumed
   uint32_t usedMask_ = 0;       // sub-requests of the current slot already sent
   int peerMembers_ = 1;
+  int rr_ = 0;                  // round robin over live QPs for resends
   FixedPool<IbRequest, kMaxRequests * kMaxRecvs> pool_;
 };
 
@@ -187,7 +230,14 @@ class IbRecvComm final : public RecvComm, public CommBase {
 
  private:
   Status onCompletion(const ibv_wc& wc) override;
+  Status onFailedCompletion(const ibv_wc& wc) override;
+  Status onChunk(const ibv_wc& wc);
   void release(IbRequest* r) override;
+  void onLinkLost(int link) override;
+  Status onNote(const FailoverNote& n) override;
+  Status finishFailover() override;
+  Status postCts(uint32_t slot, int n, bool signalled);
+  Status moveCts();
 
   // Receive requests are pooled independently of FIFO slots (NCCL may test them in any order); slotReq_ maps a
   // slot to the request whose data is still arriving there. A slot is reusable once that data is complete.
@@ -195,9 +245,13 @@ class IbRecvComm final : public RecvComm, public CommBase {
   IbRequest* slotReq_[kFifoSlots] = {};
   uint64_t seq_ = 0;
   AlignedPtr<CtsSlot> stage_;   // our CTS entries, source of the RDMA write into the sender's FIFO
-  MrPtr stageMr_;
+  std::vector<MrPtr> stageMrs_;  // one per member device (the CTS moves to another link on failover)
   uint64_t remoteFifo_ = 0;
-  uint32_t remoteFifoRkey_ = 0;
+  std::array<uint32_t, kMaxVDevMembers> remoteFifoRkeys_{};
+  int ctsQp_ = 0;               // the QP that carries the CTS writes
+  int peerMembers_ = 1;
+  uint32_t reportDue_ = 0;      // links whose report the sender is owed
+  bool ctsMoveDue_ = false;
   // GPU flush: a QP connected to itself; a 1-byte RDMA read from the received buffer into flushBuf_.
   QpPtr flushQp_;
   AlignedPtr<uint8_t> flushBuf_;

@@ -22,18 +22,22 @@ Status IbRecvComm::init(const ConnBlob& peer, const QpTuning& t, std::string* wh
   ICN_CHECK(createQps(int(peer.qpns.size()), why));
   ICN_CHECK(connectQps(peer, t, why));
   remoteFifo_ = peer.fifoAddr;
-  remoteFifoRkey_ = peer.fifoRkeys[0];  // CTS goes over QP 0, which pairs with the sender's device 0
+  remoteFifoRkeys_ = peer.fifoRkeys;  // CTS goes over QP 0 (the sender's device 0) until that link dies
+  peerMembers_ = int(peer.devs.size());
   stage_ = allocAligned<CtsSlot>(kFifoSlots);
   if (!stage_) {
     *why = "out of memory for CTS staging";
     return Status::SystemError;
   }
-  const Port& p0 = port(0);
-  stageMr_.reset(verbsRegMr(p0.hca->pd(), stage_.get(), sizeof(CtsSlot) * kFifoSlots, IBV_ACCESS_LOCAL_WRITE));
-  if (!stageMr_) {
-    *why = "ibv_reg_mr(CTS staging) on " + p0.hca->name() + ": " + errnoString(errno);
-    return Status::SystemError;
+  for (const Port* p : ports_) {
+    MrPtr mr(verbsRegMr(p->hca->pd(), stage_.get(), sizeof(CtsSlot) * kFifoSlots, IBV_ACCESS_LOCAL_WRITE));
+    if (!mr) {
+      *why = "ibv_reg_mr(CTS staging) on " + p->hca->name() + ": " + errnoString(errno);
+      return Status::SystemError;
+    }
+    stageMrs_.push_back(std::move(mr));
   }
+  const Port& p0 = port(0);
   flushAll_ = gFlushHostForTesting.load();
   const bool gdrFlush = p0.hca->gdr.mode != GdrMode::None && !params::getBool(params::Id::GdrFlushDisable);
   if (gdrFlush || flushAll_) {
@@ -65,6 +69,7 @@ Status IbRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tag
     return Status::InvalidArgument;
   }
   if (failed_ != Status::Ok) return failed_;
+  if (links_ > 1) ICN_CHECK(serviceControl());  // a fence may come while no receive is waiting
   const uint32_t slot = uint32_t(seq_ % kFifoSlots);
   // The receive 32 back still has data landing in this slot (possible with several QPs): NCCL retries.
   if (slotReq_[slot]) return checkHealth(slotReq_[slot]);
@@ -103,27 +108,12 @@ Status IbRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tag
     e.nreqs = uint32_t(n);
     e.seq = uint32_t(seq_ + 1);
   }
-  ibv_sge sge{};
-  sge.addr = reinterpret_cast<uint64_t>(st);
-  sge.length = uint32_t(sizeof(CtsEntry) * n);
-  sge.lkey = stageMr_->lkey;
-  ibv_send_wr wr{};
-  wr.wr_id = kCtsWrId;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
   // Only every 16th CTS is signalled: its completion retires the unsignalled ones before it (at most
   // kFifoSlots CTS writes are outstanding, far below the send queue depth).
-  wr.send_flags = (seq_ % 16 == 15) ? IBV_SEND_SIGNALED : 0;
-  if (int(sge.length) <= qp0Inline_) wr.send_flags |= IBV_SEND_INLINE;
-  wr.wr.rdma.remote_addr = remoteFifo_ + uint64_t(slot) * sizeof(CtsSlot);
-  wr.wr.rdma.rkey = remoteFifoRkey_;
-  ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(qps_[0].get(), &wr, &bad); rc != 0) {
+  if (Status s = postCts(slot, n, seq_ % 16 == 15); s != Status::Ok) {
     release(&r);
-    return fail(Status::SystemError, "ibv_post_send (CTS): " + errnoString(rc));
+    return s;
   }
-  if (wr.send_flags & IBV_SEND_SIGNALED) notePosted(0);
   slotReq_[slot] = &r;
   r.inUse = true;
   r.n = n;
@@ -140,32 +130,64 @@ Status IbRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tag
   return Status::Ok;
 }
 
+Status IbRecvComm::postCts(uint32_t slot, int n, bool signalled) {
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uint64_t>(stage_.get()[slot].data());
+  sge.length = uint32_t(sizeof(CtsEntry) * n);
+  sge.lkey = stageMrs_[ctsQp_ % members()]->lkey;
+  ibv_send_wr wr{};
+  wr.wr_id = kCtsWrId;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = signalled ? IBV_SEND_SIGNALED : 0;
+  if (ctsQp_ == 0 && int(sge.length) <= qp0Inline_) wr.send_flags |= IBV_SEND_INLINE;
+  wr.wr.rdma.remote_addr = remoteFifo_ + uint64_t(slot) * sizeof(CtsSlot);
+  wr.wr.rdma.rkey = remoteFifoRkeys_[ctsQp_ % peerMembers_];
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qps_[ctsQp_].get(), &wr, &bad); rc != 0)
+    return fail(Status::SystemError, "ibv_post_send (CTS): " + errnoString(rc));
+  if (signalled) notePosted(ctsQp_);
+  return Status::Ok;
+}
+
+Status IbRecvComm::onChunk(const ibv_wc& wc) {
+  const int qp = int(wc.wr_id & ~kRecvWrTag);
+  if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) return fail(Status::RemoteError, "unexpected receive without immediate");
+  const Imm im = decodeImm(ntohl(wc.imm_data));
+  IbRequest* rp = slotReq_[im.slot];
+  if (!rp || (rp->seq & kImmSeqMask) != im.seq || int(im.sub) >= rp->n) {
+    return fail(Status::RemoteError, "write-with-immediate for slot " + std::to_string(im.slot) + " seq " +
+                                         std::to_string(im.seq) + " that no receive is waiting for");
+  }
+  IbRequest& r = *rp;
+  const int sub = int(im.sub);
+  // The NIC wrote where the sender aimed, inside our registration; what it may not do is exceed the receive.
+  if (r.bytes[sub] + wc.byte_len > r.posted[sub] || r.chunks[sub] >= im.nchunks) {
+    return fail(Status::RemoteError, "peer wrote " + std::to_string(r.bytes[sub] + wc.byte_len) + " bytes in " +
+                                         std::to_string(r.chunks[sub] + 1) + " chunk(s) (" +
+                                         std::to_string(im.nchunks) + " announced) into a receive of " +
+                                         std::to_string(r.posted[sub]) + " bytes (tag " + std::to_string(r.tags[sub]) +
+                                         ")");
+  }
+  if (im.chunk >= im.nchunks || (r.expect[sub] && r.expect[sub] != im.nchunks) || (r.have[sub] & (1u << im.chunk))) {
+    return fail(Status::RemoteError, "chunk " + std::to_string(im.chunk) + " of " + std::to_string(im.nchunks) +
+                                         " (tag " + std::to_string(r.tags[sub]) + ") is out of range, repeated, or " +
+                                         "announced with another count than its siblings");
+  }
+  r.expect[sub] = uint8_t(im.nchunks);
+  r.have[sub] |= uint16_t(1u << im.chunk);
+  r.bytes[sub] += wc.byte_len;
+  diagnoseStarted(&r);
+  if (++r.chunks[sub] == im.nchunks && ++r.subsDone == r.n) slotReq_[im.slot] = nullptr;
+  if (!qpLive(qp)) return Status::Ok;  // landed before its link died: nothing more comes through that QP
+  if (postRecvs(qp, 1) != Status::Ok) return fail(Status::SystemError, "ibv_post_recv: " + errnoString(errno));
+  return Status::Ok;
+}
+
 Status IbRecvComm::onCompletion(const ibv_wc& wc) {
   if (wc.wr_id == kCtsWrId) return Status::Ok;
-  if (wc.wr_id & kRecvWrTag) {
-    const int qp = int(wc.wr_id & ~kRecvWrTag);
-    if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) return fail(Status::RemoteError, "unexpected receive without immediate");
-    const Imm im = decodeImm(ntohl(wc.imm_data));
-    IbRequest* rp = slotReq_[im.slot];
-    if (!rp || (rp->seq & kImmSeqMask) != im.seq || int(im.sub) >= rp->n) {
-      return fail(Status::RemoteError, "write-with-immediate for slot " + std::to_string(im.slot) + " seq " +
-                                           std::to_string(im.seq) + " that no receive is waiting for");
-    }
-    IbRequest& r = *rp;
-    // The NIC wrote where the sender aimed, inside our registration; what it may not do is exceed the receive.
-    if (r.bytes[im.sub] + wc.byte_len > r.posted[im.sub] || r.chunks[im.sub] >= im.nchunks) {
-      return fail(Status::RemoteError, "peer wrote " + std::to_string(r.bytes[im.sub] + wc.byte_len) + " bytes in " +
-                                           std::to_string(r.chunks[im.sub] + 1) + " chunk(s) (" +
-                                           std::to_string(im.nchunks) + " announced) into a receive of " +
-                                           std::to_string(r.posted[im.sub]) + " bytes (tag " +
-                                           std::to_string(r.tags[im.sub]) + ")");
-    }
-    r.bytes[im.sub] += wc.byte_len;
-    diagnoseStarted(&r);
-    if (++r.chunks[im.sub] == im.nchunks && ++r.subsDone == r.n) slotReq_[im.slot] = nullptr;
-    if (postRecvs(qp, 1) != Status::Ok) return fail(Status::SystemError, "ibv_post_recv: " + errnoString(errno));
-    return Status::Ok;
-  }
+  if (wc.wr_id & kRecvWrTag) return onChunk(wc);
   auto* r = reinterpret_cast<IbRequest*>(wc.wr_id);
   if (!flushPool_.owns(r) || r->pending <= 0) return fail(Status::InternalError, "completion for an unknown request");
   --r->pending;
@@ -213,6 +235,73 @@ Status IbRecvComm::iflush(int n, void** data, const int* sizes, void** mhandles,
   }
   r->pending = 1;
   *request = r;
+  return Status::Ok;
+}
+
+// Receives and CTS writes flushed from a dead link's QPs: the sender resends what the report says is missing,
+// and the pending slots' CTS entries go again over the new CTS QP.
+Status IbRecvComm::onFailedCompletion(const ibv_wc& wc) {
+  if (wc.wr_id == kCtsWrId || (wc.wr_id & kRecvWrTag)) return Status::Ok;
+  return fail(Status::RemoteError, std::string("flush read failed: ") + verbs().wc_status_str(wc.status));
+}
+
+void IbRecvComm::onLinkLost(int link) {
+  reportDue_ |= 1u << link;
+  if (linkOf(ctsQp_) == link) ctsMoveDue_ = true;
+}
+
+Status IbRecvComm::onNote(const FailoverNote& n) {
+  if (n.type != NoteType::Fence) return fail(Status::RemoteError, "failover report from the sending side");
+  if (!linkDead(n.link)) ICN_CHECK(loseLink(n.link, "the sender reports it dead"));
+  reportDue_ |= 1u << n.link;
+  return Status::Ok;
+}
+
+Status IbRecvComm::moveCts() {
+  ctsMoveDue_ = false;
+  for (int q = 0; q < qpCount(); ++q) {
+    if (!qpLive(q)) continue;
+    ctsQp_ = q;
+    break;
+  }
+  int rewritten = 0;
+  for (uint32_t s = 0; s < kFifoSlots; ++s) {
+    if (!slotReq_[s]) continue;
+    ICN_CHECK(postCts(s, slotReq_[s]->n, true));  // the sender ignores a copy of a slot it already used
+    ++rewritten;
+  }
+  ICN_INFO(subsys::Net, "ib receive from %s: clear-to-send moved to QP %d (link %d), %d pending slot(s) written again",
+           peer().c_str(), ctsQp_, linkOf(ctsQp_), rewritten);
+  return Status::Ok;
+}
+
+// Once the dead links' QPs are in the error state, their completions drained and the CTS moved: one report per
+// link that the sender is owed.
+Status IbRecvComm::finishFailover() {
+  if (!reportDue_ && !ctsMoveDue_) return Status::Ok;
+  ICN_CHECK(poll());
+  if (ctsMoveDue_) ICN_CHECK(moveCts());
+  FailoverNote note;
+  note.type = NoteType::Report;
+  note.nextSeq = uint32_t(seq_);
+  for (uint32_t s = 0; s < kFifoSlots; ++s) {
+    const IbRequest* r = slotReq_[s];
+    if (!r) continue;
+    PendingRecv p;
+    p.slot = uint8_t(s);
+    p.nsub = uint8_t(r->n);
+    p.seq = r->seq;
+    for (int k = 0; k < r->n; ++k) p.have[k] = r->have[k];
+    note.pending.push_back(p);
+  }
+  for (int l = 0; l < links_; ++l) {
+    if (!(reportDue_ & (1u << l))) continue;
+    note.link = uint8_t(l);
+    if (!sendNote(note)) return fail(Status::RemoteError, "could not send the failover report for link " + std::to_string(l));
+    ICN_INFO(subsys::Net, "ib receive from %s: link %d report sent (%zu receive(s) waiting for data)", peer().c_str(), l,
+             note.pending.size());
+  }
+  reportDue_ = 0;
   return Status::Ok;
 }
 

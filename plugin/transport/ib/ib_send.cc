@@ -122,6 +122,33 @@ Status IbSendComm::progress() {
   return Status::Ok;
 }
 
+namespace {
+// A chunk's work request names its request (pool index) and chunk: completions arrive per chunk, and after a
+// failover a chunk may be on another QP than its index.
+constexpr uint64_t kChunkWrTag = 1ull << 62;
+uint64_t chunkWrId(size_t index, int chunk) { return kChunkWrTag | uint64_t(index) << 4 | uint64_t(chunk); }
+}  // namespace
+
+IbRequest* IbSendComm::requestOf(uint64_t wrId, int* chunk) {
+  if (!(wrId & kChunkWrTag) || (wrId & kRecvWrTag)) return nullptr;
+  const uint64_t index = (wrId & ~kChunkWrTag) >> 4;
+  if (index >= pool_.capacity()) return nullptr;
+  *chunk = int(wrId & 15);
+  IbRequest* r = &pool_.at(index);
+  return r->inUse && r->pending > 0 ? r : nullptr;
+}
+
+int IbSendComm::nextLiveQp() {
+  for (int k = 0; k < qpCount(); ++k) {
+    const int q = (rr_ + k) % qpCount();
+    if (qpLive(q)) {
+      rr_ = q + 1;
+      return q;
+    }
+  }
+  return 0;  // unreachable: loseLink never lets the last link die
+}
+
 Status IbSendComm::post(IbRequest* r, const CtsEntry& cts, uint32_t slot, int sub) {
   const uint64_t size = r->bytes[0];
   if (size > cts.size) {
@@ -129,52 +156,138 @@ Status IbSendComm::post(IbRequest* r, const CtsEntry& cts, uint32_t slot, int su
                                           ") exceeds the " + std::to_string(cts.size) + " bytes the receiver posted");
   }
   diagnoseStarted(r);  // its receiver's clear-to-send is here
+  int live[kMaxQps], nlive = 0;
+  for (int q = 0; q < qpCount(); ++q)
+    if (qpLive(q)) live[nlive++] = q;
   uint64_t off[kMaxQps], len[kMaxQps];
-  const int nchunks = splitMessage(size, qpCount(), off, len);
-  const uint32_t imm = htonl(encodeImm({slot, uint32_t(sub), uint32_t(nchunks), uint32_t(seq_ & kImmSeqMask)}));
-  r->pending = 0;
-  for (int c = 0; c < nchunks; ++c) {
-    const int dev = c % members(), peerDev = c % peerMembers_;
-    ibv_sge sge{};
-    ibv_send_wr wr{};
-    if (len[c] > 0) {
-      sge.addr = reinterpret_cast<uint64_t>(r->data) + off[c];
-      sge.length = uint32_t(len[c]);
-      sge.lkey = r->mh->entries[dev]->lkey;
-      wr.sg_list = &sge;
-      wr.num_sge = 1;
-    }
-    wr.wr_id = reinterpret_cast<uint64_t>(r);
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.imm_data = imm;
-    wr.wr.rdma.remote_addr = cts.addr + off[c];
-    wr.wr.rdma.rkey = cts.rkeys[peerDev];
-    ibv_send_wr* bad = nullptr;
-    if (int rc = ibv_post_send(qps_[c].get(), &wr, &bad); rc != 0)
-      return fail(Status::SystemError, "ibv_post_send (write with immediate): " + errnoString(rc));
-    notePosted(c);
-    ++r->pending;
-  }
+  r->ways = uint8_t(nlive);
+  r->nchunks = uint8_t(splitMessage(size, nlive, off, len));
+  r->slot = slot;
+  r->sub = uint8_t(sub);
+  r->seq = uint32_t(seq_);
   r->remoteAddr = cts.addr;
   r->remoteKey = cts.rkeys[0];
+  memcpy(r->ctsRkeys, cts.rkeys, sizeof r->ctsRkeys);
+  r->open = uint16_t((1u << r->nchunks) - 1);
+  r->sent = true;
+  r->pending = 0;
+  for (int c = 0; c < r->nchunks; ++c) ICN_CHECK(postChunk(r, c, live[c]));
+  return Status::Ok;
+}
+
+// Posts chunk `chunk` of a posted send on QP `qp` (its first time, or a resend after a failover).
+Status IbSendComm::postChunk(IbRequest* r, int chunk, int qp) {
+  uint64_t off[kMaxQps], len[kMaxQps];
+  splitMessage(r->bytes[0], r->ways, off, len);
+  const int dev = qp % members(), peerDev = qp % peerMembers_;
+  ibv_sge sge{};
+  ibv_send_wr wr{};
+  if (len[chunk] > 0) {
+    sge.addr = reinterpret_cast<uint64_t>(r->data) + off[chunk];
+    sge.length = uint32_t(len[chunk]);
+    sge.lkey = r->mh->entries[dev]->lkey;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+  }
+  wr.wr_id = chunkWrId(pool_.indexOf(r), chunk);
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(encodeImm({r->slot, r->sub, r->nchunks, r->seq & kImmSeqMask, uint32_t(chunk)}));
+  wr.wr.rdma.remote_addr = r->remoteAddr + off[chunk];
+  wr.wr.rdma.rkey = r->ctsRkeys[peerDev];
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qps_[qp].get(), &wr, &bad); rc != 0)
+    return fail(Status::SystemError, "ibv_post_send (write with immediate): " + errnoString(rc));
+  notePosted(qp);
+  r->qpOf[chunk] = uint8_t(qp);
+  ++r->pending;
   return Status::Ok;
 }
 
 std::string IbSendComm::describeWr(uint64_t wrId) const {
-  auto* r = reinterpret_cast<const IbRequest*>(wrId);
-  if (!pool_.owns(r)) return "";
+  if (!(wrId & kChunkWrTag) || (wrId & kRecvWrTag)) return "";
+  const uint64_t index = (wrId & ~kChunkWrTag) >> 4;
+  if (index >= pool_.capacity()) return "";
+  const IbRequest& r = pool_.at(index);
   char buf[160];
-  snprintf(buf, sizeof buf, " on a send of %llu bytes (tag %d) to 0x%llx rkey 0x%x", (unsigned long long)r->bytes[0],
-           r->tags[0], (unsigned long long)r->remoteAddr, r->remoteKey);
+  snprintf(buf, sizeof buf, " on a send of %llu bytes (tag %d) to 0x%llx rkey 0x%x", (unsigned long long)r.bytes[0],
+           r.tags[0], (unsigned long long)r.remoteAddr, r.remoteKey);
   return buf;
 }
 
 Status IbSendComm::onCompletion(const ibv_wc& wc) {
   if (wc.wr_id == kCtsWrId || (wc.wr_id & kRecvWrTag)) return Status::Ok;
-  auto* r = reinterpret_cast<IbRequest*>(wc.wr_id);
-  if (!pool_.owns(r) || r->pending <= 0) return fail(Status::InternalError, "completion for an unknown send request");
+  int chunk = 0;
+  IbRequest* r = requestOf(wc.wr_id, &chunk);
+  if (!r) return fail(Status::InternalError, "completion for an unknown send request");
   --r->pending;
+  r->open &= uint16_t(~(1u << chunk));  // the receiver's NIC has it
+  r->lost &= uint16_t(~(1u << chunk));
+  return Status::Ok;
+}
+
+Status IbSendComm::onFailedCompletion(const ibv_wc& wc) {
+  int chunk = 0;
+  IbRequest* r = requestOf(wc.wr_id, &chunk);
+  if (!r) return fail(Status::InternalError, "failed completion for an unknown send request");
+  --r->pending;  // the chunk stays open: the receiver's report decides whether it goes again
+  return Status::Ok;
+}
+
+void IbSendComm::onLinkLost(int link) {
+  pool_.forEach([&](IbRequest& r) {
+    if (!r.inUse || !r.sent) return;
+    for (int c = 0; c < r.nchunks; ++c)
+      if ((r.open & (1u << c)) && linkOf(r.qpOf[c]) == link) r.lost |= uint16_t(1u << c);
+  });
+  FailoverNote fence;
+  fence.type = NoteType::Fence;
+  fence.link = uint8_t(link);
+  if (!sendNote(fence))
+    fail(Status::RemoteError, "could not send the failover fence for link " + std::to_string(link));
+}
+
+Status IbSendComm::onNote(const FailoverNote& n) {
+  if (!linkDead(n.link)) ICN_CHECK(loseLink(n.link, "the receiver reports it dead"));
+  if (n.type != NoteType::Report) return Status::Ok;  // a fence from the receiver: ours went out in loseLink
+  Status st = Status::Ok;
+  pool_.forEach([&](IbRequest& r) {
+    if (st == Status::Ok && r.inUse && r.sent && r.lost) st = resendLost(&r, n);
+  });
+  return st;
+}
+
+// The receiver's report for a dead link settles each lost chunk on it: held, part of a receive that completed
+// (every chunk is in), or missing (sent again on a live QP).
+Status IbSendComm::resendLost(IbRequest* r, const FailoverNote& report) {
+  uint16_t onLink = 0;
+  for (int c = 0; c < r->nchunks; ++c)
+    if ((r->lost & (1u << c)) && linkOf(r->qpOf[c]) == report.link) onLink |= uint16_t(1u << c);
+  if (!onLink) return Status::Ok;
+  uint16_t have = 0;
+  const PendingRecv* entry = nullptr;
+  for (const PendingRecv& p : report.pending)
+    if (p.slot == r->slot && p.seq == r->seq) entry = &p;
+  if (entry) {
+    if (r->sub >= entry->nsub)
+      return fail(Status::RemoteError, "failover report lists " + std::to_string(entry->nsub) +
+                                           " sub-requests for a receive we sent sub-request " + std::to_string(r->sub) + " of");
+    have = entry->have[r->sub];
+  } else if (int32_t(r->seq - report.nextSeq) < 0) {
+    have = onLink;  // not listed and older than the report: that receive is complete
+  }                 // else posted after the report: after the fence, so nothing of it came over the dead link
+  r->lost &= uint16_t(~onLink);
+  r->open &= uint16_t(~(onLink & have));
+  const uint16_t again = onLink & uint16_t(~have);
+  int resent = 0;
+  for (int c = 0; c < r->nchunks; ++c) {
+    if (!(again & (1u << c))) continue;
+    ICN_CHECK(postChunk(r, c, nextLiveQp()));
+    ++resent;
+  }
+  if (resent)
+    ICN_INFO(subsys::Net, "ib send to %s: %d chunk(s) of a %llu-byte send (tag %d) resent after link %d failed",
+             peer().c_str(), resent, (unsigned long long)r->bytes[0], r->tags[0], int(report.link));
   return Status::Ok;
 }
 

@@ -5,7 +5,8 @@
 namespace icn::ib {
 
 uint32_t encodeImm(const Imm& imm) {
-  return (imm.slot & 31u) | (imm.sub & 7u) << 5 | ((imm.nchunks - 1) & 15u) << 8 | (imm.seq & kImmSeqMask) << 12;
+  return (imm.slot & 31u) | (imm.sub & 7u) << 5 | ((imm.nchunks - 1) & 15u) << 8 | (imm.chunk & 15u) << 12 |
+         (imm.seq & kImmSeqMask) << 16;
 }
 
 Imm decodeImm(uint32_t v) {
@@ -13,7 +14,8 @@ Imm decodeImm(uint32_t v) {
   i.slot = v & 31u;
   i.sub = (v >> 5) & 7u;
   i.nchunks = ((v >> 8) & 15u) + 1;
-  i.seq = v >> 12;
+  i.chunk = (v >> 12) & 15u;
+  i.seq = v >> 16;
   return i;
 }
 
@@ -114,6 +116,57 @@ Status decodeBlob(std::span<const uint8_t> bytes, ConnBlob* out, std::string* wh
   if (!r.ok) return bad("truncated (" + std::to_string(bytes.size()) + " bytes)");
   if (r.off != bytes.size()) return bad("trailing bytes");
   *out = std::move(b);
+  return Status::Ok;
+}
+
+// Layout: type u8 | link u8 | report only: nextSeq u32 | count u8 | count x (slot u8 nsub u8 seq u32 nsub x u16)
+std::vector<uint8_t> encodeNote(const FailoverNote& n) {
+  Writer w;
+  w.put(uint8_t(n.type));
+  w.put(n.link);
+  if (n.type != NoteType::Report) return std::move(w.v);
+  w.put(n.nextSeq);
+  w.put(uint8_t(n.pending.size()));
+  for (const PendingRecv& p : n.pending) {
+    w.put(p.slot);
+    w.put(p.nsub);
+    w.put(p.seq);
+    for (int i = 0; i < p.nsub; ++i) w.put(p.have[i]);
+  }
+  return std::move(w.v);
+}
+
+Status decodeNote(std::span<const uint8_t> bytes, FailoverNote* out, std::string* why) {
+  Reader r{bytes};
+  FailoverNote n;
+  auto bad = [&](const std::string& s) { if (why) *why = "bad failover note: " + s; return Status::RemoteError; };
+  const uint8_t type = r.get<uint8_t>();
+  n.link = r.get<uint8_t>();
+  if (!r.ok) return bad("truncated");
+  if (type != uint8_t(NoteType::Fence) && type != uint8_t(NoteType::Report)) return bad("type " + std::to_string(type));
+  n.type = NoteType(type);
+  if (n.link >= kMaxVDevMembers) return bad("link " + std::to_string(n.link));
+  if (n.type == NoteType::Report) {
+    n.nextSeq = r.get<uint32_t>();
+    const uint8_t count = r.get<uint8_t>();
+    if (count > kFifoSlots) return bad(std::to_string(count) + " pending receives");
+    uint32_t seen = 0;
+    for (int i = 0; i < count && r.ok; ++i) {
+      PendingRecv p;
+      p.slot = r.get<uint8_t>();
+      p.nsub = r.get<uint8_t>();
+      p.seq = r.get<uint32_t>();
+      if (p.slot >= kFifoSlots || (seen & (1u << p.slot))) return bad("slot " + std::to_string(p.slot));
+      if (p.nsub < 1 || p.nsub > kMaxRecvs) return bad(std::to_string(p.nsub) + " sub-requests");
+      if (p.seq % kFifoSlots != p.slot) return bad("sequence " + std::to_string(p.seq) + " in slot " + std::to_string(p.slot));
+      seen |= 1u << p.slot;
+      for (int k = 0; k < p.nsub; ++k) p.have[k] = r.get<uint16_t>();
+      n.pending.push_back(p);
+    }
+  }
+  if (!r.ok) return bad("truncated (" + std::to_string(bytes.size()) + " bytes)");
+  if (r.off != bytes.size()) return bad("trailing bytes");
+  *out = std::move(n);
   return Status::Ok;
 }
 

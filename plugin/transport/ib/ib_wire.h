@@ -19,7 +19,7 @@ namespace icn::ib {
 
 constexpr int kMaxQps = 16;             // per connection: 4 bits of the immediate
 constexpr int kFifoSlots = kMaxRequests;  // 32 receive requests in flight
-constexpr uint8_t kBlobVersion = 1;
+constexpr uint8_t kBlobVersion = 2;
 
 // One CTS entry: where the sender may write one message of a (possibly grouped) receive. The receiver writes
 // the whole slot (nreqs entries) with one RDMA write; `seq` (request sequence + 1) is last so a sender that
@@ -38,13 +38,15 @@ static_assert(sizeof(CtsEntry) == 48, "CTS entry layout is part of the wire form
 using CtsSlot = std::array<CtsEntry, kMaxRecvs>;
 static_assert(sizeof(CtsSlot) == 48 * kMaxRecvs);
 
-// Immediate: slot (5 bits) | sub-request (3) | chunks-1 (4) | low 20 bits of the request sequence.
+// Immediate: slot (5 bits) | sub-request (3) | chunks-1 (4) | chunk index (4) | low 16 bits of the request
+// sequence. The chunk index lets the receiver count each chunk once: after a failover the sender resends only
+// the chunks the receiver reports missing, and a second copy of a chunk is a protocol error.
 struct Imm {
-  uint32_t slot = 0, sub = 0, nchunks = 1, seq = 0;
+  uint32_t slot = 0, sub = 0, nchunks = 1, seq = 0, chunk = 0;
 };
 uint32_t encodeImm(const Imm& imm);
 Imm decodeImm(uint32_t v);
-constexpr uint32_t kImmSeqMask = (1u << 20) - 1;
+constexpr uint32_t kImmSeqMask = (1u << 16) - 1;
 
 // Splits `size` bytes over at most `nqps` QPs. Small messages stay on one QP (splitting only adds work);
 // chunks are 128-byte aligned except the last. Returns the number of chunks (>= 1, a zero-byte message is one
@@ -75,6 +77,28 @@ constexpr uint64_t kWireFingerprint = wireFingerprint({
     offsetof(CtsEntry, nreqs), offsetof(CtsEntry, seq), sizeof(CtsSlot)});
 
 std::vector<uint8_t> encodeBlob(const ConnBlob& b);
+
 Status decodeBlob(std::span<const uint8_t> bytes, ConnBlob* out, std::string* why);
+
+// Failover notes on the control connection of a comm whose both ends have the same number of member devices
+// (link k = member k on both sides, QP i on link i % members). Fence: "link k is dead to me: stop taking writes
+// on it and tell me what you hold". Report (receiver to sender, after its QPs of link k are in the error state
+// and its completions drained): every receive still waiting for data, with the chunks each sub-request holds,
+// and the sequence number of its next receive (receives below it that are not listed are complete).
+enum class NoteType : uint8_t { Fence = 1, Report = 2 };
+struct PendingRecv {
+  uint8_t slot = 0;
+  uint8_t nsub = 1;
+  uint32_t seq = 0;
+  std::array<uint16_t, kMaxRecvs> have{};  // bit c: chunk c of that sub-request is in
+};
+struct FailoverNote {
+  NoteType type = NoteType::Fence;
+  uint8_t link = 0;
+  uint32_t nextSeq = 0;               // report only
+  std::vector<PendingRecv> pending;   // report only, at most kFifoSlots
+};
+std::vector<uint8_t> encodeNote(const FailoverNote& n);
+Status decodeNote(std::span<const uint8_t> bytes, FailoverNote* out, std::string* why);
 
 }  // namespace icn::ib
