@@ -107,18 +107,27 @@ setup_rxe() {
   /usr/sbin/ip link set veth0 up && /usr/sbin/ip link set veth1 up || return 1
   rdma link add rxe0 type rxe netdev veth0 || { echo "setup: rdma link add rxe0 failed"; return 1; }
   rdma link add rxe1 type rxe netdev veth1 || { echo "setup: rdma link add rxe1 failed"; return 1; }
-  # Wait for both ports to turn ACTIVE with a link-local GID at index 0.
+  devs="rxe0 rxe1"
+  # ICN_VM_RXE_PAIRS=2: a second link, veth2 <-> veth3 with rxe2 and rxe3 (two ports per rank).
+  if [ "${ICN_VM_RXE_PAIRS:-1}" = 2 ]; then
+    /usr/sbin/ip link add veth2 mtu 9000 type veth peer name veth3 mtu 9000 || { echo "setup: veth2 failed"; return 1; }
+    /usr/sbin/ip link set veth2 up && /usr/sbin/ip link set veth3 up || return 1
+    rdma link add rxe2 type rxe netdev veth2 || { echo "setup: rdma link add rxe2 failed"; return 1; }
+    rdma link add rxe3 type rxe netdev veth3 || { echo "setup: rdma link add rxe3 failed"; return 1; }
+    devs="$devs rxe2 rxe3"
+  fi
+  # Wait for every port to turn ACTIVE with a link-local GID at index 0.
   i=0
   while [ $i -lt 100 ]; do
     ok=1
-    for d in rxe0 rxe1; do
+    for d in $devs; do
       grep -q ACTIVE /sys/class/infiniband/$d/ports/1/state 2>/dev/null || ok=0
       grep -q '^fe80' /sys/class/infiniband/$d/ports/1/gids/0 2>/dev/null || ok=0
     done
     [ $ok = 1 ] && return 0
     sleep 0.1; i=$((i + 1))
   done
-  echo "setup: rxe ports not ACTIVE with a link-local GID after 10 s"
+  echo "setup: rxe ports ($devs) not ACTIVE with a link-local GID after 10 s"
   return 1
 }
 

@@ -195,7 +195,7 @@ class IbSendComm final : public SendComm, public CommBase {
   IbRequest* requestOf(uint64_t wrId, int* chunk);
   void onLinkLost(int link) override;
   Status onNote(const FailoverNote& n) override;
-  Status resendLost(IbRequest* r, const FailoverNote& report);
+  Status resendLost(IbRequest* r, const FailoverNote& report, int* resent);
   int nextLiveQp();
   std::string describeWr(uint64_t wrId) const override;
   void release(IbRequest* r) override;

@@ -251,15 +251,23 @@ Status IbSendComm::onNote(const FailoverNote& n) {
   if (!linkDead(n.link)) ICN_CHECK(loseLink(n.link, "the receiver reports it dead"));
   if (n.type != NoteType::Report) return Status::Ok;  // a fence from the receiver: ours went out in loseLink
   Status st = Status::Ok;
+  int chunks = 0, sends = 0;
   pool_.forEach([&](IbRequest& r) {
-    if (st == Status::Ok && r.inUse && r.sent && r.lost) st = resendLost(&r, n);
+    if (st != Status::Ok || !r.inUse || !r.sent || !r.lost) return;
+    int resent = 0;
+    st = resendLost(&r, n, &resent);
+    chunks += resent;
+    sends += resent > 0;
   });
+  if (st == Status::Ok)
+    ICN_INFO(subsys::Net, "ib send to %s: link %d report (%zu receive(s) waiting): %d chunk(s) of %d send(s) resent",
+             peer().c_str(), int(n.link), n.pending.size(), chunks, sends);
   return st;
 }
 
 // The receiver's report for a dead link settles each lost chunk on it: held, part of a receive that completed
 // (every chunk is in), or missing (sent again on a live QP).
-Status IbSendComm::resendLost(IbRequest* r, const FailoverNote& report) {
+Status IbSendComm::resendLost(IbRequest* r, const FailoverNote& report, int* resent) {
   uint16_t onLink = 0;
   for (int c = 0; c < r->nchunks; ++c)
     if ((r->lost & (1u << c)) && linkOf(r->qpOf[c]) == report.link) onLink |= uint16_t(1u << c);
@@ -279,15 +287,11 @@ Status IbSendComm::resendLost(IbRequest* r, const FailoverNote& report) {
   r->lost &= uint16_t(~onLink);
   r->open &= uint16_t(~(onLink & have));
   const uint16_t again = onLink & uint16_t(~have);
-  int resent = 0;
   for (int c = 0; c < r->nchunks; ++c) {
     if (!(again & (1u << c))) continue;
     ICN_CHECK(postChunk(r, c, nextLiveQp()));
-    ++resent;
+    ++*resent;
   }
-  if (resent)
-    ICN_INFO(subsys::Net, "ib send to %s: %d chunk(s) of a %llu-byte send (tag %d) resent after link %d failed",
-             peer().c_str(), resent, (unsigned long long)r->bytes[0], r->tags[0], int(report.link));
   return Status::Ok;
 }
 

@@ -1,0 +1,237 @@
+// Verbs failover between the links of a fused device, in the Soft-RoCE VM (test/vm/failover-tests.sh): two veth
+// pairs, rxe0 <-> rxe1 (link 0) and rxe2 <-> rxe3 (link 1); rank 0 fuses rxe0+rxe2, rank 1 rxe1+rxe3 (makeVDevice,
+// as NCCL does for a dual-port NIC), the out-of-band socket stays on lo. Rank 1 streams messages of mixed sizes
+// to rank 0 (one chunk per link for the large ones, a single chunk for the small), every byte checked. The guest
+// script passes the faults as commands: ICN_REL_FAILOVER_DOWN takes link 0 down (it carries the clear-to-send
+// writes too), ICN_REL_FAILOVER_DOWN2 link 1.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+
+#include "ranks.h"
+
+namespace icn::rel {
+namespace {
+
+constexpr size_t kBuf = 1 << 20;
+constexpr int kInFlight = 8;
+constexpr int kBeforeFault = 24;
+constexpr int kTotal = 200;
+constexpr auto kDetectLimit = std::chrono::seconds(30);
+
+size_t sizeOf(uint64_t i) {  // two chunks (one per link), one chunk, an odd size split in two
+  static const size_t sizes[] = {kBuf, 4096, 300001};
+  return sizes[i % 3];
+}
+
+int sh(const std::string& cmd) {
+  int rc = system((cmd + " >/dev/null 2>&1").c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+double secondsSince(netapi::Clock::time_point t) {
+  return std::chrono::duration<double>(netapi::Clock::now() - t).count();
+}
+
+const char* env(const char* name) {
+  const char* v = getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+// Both devices of the rank fused into one, as NCCL's makeVDevice call does.
+int fusedDevice(Rank& r) {
+  int n = 0;
+  EXPECT_EQ(r.plugin.net->devices(&n), ncclSuccess);
+  EXPECT_EQ(n, 2) << "each rank must see two rxe devices (ICN_IB_HCA)";
+  ncclNetVDeviceProps_v11_t two{};
+  two.ndevs = 2;
+  two.devs[0] = 0;
+  two.devs[1] = 1;
+  int vd = -1;
+  EXPECT_EQ(r.plugin.net->makeVDevice(&vd, &two), ncclSuccess);
+  return vd;
+}
+
+void connectFused(Rank& r, void** sendComm, void** recvComm) {
+  const int vd = fusedDevice(r);
+  ASSERT_GE(vd, 0);
+  if (r.rank == 0) {
+    char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+    void* l = nullptr;
+    ASSERT_EQ(r.plugin.net->listen(r.plugin.ctx, vd, handle, &l), ncclSuccess);
+    ASSERT_TRUE(r.peer.send(handle, sizeof handle));
+    ASSERT_EQ(netapi::acceptBlocking(r.plugin, l, recvComm, testpair::kWait), ncclSuccess);
+    ASSERT_EQ(r.plugin.net->closeListen(l), ncclSuccess);
+  } else {
+    char handle[NCCL_NET_HANDLE_MAXSIZE];
+    ASSERT_TRUE(r.peer.recv(handle, sizeof handle));
+    ASSERT_EQ(netapi::connectBlocking(r.plugin, vd, handle, sendComm, testpair::kWait), ncclSuccess);
+  }
+}
+
+struct StreamResult {
+  ncclResult_t res = ncclSuccess;
+  uint64_t done = 0;          // messages completed (intact, for the receiver)
+  double maxGapAfterFault = 0;  // longest wait between two completions once the first fault was injected
+  std::optional<netapi::Clock::time_point> lastFault;
+};
+
+// The receiver: posts kInFlight receives, checks every message, runs faults[k] after faultAt[k] messages (and
+// tells the sender through the harness pipe).
+StreamResult receive(Rank& r, void* rc, const std::vector<std::pair<int, std::string>>& faults) {
+  std::vector<std::vector<uint8_t>> bufs(kInFlight, std::vector<uint8_t>(kBuf));
+  std::vector<void*> reqs(kInFlight, nullptr);
+  StreamResult out;
+  uint64_t posted = 0;
+  size_t nextFault = 0;
+  auto start = netapi::Clock::now(), last = start;
+  while (out.res == ncclSuccess && out.done < kTotal && secondsSince(start) < 120) {
+    while (out.res == ncclSuccess && posted < kTotal && posted - out.done < kInFlight) {
+      void* d = bufs[posted % kInFlight].data();
+      size_t sz = kBuf;
+      int tag = 1;
+      out.res = r.plugin.net->irecv(rc, 1, &d, &sz, &tag, nullptr, nullptr, &reqs[posted % kInFlight]);
+      if (out.res == ncclSuccess) posted++;
+    }
+    if (out.res != ncclSuccess) break;
+    int done = 0, size = 0;
+    out.res = r.plugin.net->test(reqs[out.done % kInFlight], &done, &size);
+    if (out.res != ncclSuccess || !done) continue;
+    EXPECT_EQ(size_t(size), sizeOf(out.done)) << "message " << out.done;
+    EXPECT_EQ(netapi::checkPattern(bufs[out.done % kInFlight].data(), sizeOf(out.done), out.done), SIZE_MAX)
+        << "message " << out.done << " corrupt";
+    if (out.lastFault) out.maxGapAfterFault = std::max(out.maxGapAfterFault, secondsSince(last));
+    last = netapi::Clock::now();
+    ++out.done;
+    if (nextFault < faults.size() && out.done == uint64_t(faults[nextFault].first)) {
+      EXPECT_EQ(sh(faults[nextFault].second), 0) << faults[nextFault].second;
+      out.lastFault = last = netapi::Clock::now();
+      char c = 'f';
+      EXPECT_TRUE(r.peer.send(&c, 1));
+      ++nextFault;
+    }
+  }
+  return out;
+}
+
+// The sender: keeps kInFlight sends of the pattern in flight until kTotal completed or an error.
+StreamResult send(Rank& r, void* s) {
+  std::vector<std::vector<uint8_t>> bufs(kInFlight, std::vector<uint8_t>(kBuf));
+  std::vector<void*> reqs(kInFlight, nullptr);
+  StreamResult out;
+  uint64_t posted = 0;
+  auto start = netapi::Clock::now();
+  while (out.res == ncclSuccess && out.done < kTotal && secondsSince(start) < 120) {
+    pollfd p{r.peer.fd(), POLLIN, 0};
+    if (poll(&p, 1, 0) == 1) {
+      char c;
+      if (r.peer.recv(&c, 1)) out.lastFault = netapi::Clock::now();
+    }
+    while (out.res == ncclSuccess && posted < kTotal && posted - out.done < kInFlight) {
+      auto& b = bufs[posted % kInFlight];
+      netapi::fillPattern(b.data(), sizeOf(posted), posted);
+      void* req = nullptr;
+      out.res = r.plugin.net->isend(s, b.data(), sizeOf(posted), 1, nullptr, nullptr, &req);
+      if (out.res != ncclSuccess || !req) break;
+      reqs[posted++ % kInFlight] = req;
+    }
+    if (out.res != ncclSuccess || posted == out.done) continue;
+    int done = 0;
+    out.res = r.plugin.net->test(reqs[out.done % kInFlight], &done, nullptr);
+    if (out.res == ncclSuccess && done) out.done++;
+  }
+  return out;
+}
+
+std::array<RankSetup, 2> fusedSetup() {
+  std::array<RankSetup, 2> setup;
+  for (int i = 0; i < 2; i++)
+    setup[i].env = {{"ICN_TRANSPORT", "ib"}, {"ICN_IB_HCA", i == 0 ? "=rxe0,rxe2" : "=rxe1,rxe3"},
+                    {"ICN_SOCKET_IFNAME", "lo"}, {"ICN_LOG_DETAIL", "1"}, {"NCCL_DEBUG", "INFO"}};
+  return setup;
+}
+
+// One link down mid-stream: every message arrives intact, in order, neither side sees an error, and both name the
+// dead link in a WARN; the sender resends what the receiver reported missing.
+TEST(VerbsFailover, OneLinkDownMidStreamLosesNothing) {
+  const char* down = env("ICN_REL_FAILOVER_DOWN");
+  if (!down) GTEST_SKIP() << "runs inside the Soft-RoCE VM (test/vm/failover-tests.sh sets ICN_REL_FAILOVER_DOWN)";
+  auto out = runPair(
+      [down](Rank& r) {
+        void *s = nullptr, *rc = nullptr;
+        connectFused(r, &s, &rc);
+        ASSERT_NE(rc, nullptr);
+        StreamResult res = receive(r, rc, {{kBeforeFault, down}});
+        EXPECT_EQ(res.res, ncclSuccess) << "the receive side failed although one link was left";
+        EXPECT_EQ(res.done, uint64_t(kTotal));
+        printf("FAILOVER receiver: %llu of %d messages intact, longest stall after the fault %.2f s\n",
+               (unsigned long long)res.done, kTotal, res.maxGapAfterFault);
+        EXPECT_LT(res.maxGapAfterFault, double(kDetectLimit.count()));
+        EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
+      },
+      [](Rank& r) {
+        void *s = nullptr, *rc = nullptr;
+        connectFused(r, &s, &rc);
+        ASSERT_NE(s, nullptr);
+        StreamResult res = send(r, s);
+        EXPECT_EQ(res.res, ncclSuccess) << "the send side failed although one link was left";
+        EXPECT_EQ(res.done, uint64_t(kTotal));
+        printf("FAILOVER sender: %llu of %d sends completed\n", (unsigned long long)res.done, kTotal);
+        EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
+      },
+      fusedSetup(), std::chrono::seconds(180));
+  EXPECT_TRUE(out[0].cleanExit()) << "receiver";
+  EXPECT_TRUE(out[1].cleanExit()) << "sender";
+  for (int i = 0; i < 2; i++)
+    EXPECT_TRUE(out[i].warnHas({"link 0", "failed", "going on over 1 of 2 links", ":" + std::to_string(out[1 - i].pid)}))
+        << "rank " << i << " has no WARN naming the dead link and the peer";
+  EXPECT_TRUE(out[0].logHas("report sent")) << "the receiver never reported what it holds";
+  EXPECT_TRUE(out[0].logHas("clear-to-send moved to QP 1")) << "the CTS did not leave the dead link";
+  EXPECT_TRUE(out[1].logHas("link 0 report")) << "the sender never read the receiver's report";
+}
+
+// Both links down, one after the other: the first is bridged, the second fails both sides with an error (never a
+// hang) within 30 s, and both close cleanly.
+TEST(VerbsFailover, LastLinkDownFailsBothSides) {
+  const char* down = env("ICN_REL_FAILOVER_DOWN");
+  const char* down2 = env("ICN_REL_FAILOVER_DOWN2");
+  if (!down || !down2) GTEST_SKIP() << "runs inside the Soft-RoCE VM (test/vm/failover-tests.sh)";
+  auto out = runPair(
+      [down, down2](Rank& r) {
+        void *s = nullptr, *rc = nullptr;
+        connectFused(r, &s, &rc);
+        ASSERT_NE(rc, nullptr);
+        StreamResult res = receive(r, rc, {{kBeforeFault, down}, {2 * kBeforeFault, down2}});
+        ASSERT_TRUE(res.lastFault.has_value()) << "failed before the faults (" << res.done << " messages)";
+        EXPECT_NE(res.res, ncclSuccess) << "no error with both links down";
+        EXPECT_GE(res.done, uint64_t(2 * kBeforeFault)) << "the first fault was not bridged";
+        const double t = secondsSince(*res.lastFault);
+        printf("FAILOVER receiver: %llu messages intact, error %.1f s after the last link went down\n",
+               (unsigned long long)res.done, t);
+        EXPECT_LT(t, double(kDetectLimit.count()));
+        EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
+      },
+      [](Rank& r) {
+        void *s = nullptr, *rc = nullptr;
+        connectFused(r, &s, &rc);
+        ASSERT_NE(s, nullptr);
+        StreamResult res = send(r, s);
+        EXPECT_NE(res.res, ncclSuccess) << "sending with both links down never failed";
+        EXPECT_GE(res.done, uint64_t(2 * kBeforeFault) - kInFlight);
+        printf("FAILOVER sender: %llu sends completed before the error\n", (unsigned long long)res.done);
+        EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
+      },
+      fusedSetup(), std::chrono::seconds(180));
+  EXPECT_TRUE(out[0].cleanExit()) << "receiver";
+  EXPECT_TRUE(out[1].cleanExit()) << "sender";
+  for (int i = 0; i < 2; i++)
+    EXPECT_TRUE(out[i].warnHas({"connection with", "failed", ":" + std::to_string(out[1 - i].pid)}))
+        << "rank " << i << " has no WARN naming the peer";
+}
+
+}  // namespace
+}  // namespace icn::rel

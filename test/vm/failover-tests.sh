@@ -1,0 +1,27 @@
+# Verbs failover (owned by test/reliability, VerbsFailover.*): two links, rxe0 <-> rxe1 over veth0/veth1 and
+# rxe2 <-> rxe3 over veth2/veth3 (guest-init.sh with ICN_VM_RXE_PAIRS=2); each rank fuses its two devices and the
+# out-of-band socket stays on lo. Link 0 goes down mid-stream (every message must still arrive intact), then
+# both links in turn (a clean error on both sides, never a hang).
+if [ ! -x /opt/icn/bin/icn-reliability ]; then fail "verbs-failover (icn-reliability not in this build)"; else
+  for tc in OneLinkDownMidStreamLosesNothing LastLinkDownFailsBothSides; do
+    # (check keeps its timeout in $t: the loop variable is $tc)
+    check "failover-$tc" 200 env ICN_PLUGIN_PATH=/opt/icn/lib/libnccl-net-icn.so \
+      ICN_REL_FAILOVER_DOWN="ip link set dev veth0 down" ICN_REL_FAILOVER_DOWN2="ip link set dev veth2 down" \
+      icn-reliability --gtest_filter="VerbsFailover.$tc"
+    grep -E 'FAILOVER|SKIPPED|WARN|resent|moved|report sent' "/tmp/failover-$tc.log" | head -n 30
+    if grep -q SKIPPED "/tmp/failover-$tc.log"; then fail "failover-$tc-not-skipped"; fi
+    for l in "FAILOVER receiver:.*stall after the fault \([0-9.]*\) s:stall_s" \
+             "FAILOVER receiver:.*error \([0-9.]*\) s after the last link:last_link_error_s"; do
+      v=$(sed -n "s/.*${l%%:*}.*/\1/p" "/tmp/failover-$tc.log" | head -n 1)
+      [ -n "$v" ] && result "failover_${l##*:}" "$v"
+    done
+    /usr/sbin/ip link set dev veth0 up; /usr/sbin/ip link set dev veth2 up
+    # rxe turns the ports ACTIVE again once the carrier is back.
+    i=0
+    while [ $i -lt 100 ]; do
+      n=$(grep -l ACTIVE /sys/class/infiniband/rxe*/ports/1/state 2>/dev/null | wc -l)
+      [ "$n" = 4 ] && break
+      sleep 0.1; i=$((i + 1))
+    done
+  done
+fi
