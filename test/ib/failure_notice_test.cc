@@ -203,6 +203,17 @@ TEST(FailoverNote, RoundTripsAndRefusesMalformedNotes) {
   FailoverNote twice = r;
   twice.pending.push_back(p);
   refused(encodeNote(twice), "one slot listed twice");
+
+  FailoverNote offer;
+  offer.type = NoteType::Rejoin;
+  offer.link = 1;
+  offer.qpns = {17, 0xabcdef};
+  ASSERT_EQ(decodeNote(encodeNote(offer), &back, &why), Status::Ok) << why;
+  EXPECT_EQ(back.type, NoteType::Rejoin);
+  EXPECT_EQ(back.qpns, offer.qpns);
+  refused({3, 1, 0}, "a rejoin offering no QP");
+  refused({4, 1, kMaxQps + 1}, "an accept of more QPs than a connection has");
+  refused({3, 1, 2, 1, 0, 0, 0}, "a rejoin cut short");
 }
 
 }  // namespace

@@ -73,6 +73,13 @@ void connectFused(Rank& r, void** sendComm, void** recvComm) {
   }
 }
 
+// A command the receiver runs once it has `afterMessages` messages and `afterSeconds` passed since the last one.
+struct Fault {
+  int afterMessages;
+  double afterSeconds;
+  std::string cmd;
+};
+
 struct StreamResult {
   ncclResult_t res = ncclSuccess;
   uint64_t done = 0;          // messages completed (intact, for the receiver)
@@ -80,17 +87,19 @@ struct StreamResult {
   std::optional<netapi::Clock::time_point> lastFault;
 };
 
-// The receiver: posts kInFlight receives, checks every message, runs faults[k] after faultAt[k] messages (and
-// tells the sender through the harness pipe).
-StreamResult receive(Rank& r, void* rc, const std::vector<std::pair<int, std::string>>& faults) {
+// The receiver: posts kInFlight receives (at most one per paceMs), checks every message, runs the faults in turn
+// (and tells the sender through the harness pipe).
+StreamResult receive(Rank& r, void* rc, const std::vector<Fault>& faults, uint64_t total = kTotal, int paceMs = 0) {
   std::vector<std::vector<uint8_t>> bufs(kInFlight, std::vector<uint8_t>(kBuf));
   std::vector<void*> reqs(kInFlight, nullptr);
   StreamResult out;
   uint64_t posted = 0;
   size_t nextFault = 0;
-  auto start = netapi::Clock::now(), last = start;
-  while (out.res == ncclSuccess && out.done < kTotal && secondsSince(start) < 120) {
-    while (out.res == ncclSuccess && posted < kTotal && posted - out.done < kInFlight) {
+  auto start = netapi::Clock::now(), last = start, lastPost = start, lastFault = start;
+  while (out.res == ncclSuccess && out.done < total && secondsSince(start) < 120) {
+    while (out.res == ncclSuccess && posted < total && posted - out.done < kInFlight &&
+           secondsSince(lastPost) * 1000 >= paceMs) {
+      lastPost = netapi::Clock::now();
       void* d = bufs[posted % kInFlight].data();
       size_t sz = kBuf;
       int tag = 1;
@@ -107,31 +116,33 @@ StreamResult receive(Rank& r, void* rc, const std::vector<std::pair<int, std::st
     if (out.lastFault) out.maxGapAfterFault = std::max(out.maxGapAfterFault, secondsSince(last));
     last = netapi::Clock::now();
     ++out.done;
-    if (nextFault < faults.size() && out.done == uint64_t(faults[nextFault].first)) {
-      EXPECT_EQ(sh(faults[nextFault].second), 0) << faults[nextFault].second;
-      out.lastFault = last = netapi::Clock::now();
+    if (nextFault < faults.size() && out.done >= uint64_t(faults[nextFault].afterMessages) &&
+        secondsSince(lastFault) >= faults[nextFault].afterSeconds) {
+      EXPECT_EQ(sh(faults[nextFault].cmd), 0) << faults[nextFault].cmd;
+      out.lastFault = last = lastFault = netapi::Clock::now();
       char c = 'f';
       EXPECT_TRUE(r.peer.send(&c, 1));
       ++nextFault;
     }
   }
+  EXPECT_EQ(nextFault, faults.size()) << "the stream ended before every fault was injected";
   return out;
 }
 
-// The sender: keeps kInFlight sends of the pattern in flight until kTotal completed or an error.
-StreamResult send(Rank& r, void* s) {
+// The sender: keeps kInFlight sends of the pattern in flight until `total` completed or an error.
+StreamResult send(Rank& r, void* s, uint64_t total = kTotal) {
   std::vector<std::vector<uint8_t>> bufs(kInFlight, std::vector<uint8_t>(kBuf));
   std::vector<void*> reqs(kInFlight, nullptr);
   StreamResult out;
   uint64_t posted = 0;
   auto start = netapi::Clock::now();
-  while (out.res == ncclSuccess && out.done < kTotal && secondsSince(start) < 120) {
+  while (out.res == ncclSuccess && out.done < total && secondsSince(start) < 120) {
     pollfd p{r.peer.fd(), POLLIN, 0};
     if (poll(&p, 1, 0) == 1) {
       char c;
       if (r.peer.recv(&c, 1)) out.lastFault = netapi::Clock::now();
     }
-    while (out.res == ncclSuccess && posted < kTotal && posted - out.done < kInFlight) {
+    while (out.res == ncclSuccess && posted < total && posted - out.done < kInFlight) {
       auto& b = bufs[posted % kInFlight];
       netapi::fillPattern(b.data(), sizeOf(posted), posted);
       void* req = nullptr;
@@ -165,7 +176,7 @@ TEST(VerbsFailover, OneLinkDownMidStreamLosesNothing) {
         void *s = nullptr, *rc = nullptr;
         connectFused(r, &s, &rc);
         ASSERT_NE(rc, nullptr);
-        StreamResult res = receive(r, rc, {{kBeforeFault, down}});
+        StreamResult res = receive(r, rc, {{kBeforeFault, 0, down}});
         EXPECT_EQ(res.res, ncclSuccess) << "the receive side failed although one link was left";
         EXPECT_EQ(res.done, uint64_t(kTotal));
         printf("FAILOVER receiver: %llu of %d messages intact, longest stall after the fault %.2f s\n",
@@ -205,7 +216,7 @@ TEST(VerbsFailover, LastLinkDownFailsBothSides) {
         void *s = nullptr, *rc = nullptr;
         connectFused(r, &s, &rc);
         ASSERT_NE(rc, nullptr);
-        StreamResult res = receive(r, rc, {{kBeforeFault, down}, {2 * kBeforeFault, down2}});
+        StreamResult res = receive(r, rc, {{kBeforeFault, 0, down}, {2 * kBeforeFault, 0, down2}});
         ASSERT_TRUE(res.lastFault.has_value()) << "failed before the faults (" << res.done << " messages)";
         EXPECT_NE(res.res, ncclSuccess) << "no error with both links down";
         EXPECT_GE(res.done, uint64_t(2 * kBeforeFault)) << "the first fault was not bridged";
@@ -231,6 +242,45 @@ TEST(VerbsFailover, LastLinkDownFailsBothSides) {
   for (int i = 0; i < 2; i++)
     EXPECT_TRUE(out[i].warnHas({"connection with", "failed", ":" + std::to_string(out[1 - i].pid)}))
         << "rank " << i << " has no WARN naming the peer";
+}
+
+// A link that comes back is re-admitted and carries the stream again: link 0 down, back 2 s later, then link 1
+// down 4 s after that. The stream (paced to 5 ms a message, about 15 s) survives only if link 0 was re-admitted.
+TEST(VerbsFailover, LinkBackIsReadmittedAndCarriesTheStream) {
+  const char* down = env("ICN_REL_FAILOVER_DOWN");
+  const char* up = env("ICN_REL_FAILOVER_UP");
+  const char* down2 = env("ICN_REL_FAILOVER_DOWN2");
+  if (!down || !up || !down2) GTEST_SKIP() << "runs inside the Soft-RoCE VM (test/vm/failover-tests.sh)";
+  constexpr uint64_t kPaced = 3000;
+  auto out = runPair(
+      [&](Rank& r) {
+        void *s = nullptr, *rc = nullptr;
+        connectFused(r, &s, &rc);
+        ASSERT_NE(rc, nullptr);
+        StreamResult res = receive(r, rc, {{kBeforeFault, 0, down}, {0, 2, up}, {0, 4, down2}}, kPaced, 5);
+        EXPECT_EQ(res.res, ncclSuccess) << "the receive side failed: link 0 was not re-admitted?";
+        EXPECT_EQ(res.done, kPaced);
+        printf("FAILOVER receiver: %llu of %llu messages intact, longest stall after the first fault %.2f s\n",
+               (unsigned long long)res.done, (unsigned long long)kPaced, res.maxGapAfterFault);
+        EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
+      },
+      [&](Rank& r) {
+        void *s = nullptr, *rc = nullptr;
+        connectFused(r, &s, &rc);
+        ASSERT_NE(s, nullptr);
+        StreamResult res = send(r, s, kPaced);
+        EXPECT_EQ(res.res, ncclSuccess) << "the send side failed: link 0 was not re-admitted?";
+        EXPECT_EQ(res.done, kPaced);
+        EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
+      },
+      fusedSetup(), std::chrono::seconds(180));
+  EXPECT_TRUE(out[0].cleanExit()) << "receiver";
+  EXPECT_TRUE(out[1].cleanExit()) << "sender";
+  EXPECT_TRUE(out[0].logHas("link 0 (rxe0 port 1) re-admitted")) << "the receiver never re-admitted link 0";
+  EXPECT_TRUE(out[1].logHas("link 0 (rxe1 port 1) re-admitted")) << "the sender never re-admitted link 0";
+  for (int i = 0; i < 2; i++)
+    EXPECT_TRUE(out[i].warnHas({"link 1", "failed", "going on over 1 of 2 links"}))
+        << "rank " << i << ": link 1's death was not bridged by the re-admitted link 0";
 }
 
 }  // namespace

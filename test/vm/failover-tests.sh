@@ -1,14 +1,16 @@
 # Verbs failover (owned by test/reliability, VerbsFailover.*): two links, rxe0 <-> rxe1 over veth0/veth1 and
 # rxe2 <-> rxe3 over veth2/veth3 (guest-init.sh with ICN_VM_RXE_PAIRS=2); each rank fuses its two devices and the
 # out-of-band socket stays on lo. Link 0 goes down mid-stream (every message must still arrive intact), then
-# both links in turn (a clean error on both sides, never a hang).
+# both links in turn (a clean error on both sides, never a hang), then link 0 down and back (re-admitted) before
+# link 1 goes down (the stream must go on over the returned link).
 if [ ! -x /opt/icn/bin/icn-reliability ]; then fail "verbs-failover (icn-reliability not in this build)"; else
-  for tc in OneLinkDownMidStreamLosesNothing LastLinkDownFailsBothSides; do
+  for tc in OneLinkDownMidStreamLosesNothing LastLinkDownFailsBothSides LinkBackIsReadmittedAndCarriesTheStream; do
     # (check keeps its timeout in $t: the loop variable is $tc)
     check "failover-$tc" 200 env ICN_PLUGIN_PATH=/opt/icn/lib/libnccl-net-icn.so \
       ICN_REL_FAILOVER_DOWN="ip link set dev veth0 down" ICN_REL_FAILOVER_DOWN2="ip link set dev veth2 down" \
+      ICN_REL_FAILOVER_UP="ip link set dev veth0 up" \
       icn-reliability --gtest_filter="VerbsFailover.$tc"
-    grep -E 'FAILOVER|SKIPPED|WARN|resent|moved|report sent' "/tmp/failover-$tc.log" | head -n 30
+    grep -E 'FAILOVER|SKIPPED|WARN|resent|moved|report|re-admitted|refused' "/tmp/failover-$tc.log" | head -n 30
     if grep -q SKIPPED "/tmp/failover-$tc.log"; then fail "failover-$tc-not-skipped"; fi
     for l in "FAILOVER receiver:.*stall after the fault \([0-9.]*\) s:stall_s" \
              "FAILOVER receiver:.*error \([0-9.]*\) s after the last link:last_link_error_s"; do

@@ -24,6 +24,7 @@ CommBase::CommBase(std::vector<const Port*> ports, bool isSend) : ports_(std::mo
 
 CommBase::~CommBase() {
   qps_.clear();  // QPs before their CQs
+  retired_.clear();
   cqs_.clear();
   if (counters_) netstats::unregisterComm(counters_);
 }
@@ -55,35 +56,67 @@ Status CommBase::createQps(int nqps, std::string* why) {
   }
   for (int i = 0; i < nqps; ++i) {
     QpPtr qp;
-    // QP 0 of a receiver carries the CTS writes: inline them when the provider allows (no staging DMA).
-    const int wantInline = (!isSend_ && i == 0) ? int(sizeof(CtsSlot)) : 0;
-    ICN_CHECK(createRcQp(*ports_[i % m], cqs_[i % m].get(), kQueueDepth + kMaxRequests, kQueueDepth, &sink_, &qp, why,
-                         wantInline, i == 0 ? &qp0Inline_ : nullptr));
+    ICN_CHECK(makeQp(i, &qp, why));
     qps_.push_back(std::move(qp));
     watch_.emplace_back();
-    // Receives must be posted before the peer can write with immediate (allowed from INIT).
-    if (!isSend_) {
-      Status st = postRecvs(i, kQueueDepth);
-      if (st != Status::Ok) {
-        *why = "ibv_post_recv: " + errnoString(errno);
-        return st;
-      }
-    }
   }
   return Status::Ok;
 }
 
-Status CommBase::postRecvs(int qp, int count) {
+Status CommBase::makeQp(int i, QpPtr* out, std::string* why) {
+  const int m = members();
+  // QP 0 of a receiver carries the CTS writes: inline them when the provider allows (no staging DMA).
+  const int wantInline = (!isSend_ && i == 0) ? int(sizeof(CtsSlot)) : 0;
+  ICN_CHECK(createRcQp(*ports_[i % m], cqs_[i % m].get(), kQueueDepth + kMaxRequests, kQueueDepth, &sink_, out, why,
+                       wantInline, i == 0 ? &qp0Inline_ : nullptr));
+  // Receives must be posted before the peer can write with immediate (allowed from INIT).
+  if (!isSend_ && postRecvsOn(out->get(), i, kQueueDepth) != Status::Ok) {
+    *why = "ibv_post_recv: " + errnoString(errno);
+    return Status::SystemError;
+  }
+  return Status::Ok;
+}
+
+std::vector<int> CommBase::qpsOfLink(int link) const {
+  std::vector<int> v;
+  for (int i = 0; i < qpCount(); ++i)
+    if (linkOf(i) == link) v.push_back(i);
+  return v;
+}
+
+Status CommBase::readmit(int link, std::vector<QpPtr>* fresh, const std::vector<uint32_t>& peerQpns,
+                         std::string* why) {
+  const std::vector<int> idx = qpsOfLink(link);
+  if (fresh->size() != idx.size() || peerQpns.size() != idx.size()) {
+    *why = std::to_string(peerQpns.size()) + " QPs offered for a link of " + std::to_string(idx.size());
+    return Status::RemoteError;
+  }
+  for (size_t k = 0; k < idx.size(); ++k) {
+    const int i = idx[k];
+    ICN_CHECK(connectQp((*fresh)[k].get(), *ports_[link], peerDevs_[i % peerDevs_.size()], peerQpns[k], tuning_, why));
+  }
+  for (size_t k = 0; k < idx.size(); ++k) {
+    const int i = idx[k];
+    retired_.push_back(std::move(qps_[i]));
+    qps_[i] = std::move((*fresh)[k]);
+    watch_[i] = QpWatch{};
+  }
+  fresh->clear();
+  deadLinks_ &= ~(1u << link);
+  return Status::Ok;
+}
+
+Status CommBase::postRecvsOn(ibv_qp* qp, int index, int count) {
   ibv_recv_wr wrs[16];
   while (count > 0) {
     int k = count < 16 ? count : 16;
     for (int j = 0; j < k; ++j) {
       wrs[j] = {};
-      wrs[j].wr_id = kRecvWrTag | uint64_t(qp);
+      wrs[j].wr_id = kRecvWrTag | uint64_t(index);
       wrs[j].next = j + 1 < k ? &wrs[j + 1] : nullptr;
     }
     ibv_recv_wr* bad = nullptr;
-    if (ibv_post_recv(qps_[qp].get(), wrs, &bad) != 0) return Status::SystemError;
+    if (ibv_post_recv(qp, wrs, &bad) != 0) return Status::SystemError;
     count -= k;
   }
   return Status::Ok;
@@ -106,7 +139,9 @@ Status CommBase::connectQps(const ConnBlob& peer, const QpTuning& t, std::string
     const DevAddr& remote = peer.devs[i % peer.devs.size()];
     ICN_CHECK(connectQp(qps_[i].get(), local, remote, peer.qpns[i], t, why));
   }
-  if (peer.devs.size() == ports_.size() && ports_.size() >= 2) links_ = int(ports_.size());
+  peerDevs_ = peer.devs;
+  if (peer.devs.size() == ports_.size() && ports_.size() >= 2 && params::getBool(params::Id::IbFailover))
+    links_ = int(ports_.size());
   return Status::Ok;
 }
 
@@ -162,6 +197,8 @@ void CommBase::noteCompleted(uint32_t qpNum) {
 int CommBase::qpIndex(uint32_t qpNum) const {
   for (size_t i = 0; i < qps_.size(); ++i)
     if (qps_[i]->qp_num == qpNum) return int(i);
+  for (const QpPtr& q : retired_)
+    if (q->qp_num == qpNum) return kRetiredQp;
   return -1;
 }
 
@@ -252,7 +289,7 @@ Status CommBase::poll() {
         const ibv_wc& wc = wcs[i];
         if (wc.status != IBV_WC_SUCCESS) {
           const int q = qpIndex(wc.qp_num);
-          if (q >= 0 && !qpLive(q)) {  // flushed by the link's death
+          if (q == kRetiredQp || (q >= 0 && !qpLive(q))) {  // flushed by the link's death
             ICN_CHECK(onFailedCompletion(wc));
             continue;
           }

@@ -7,6 +7,7 @@
 //
 // Requests come from fixed pools (no allocation per message); progress happens in test().
 #pragma once
+#include <array>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -118,6 +119,14 @@ class CommBase {
   // Reads the peer's failover notes (rate-limited with the liveness check); errors only for a broken note.
   Status serviceControl();
   bool sendNote(const FailoverNote& n);
+  // Re-admission: fresh QPs for a dead link (at its QP indices), connected to the peer's and swapped in; the old
+  // ones are kept (retired) until the comm closes, so their late completions still name a known QP.
+  static constexpr int kRetiredQp = -2;           // qpIndex() of a retired QP
+  static constexpr size_t kMaxRetiredQps = 64;    // re-admissions stop once this many QPs were retired
+  std::vector<int> qpsOfLink(int link) const;
+  bool canRetire(int link) const { return retired_.size() + qpsOfLink(link).size() <= kMaxRetiredQps; }
+  Status makeQp(int i, QpPtr* out, std::string* why);
+  Status readmit(int link, std::vector<QpPtr>* fresh, const std::vector<uint32_t>& peerQpns, std::string* why);
   virtual std::string describeWr(uint64_t wrId) const { return ""; }
   virtual void release(IbRequest* r) = 0;
   Status checkHealth(const IbRequest* r);
@@ -139,7 +148,8 @@ class CommBase {
   // the cache for the life of the request. Slow path, never taken by NCCL itself.
   Status tempHandle(IbRequest* r, void* data, size_t size, MemHandle** out);
   void releaseTemps(IbRequest* r);
-  Status postRecvs(int qp, int count);
+  Status postRecvs(int qp, int count) { return postRecvsOn(qps_[qp].get(), qp, count); }
+  Status postRecvsOn(ibv_qp* qp, int index, int count);
   // The diagnosis's view of this connection (null before start()): a send's clear-to-send is when it is posted
   // (its CTS was in the FIFO), a receive's first byte is its first write-with-immediate completion.
   diagnose::LinkMonitor* monitor() { return diag_ ? &diag_->monitor() : nullptr; }
@@ -167,6 +177,8 @@ class CommBase {
   std::unique_ptr<diagnose::ConnectionWatch> diag_;
   int links_ = 1;           // > 1: failover between links (see linkOf)
   uint32_t deadLinks_ = 0;
+  std::vector<QpPtr> retired_;   // QPs of dead links replaced by a re-admission (before cqs_ in the destructor)
+  std::vector<DevAddr> peerDevs_;
 };
 
 class IbSendComm final : public SendComm, public CommBase {
@@ -197,6 +209,16 @@ class IbSendComm final : public SendComm, public CommBase {
   Status onNote(const FailoverNote& n) override;
   Status resendLost(IbRequest* r, const FailoverNote& report, int* resent);
   int nextLiveQp();
+  // Re-admission of dead links: offered (Rejoin) once the port is back and every chunk lost on the link settled,
+  // 0.5 s after the link died, the wait doubling (to 8 s) after a refusal or a death within 10 s of a return.
+  Status maybeRejoin();
+  Status onRejoinAnswer(const FailoverNote& n);
+  struct Rejoin {
+    std::vector<QpPtr> fresh;  // offered to the receiver, not yet connected
+    std::chrono::steady_clock::time_point diedAt{}, nextTry{}, offeredAt{}, admittedAt{};
+    std::chrono::milliseconds backoff{500};
+  };
+  std::array<Rejoin, kMaxVDevMembers> rejoin_;
   std::string describeWr(uint64_t wrId) const override;
   void release(IbRequest* r) override;
 
@@ -238,6 +260,7 @@ class IbRecvComm final : public RecvComm, public CommBase {
   Status finishFailover() override;
   Status postCts(uint32_t slot, int n, bool signalled);
   Status moveCts();
+  Status onRejoin(const FailoverNote& n);
 
   // Receive requests are pooled independently of FIFO slots (NCCL may test them in any order); slotReq_ maps a
   // slot to the request whose data is still arriving there. A slot is reusable once that data is complete.

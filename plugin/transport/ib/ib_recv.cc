@@ -180,7 +180,8 @@ Status IbRecvComm::onChunk(const ibv_wc& wc) {
   r.bytes[sub] += wc.byte_len;
   diagnoseStarted(&r);
   if (++r.chunks[sub] == im.nchunks && ++r.subsDone == r.n) slotReq_[im.slot] = nullptr;
-  if (!qpLive(qp)) return Status::Ok;  // landed before its link died: nothing more comes through that QP
+  // Landed before its link died (nothing more comes through that QP; after a re-admission the index names a new one).
+  if (!qpLive(qp) || qps_[qp]->qp_num != wc.qp_num) return Status::Ok;
   if (postRecvs(qp, 1) != Status::Ok) return fail(Status::SystemError, "ibv_post_recv: " + errnoString(errno));
   return Status::Ok;
 }
@@ -251,9 +252,37 @@ void IbRecvComm::onLinkLost(int link) {
 }
 
 Status IbRecvComm::onNote(const FailoverNote& n) {
-  if (n.type != NoteType::Fence) return fail(Status::RemoteError, "failover report from the sending side");
+  if (n.type == NoteType::Rejoin) return onRejoin(n);
+  if (n.type != NoteType::Fence) return fail(Status::RemoteError, "failover note meant for a sender");
   if (!linkDead(n.link)) ICN_CHECK(loseLink(n.link, "the sender reports it dead"));
   reportDue_ |= 1u << n.link;
+  return Status::Ok;
+}
+
+// The sender offers new QPs for a dead link: accepted (ours, connected to them, answered) once our port is back
+// and the link's report went out; refused otherwise (the sender tries again later).
+Status IbRecvComm::onRejoin(const FailoverNote& n) {
+  FailoverNote answer;
+  answer.type = NoteType::Refuse;
+  answer.link = n.link;
+  std::string why;
+  const std::vector<int> idx = qpsOfLink(n.link);
+  if (!linkDead(n.link) || (reportDue_ & (1u << n.link)) || n.qpns.size() != idx.size() || !canRetire(n.link)) {
+    why = "not expected";
+  } else if (ports_[n.link]->healthy(&why) == Status::Ok) {
+    std::vector<QpPtr> fresh(idx.size());
+    Status st = Status::Ok;
+    for (size_t k = 0; k < idx.size() && st == Status::Ok; ++k) st = makeQp(idx[k], &fresh[k], &why);
+    for (size_t k = 0; k < idx.size() && st == Status::Ok; ++k) answer.qpns.push_back(fresh[k]->qp_num);
+    if (st == Status::Ok) st = readmit(n.link, &fresh, n.qpns, &why);
+    if (st == Status::Ok) answer.type = NoteType::Accept;
+  }
+  if (!sendNote(answer)) return fail(Status::RemoteError, "could not answer the sender's rejoin of link " + std::to_string(n.link));
+  if (answer.type == NoteType::Accept)
+    ICN_INFO(subsys::Net, "ib receive from %s: link %d (%s port %d) re-admitted", peer().c_str(), int(n.link),
+             ports_[n.link]->hca->name().c_str(), ports_[n.link]->port);
+  else
+    ICN_INFO(subsys::Net, "ib receive from %s: rejoin of link %d refused: %s", peer().c_str(), int(n.link), why.c_str());
   return Status::Ok;
 }
 

@@ -2,11 +2,13 @@
 // FIFO, then go out as RDMA writes with immediate, split across the connection's QPs.
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 
+#include "core/coarse_clock.h"
 #include "core/log.h"
 #include "transport/ib/ib_comm.h"
 
@@ -88,6 +90,7 @@ Status IbSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reques
 }
 
 Status IbSendComm::progress() {
+  if (deadLinks_) ICN_CHECK(maybeRejoin());
   while (queued_ > 0) {
     if (failed_ != Status::Ok) return failed_;
     const uint32_t slot = uint32_t(seq_ % kFifoSlots);
@@ -235,6 +238,13 @@ Status IbSendComm::onFailedCompletion(const ibv_wc& wc) {
 }
 
 void IbSendComm::onLinkLost(int link) {
+  Rejoin& j = rejoin_[link];
+  const auto now = coarseNow();
+  // A link that dies again within 10 s of its return waits twice as long before the next offer (hysteresis).
+  const bool flapped = j.admittedAt != std::chrono::steady_clock::time_point{} && now - j.admittedAt < std::chrono::seconds(10);
+  j.backoff = flapped ? std::min<std::chrono::milliseconds>(j.backoff * 2, std::chrono::seconds(8)) : std::chrono::milliseconds(500);
+  j.diedAt = now;
+  j.nextTry = now + j.backoff;
   pool_.forEach([&](IbRequest& r) {
     if (!r.inUse || !r.sent) return;
     for (int c = 0; c < r.nchunks; ++c)
@@ -248,6 +258,8 @@ void IbSendComm::onLinkLost(int link) {
 }
 
 Status IbSendComm::onNote(const FailoverNote& n) {
+  if (n.type == NoteType::Accept || n.type == NoteType::Refuse) return onRejoinAnswer(n);
+  if (n.type == NoteType::Rejoin) return fail(Status::RemoteError, "failover note meant for a receiver");
   if (!linkDead(n.link)) ICN_CHECK(loseLink(n.link, "the receiver reports it dead"));
   if (n.type != NoteType::Report) return Status::Ok;  // a fence from the receiver: ours went out in loseLink
   Status st = Status::Ok;
@@ -299,6 +311,69 @@ void IbSendComm::release(IbRequest* r) {
   releaseTemps(r);
   r->inUse = false;
   pool_.release(r);
+}
+
+Status IbSendComm::maybeRejoin() {
+  if (!deadLinks_ || failed_ != Status::Ok) return failed_;
+  const auto now = coarseNow();
+  for (int l = 0; l < links_; ++l) {
+    Rejoin& j = rejoin_[l];
+    if (!linkDead(l)) continue;
+    if (!j.fresh.empty()) {
+      if (now - j.offeredAt < std::chrono::seconds(5)) continue;
+      j.fresh.clear();  // no answer: offer again later
+      j.nextTry = now + j.backoff;
+      continue;
+    }
+    std::string why;
+    if (now < j.nextTry || !canRetire(l) || ports_[l]->healthy(&why) != Status::Ok) continue;
+    bool settled = true;  // every chunk lost on the link has had its report
+    pool_.forEach([&](const IbRequest& r) {
+      for (int c = 0; r.inUse && r.sent && c < r.nchunks; ++c)
+        if ((r.lost & (1u << c)) && linkOf(r.qpOf[c]) == l) settled = false;
+    });
+    if (!settled) continue;
+    FailoverNote offer;
+    offer.type = NoteType::Rejoin;
+    offer.link = uint8_t(l);
+    for (int i : qpsOfLink(l)) {
+      QpPtr qp;
+      if (makeQp(i, &qp, &why) != Status::Ok) {
+        ICN_INFO(subsys::Net, "ib send to %s: no new QP for link %d yet: %s", peer().c_str(), l, why.c_str());
+        j.fresh.clear();
+        break;
+      }
+      offer.qpns.push_back(qp->qp_num);
+      j.fresh.push_back(std::move(qp));
+    }
+    if (j.fresh.empty()) {
+      j.nextTry = now + j.backoff;
+      continue;
+    }
+    if (!sendNote(offer)) return fail(Status::RemoteError, "could not offer link " + std::to_string(l) + " again");
+    j.offeredAt = now;
+  }
+  return Status::Ok;
+}
+
+Status IbSendComm::onRejoinAnswer(const FailoverNote& n) {
+  Rejoin& j = rejoin_[n.link];
+  if (!linkDead(n.link) || j.fresh.empty()) return Status::Ok;  // an answer to an offer given up: it dies unused
+  const auto now = coarseNow();
+  if (n.type == NoteType::Refuse) {
+    j.fresh.clear();
+    j.backoff = std::min<std::chrono::milliseconds>(j.backoff * 2, std::chrono::seconds(8));
+    j.nextTry = now + j.backoff;
+    return Status::Ok;
+  }
+  std::string why;
+  if (readmit(n.link, &j.fresh, n.qpns, &why) != Status::Ok)
+    return fail(Status::RemoteError, "re-admitting link " + std::to_string(n.link) + ": " + why);
+  j.admittedAt = now;
+  ICN_INFO(subsys::Net, "ib send to %s: link %d (%s port %d) re-admitted %.1f s after it failed", peer().c_str(),
+           int(n.link), ports_[n.link]->hca->name().c_str(), ports_[n.link]->port,
+           std::chrono::duration<double>(now - j.diedAt).count());
+  return Status::Ok;
 }
 
 }  // namespace icn::ib

@@ -119,11 +119,17 @@ Status decodeBlob(std::span<const uint8_t> bytes, ConnBlob* out, std::string* wh
   return Status::Ok;
 }
 
-// Layout: type u8 | link u8 | report only: nextSeq u32 | count u8 | count x (slot u8 nsub u8 seq u32 nsub x u16)
+// Layout: type u8 | link u8 | report: nextSeq u32 | count u8 | count x (slot u8 nsub u8 seq u32 nsub x u16)
+//                            | rejoin, accept: count u8 | count x qpn u32
 std::vector<uint8_t> encodeNote(const FailoverNote& n) {
   Writer w;
   w.put(uint8_t(n.type));
   w.put(n.link);
+  if (n.type == NoteType::Rejoin || n.type == NoteType::Accept) {
+    w.put(uint8_t(n.qpns.size()));
+    for (uint32_t q : n.qpns) w.put(q);
+    return std::move(w.v);
+  }
   if (n.type != NoteType::Report) return std::move(w.v);
   w.put(n.nextSeq);
   w.put(uint8_t(n.pending.size()));
@@ -143,9 +149,14 @@ Status decodeNote(std::span<const uint8_t> bytes, FailoverNote* out, std::string
   const uint8_t type = r.get<uint8_t>();
   n.link = r.get<uint8_t>();
   if (!r.ok) return bad("truncated");
-  if (type != uint8_t(NoteType::Fence) && type != uint8_t(NoteType::Report)) return bad("type " + std::to_string(type));
+  if (type < uint8_t(NoteType::Fence) || type > uint8_t(NoteType::Refuse)) return bad("type " + std::to_string(type));
   n.type = NoteType(type);
   if (n.link >= kMaxVDevMembers) return bad("link " + std::to_string(n.link));
+  if (n.type == NoteType::Rejoin || n.type == NoteType::Accept) {
+    const uint8_t count = r.get<uint8_t>();
+    if (count < 1 || count > kMaxQps) return bad(std::to_string(count) + " QPs");
+    for (int i = 0; i < count; ++i) n.qpns.push_back(r.get<uint32_t>());
+  }
   if (n.type == NoteType::Report) {
     n.nextSeq = r.get<uint32_t>();
     const uint8_t count = r.get<uint8_t>();

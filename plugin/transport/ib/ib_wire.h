@@ -85,7 +85,9 @@ Status decodeBlob(std::span<const uint8_t> bytes, ConnBlob* out, std::string* wh
 // on it and tell me what you hold". Report (receiver to sender, after its QPs of link k are in the error state
 // and its completions drained): every receive still waiting for data, with the chunks each sub-request holds,
 // and the sequence number of its next receive (receives below it that are not listed are complete).
-enum class NoteType : uint8_t { Fence = 1, Report = 2 };
+// Re-admission of a dead link, driven by the sender: Rejoin offers its new QPs for the link, the receiver answers
+// Accept with its own (connected to the sender's) or Refuse (its port is not back yet).
+enum class NoteType : uint8_t { Fence = 1, Report = 2, Rejoin = 3, Accept = 4, Refuse = 5 };
 struct PendingRecv {
   uint8_t slot = 0;
   uint8_t nsub = 1;
@@ -97,6 +99,7 @@ struct FailoverNote {
   uint8_t link = 0;
   uint32_t nextSeq = 0;               // report only
   std::vector<PendingRecv> pending;   // report only, at most kFifoSlots
+  std::vector<uint32_t> qpns;         // rejoin and accept: the QPs of the link, in QP index order (<= kMaxQps)
 };
 std::vector<uint8_t> encodeNote(const FailoverNote& n);
 Status decodeNote(std::span<const uint8_t> bytes, FailoverNote* out, std::string* why);
