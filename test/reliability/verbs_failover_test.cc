@@ -107,6 +107,7 @@ StreamResult receive(Rank& r, void* rc, const std::vector<Fault>& faults, uint64
       if (out.res == ncclSuccess) posted++;
     }
     if (out.res != ncclSuccess) break;
+    if (posted == out.done) continue;  // paced: the next receive is not posted yet
     int done = 0, size = 0;
     out.res = r.plugin.net->test(reqs[out.done % kInFlight], &done, &size);
     if (out.res != ncclSuccess || !done) continue;
