@@ -20,9 +20,11 @@ for arg in $(cat /proc/cmdline); do
     icn.host=*) echo "${arg#*=}" > /etc/hostname ;;
     icn.addr=*) ICN_VM_ADDR=${arg#*=} ;;
     icn.peer=*) ICN_VM_PEER=${arg#*=} ;;
+    icn.addr2=*) ICN_VM_ADDR2=${arg#*=} ;;
+    icn.peer2=*) ICN_VM_PEER2=${arg#*=} ;;
   esac
 done
-export ICN_VM_ROLE ICN_VM_ADDR ICN_VM_PEER
+export ICN_VM_ROLE ICN_VM_ADDR ICN_VM_PEER ICN_VM_ADDR2 ICN_VM_PEER2
 hostname -F /etc/hostname
 echo; echo "ICN-VM-BOOTED $(uname -r) cpus=$(nproc)"
 
@@ -143,18 +145,33 @@ setup_rxe_host() {
   /usr/sbin/ip link set eth0 mtu 9000 || { echo "setup: eth0 MTU 9000 refused"; return 1; }
   /usr/sbin/ip addr add "$ICN_VM_ADDR/24" dev eth0 && /usr/sbin/ip link set eth0 up || return 1
   rdma link add rxe0 type rxe netdev eth0 || { echo "setup: rdma link add rxe0 failed"; return 1; }
+  devs=rxe0
+  # A second NIC (run-vm.sh --nics 2): eth1 on the second link with rxe1.
+  if [ -n "$ICN_VM_ADDR2" ]; then
+    i=0
+    while [ ! -e /sys/class/net/eth1 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    /usr/sbin/ip link set eth1 mtu 9000 || { echo "setup: eth1 MTU 9000 refused"; return 1; }
+    /usr/sbin/ip addr add "$ICN_VM_ADDR2/24" dev eth1 && /usr/sbin/ip link set eth1 up || return 1
+    rdma link add rxe1 type rxe netdev eth1 || { echo "setup: rdma link add rxe1 failed"; return 1; }
+    devs="rxe0 rxe1"
+  fi
   i=0
   while [ $i -lt 100 ]; do
-    grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null && [ -n "$(ipv4_gid_index)" ] && return 0
+    ok=1
+    for d in $devs; do
+      grep -q ACTIVE /sys/class/infiniband/$d/ports/1/state 2>/dev/null && [ -n "$(ipv4_gid_index $d)" ] || ok=0
+    done
+    [ $ok = 1 ] && return 0
     sleep 0.1; i=$((i + 1))
   done
-  echo "setup: rxe0 not ACTIVE with an IPv4 GID after 10 s"
+  echo "setup: $devs not ACTIVE with an IPv4 GID after 10 s"
   return 1
 }
 
-# Index of rxe0's IPv4-mapped GID (::ffff:a.b.c.d), the one ICN picks when the NIC has an IPv4 address.
+# Index of an rxe device's (default rxe0) IPv4-mapped GID (::ffff:a.b.c.d), the one ICN picks when the NIC has an
+# IPv4 address.
 ipv4_gid_index() {
-  for g in /sys/class/infiniband/rxe0/ports/1/gids/*; do
+  for g in /sys/class/infiniband/${1:-rxe0}/ports/1/gids/*; do
     case $(cat "$g" 2>/dev/null) in 0000:0000:0000:0000:0000:ffff:*) echo "${g##*/}"; return ;; esac
   done
 }

@@ -5,10 +5,12 @@
 # With --guests 2 it boots two guests from the same initramfs instead, two hosts with their own kernels: each
 # has one rxe device on its virtio NIC, the NICs joined by a qemu socket link over this machine's loopback
 # (guest a: 192.168.77.1, hostname icnvm-a; guest b: 192.168.77.2, icnvm-b). Both run the same guest script
-# with ICN_VM_ROLE=a|b and ICN_VM_PEER set to the other guest's address.
+# with ICN_VM_ROLE=a|b and ICN_VM_PEER set to the other guest's address. --nics 2 (two guests only) gives each
+# guest a second NIC on a second link (192.168.78.1 / .2, ICN_VM_ADDR2 / ICN_VM_PEER2) with its own rxe device.
 #
 #   run-vm.sh --workdir DIR --script GUEST_SCRIPT [--bin FILE]... [--lib FILE]... [--file SRC=DEST]...
 #             [--timeout SEC] [--kernel VMLINUZ] [--results FILE] [--env NAME=VALUE]... [--guests 1|2]
+#             [--nics 1|2]
 #
 # Guest-side protocol (lines on ttyS0):  ICN-VM-BOOTED, ICN-VM-CHECK PASS|FAIL <name> [details],
 # ICN-VM-RESULT <key>=<value>, ICN-VM-DONE. The run fails (non-zero) if a guest does not boot, does not reach
@@ -16,7 +18,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-workdir="" script="" timeout=420 kernel="" results="" guests=1
+workdir="" script="" timeout=420 kernel="" results="" guests=1 nics=1
 bins=() libs=() files=() envs=()
 
 die() { echo "run-vm: $*" >&2; exit 2; }
@@ -32,13 +34,15 @@ while [[ $# -gt 0 ]]; do
     --file) files+=("$2"); shift 2 ;;
     --env) envs+=("$2"); shift 2 ;;
     --guests) guests=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --nics) nics=$2; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
 [[ -n $workdir && -n $script ]] || die "--workdir and --script are required (see --help)"
 [[ -f $script ]] || die "guest script not found: $script"
 [[ $guests == 1 || $guests == 2 ]] || die "--guests must be 1 or 2"
+[[ $nics == 1 || ($nics == 2 && $guests == 2) ]] || die "--nics must be 1, or 2 with --guests 2"
 
 # --- kernel and modules ---------------------------------------------------------------------------------------
 if [[ -z $kernel ]]; then
@@ -166,30 +170,54 @@ if [[ $guests == 1 ]]; then
   qrc[${logs[0]}]=${PIPESTATUS[0]}
   set -e
 else
-  # A free loopback port for the link: guest a listens, guest b connects once a is listening.
-  port=""
-  for _ in $(seq 50); do
-    p=$((20000 + RANDOM % 20000))
-    [[ -z $(ss -Hltn "sport = :$p") ]] && { port=$p; break; }
-  done
+  # A free loopback port per link: guest a listens, guest b connects once a is listening.
+  free_port() {
+    local p
+    for _ in $(seq 50); do
+      p=$((20000 + RANDOM % 20000))
+      [[ -z $(ss -Hltn "sport = :$p") && $p != "${port:-}" ]] && { echo "$p"; return; }
+    done
+  }
+  port=$(free_port)
   [[ -n $port ]] || die "no free loopback port for the guests' link"
+  port2=""
+  if [[ $nics == 2 ]]; then
+    port2=$(free_port)
+    [[ -n $port2 ]] || die "no free loopback port for the guests' second link"
+  fi
   pids=()
   trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
-  boot_guest() {  # boot_guest ROLE ADDR PEER MAC NETDEV_OPTS
-    local log=$workdir/console-$1.log
+  boot_guest() {  # boot_guest ROLE ADDR PEER MAC NETDEV_OPTS [ADDR2 PEER2 MAC2 NETDEV2_OPTS]
+    local log=$workdir/console-$1.log second=() extra=""
     logs+=("$log")
+    if [[ $# -gt 5 ]]; then
+      second=(-netdev "socket,id=n2,$9" -device "virtio-net-pci,netdev=n2,mac=$8")
+      extra=" icn.addr2=$6 icn.peer2=$7"
+    fi
     timeout --foreground -k 5 "$timeout" "${qemu_base[@]}" \
-      -netdev "socket,id=n1,$5" -device "virtio-net-pci,netdev=n1,mac=$4" \
-      -append "$append icn.role=$1 icn.host=icnvm-$1 icn.addr=$2 icn.peer=$3" </dev/null > "$log" 2>&1 &
+      -netdev "socket,id=n1,$5" -device "virtio-net-pci,netdev=n1,mac=$4" "${second[@]}" \
+      -append "$append icn.role=$1 icn.host=icnvm-$1 icn.addr=$2 icn.peer=$3$extra" </dev/null > "$log" 2>&1 &
     pids+=($!)
   }
-  boot_guest a 192.168.77.1 192.168.77.2 52:54:00:77:00:01 "listen=127.0.0.1:$port"
+  nic2_a=() nic2_b=()
+  if [[ $nics == 2 ]]; then
+    nic2_a=(192.168.78.1 192.168.78.2 52:54:00:78:00:01 "listen=127.0.0.1:$port2")
+    nic2_b=(192.168.78.2 192.168.78.1 52:54:00:78:00:02 "connect=127.0.0.1:$port2")
+  fi
+  boot_guest a 192.168.77.1 192.168.77.2 52:54:00:77:00:01 "listen=127.0.0.1:$port" "${nic2_a[@]}"
   for _ in $(seq 300); do
     [[ -n $(ss -Hltn "sport = :$port") ]] && break
     kill -0 "${pids[0]}" 2>/dev/null || break
     sleep 0.1
   done
-  boot_guest b 192.168.77.2 192.168.77.1 52:54:00:77:00:02 "connect=127.0.0.1:$port"
+  if [[ $nics == 2 ]]; then  # the second link's listener too
+    for _ in $(seq 300); do
+      [[ -n $(ss -Hltn "sport = :$port2") ]] && break
+      kill -0 "${pids[0]}" 2>/dev/null || break
+      sleep 0.1
+    done
+  fi
+  boot_guest b 192.168.77.2 192.168.77.1 52:54:00:77:00:02 "connect=127.0.0.1:$port" "${nic2_b[@]}"
   echo "run-vm: guests a and b linked through 127.0.0.1:$port"
   set +e
   for i in 0 1; do wait "${pids[$i]}"; qrc[${logs[$i]}]=$?; done
