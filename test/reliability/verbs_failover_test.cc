@@ -88,6 +88,8 @@ struct StreamResult {
   ncclResult_t res = ncclSuccess;
   uint64_t done = 0;          // messages completed (intact, for the receiver)
   double maxGapAfterFault = 0;  // longest wait between two completions once the first fault was injected
+  double maxGapAt = 0;          // when that wait ended, in seconds after the last fault before it
+  size_t maxGapFault = 0;       // how many faults had been injected by then
   std::optional<netapi::Clock::time_point> lastFault;
 };
 
@@ -118,7 +120,11 @@ StreamResult receive(Rank& r, void* rc, const std::vector<Fault>& faults, uint64
     EXPECT_EQ(size_t(size), sizeOf(out.done)) << "message " << out.done;
     EXPECT_EQ(netapi::checkPattern(bufs[out.done % kInFlight].data(), sizeOf(out.done), out.done), SIZE_MAX)
         << "message " << out.done << " corrupt";
-    if (out.lastFault) out.maxGapAfterFault = std::max(out.maxGapAfterFault, secondsSince(last));
+    if (out.lastFault && secondsSince(last) > out.maxGapAfterFault) {
+      out.maxGapAfterFault = secondsSince(last);
+      out.maxGapAt = secondsSince(*out.lastFault);
+      out.maxGapFault = nextFault;
+    }
     last = netapi::Clock::now();
     ++out.done;
     if (nextFault < faults.size() && out.done >= uint64_t(faults[nextFault].afterMessages) &&
@@ -299,8 +305,10 @@ TEST(VerbsFailover, LinkBackIsReadmittedAndCarriesTheStream) {
         StreamResult res = receive(r, rc, {{kBeforeFault, 0, down}, {0, 2, up}, {0, 4, down2}}, kPaced, 5);
         EXPECT_EQ(res.res, ncclSuccess) << "the receive side failed: link 0 was not re-admitted?";
         EXPECT_EQ(res.done, kPaced);
-        printf("FAILOVER receiver: %llu of %llu messages intact, longest stall after the first fault %.2f s\n",
-               (unsigned long long)res.done, (unsigned long long)kPaced, res.maxGapAfterFault);
+        printf("FAILOVER receiver: %llu of %llu messages intact, longest stall after the first fault %.2f s "
+               "(ended %.2f s after fault %zu)\n",
+               (unsigned long long)res.done, (unsigned long long)kPaced, res.maxGapAfterFault, res.maxGapAt,
+               res.maxGapFault);
         EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
       },
       [&](Rank& r) {

@@ -188,20 +188,19 @@ Status CommBase::fail(Status st, const std::string& why) {
   return failed_;
 }
 
-void CommBase::noteCompleted(uint32_t qpNum) {
-  for (size_t i = 0; i < qps_.size(); ++i) {
-    if (qps_[i]->qp_num != qpNum) continue;
-    if (watch_[i].inFlight > 0) --watch_[i].inFlight;
-    watch_[i].since = coarseNow();
-    return;
-  }
+void CommBase::noteCompleted(int qp) {
+  if (qp < 0) return;
+  if (watch_[qp].inFlight > 0) --watch_[qp].inFlight;
+  watch_[qp].since = coarseNow();
 }
 
-int CommBase::qpIndex(uint32_t qpNum) const {
+// QP numbers are unique per device only (two members' first QPs may both be 17): a completion names its QP by
+// number and by the CQ it came on, which is its member's.
+int CommBase::qpIndex(uint32_t qpNum, const ibv_cq* cq) const {
   for (size_t i = 0; i < qps_.size(); ++i)
-    if (qps_[i]->qp_num == qpNum) return int(i);
+    if (qps_[i]->qp_num == qpNum && qps_[i]->send_cq == cq) return int(i);
   for (const QpPtr& q : retired_)
-    if (q->qp_num == qpNum) return kRetiredQp;
+    if (q->qp_num == qpNum && q->send_cq == cq) return kRetiredQp;
   return -1;
 }
 
@@ -290,8 +289,8 @@ Status CommBase::poll() {
       if (n < 0) return fail(Status::SystemError, "ibv_poll_cq failed");
       for (int i = 0; i < n; ++i) {
         const ibv_wc& wc = wcs[i];
+        const int q = qpIndex(wc.qp_num, cq.get());
         if (wc.status != IBV_WC_SUCCESS) {
-          const int q = qpIndex(wc.qp_num);
           if (q == kRetiredQp || (q >= 0 && !qpLive(q))) {  // flushed by the link's death
             ICN_CHECK(onFailedCompletion(wc));
             continue;
@@ -304,7 +303,7 @@ Status CommBase::poll() {
           ICN_CHECK(onFailedCompletion(wc));
           continue;
         }
-        if (!(wc.opcode & IBV_WC_RECV)) noteCompleted(wc.qp_num);
+        if (!(wc.opcode & IBV_WC_RECV)) noteCompleted(q);
         ICN_CHECK(onCompletion(wc));
       }
       if (n < 16) break;

@@ -111,7 +111,7 @@ class CommBase {
   int linkOf(int qp) const { return qp % int(ports_.size()); }
   bool linkDead(int link) const { return deadLinks_ & (1u << link); }
   bool qpLive(int qp) const { return !linkDead(linkOf(qp)); }
-  int qpIndex(uint32_t qpNum) const;
+  int qpIndex(uint32_t qpNum, const ibv_cq* cq) const;
   Status loseLink(int link, const std::string& why);
   virtual void onLinkLost(int link) = 0;
   virtual Status onNote(const FailoverNote& n) = 0;
@@ -142,7 +142,7 @@ class CommBase {
   void notePosted(int qp) {
     if (watch_[qp].inFlight++ == 0) watch_[qp].since = coarseNow();
   }
-  void noteCompleted(uint32_t qpNum);
+  void noteCompleted(int qp);  // qpIndex() of the completion's QP (negative: not a data QP)
   Status checkStall();
   // A buffer that comes without a memory handle (NCCL always registers; tools may not) is registered through
   // the cache for the life of the request. Slow path, never taken by NCCL itself.
@@ -209,8 +209,9 @@ class IbSendComm final : public SendComm, public CommBase {
   Status onNote(const FailoverNote& n) override;
   Status resendLost(IbRequest* r, const FailoverNote& report, int* resent);
   int nextLiveQp();
-  // Re-admission of dead links: offered (Rejoin) once the port is back and every chunk lost on the link settled,
-  // 0.5 s after the link died, the wait doubling (to 8 s) after a refusal or a death within 10 s of a return.
+  // Re-admission of dead links: offered (Rejoin) once our port is back and every chunk lost on the link settled,
+  // 0.5 s after the link died, the wait doubling (to 8 s) when it dies again within 10 s of a return; after a
+  // refusal (the receiver's port is not back) the next offer comes at least a second later.
   Status maybeRejoin();
   Status onRejoinAnswer(const FailoverNote& n);
   struct Rejoin {

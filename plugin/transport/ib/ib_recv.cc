@@ -266,10 +266,12 @@ Status IbRecvComm::onRejoin(const FailoverNote& n) {
   answer.type = NoteType::Refuse;
   answer.link = n.link;
   std::string why;
+  std::chrono::steady_clock::time_point setupStart{};
   const std::vector<int> idx = qpsOfLink(n.link);
   if (!linkDead(n.link) || (reportDue_ & (1u << n.link)) || n.qpns.size() != idx.size() || !canRetire(n.link)) {
     why = "not expected";
   } else if (ports_[n.link]->healthy(&why) == Status::Ok) {
+    setupStart = std::chrono::steady_clock::now();
     std::vector<QpPtr> fresh(idx.size());
     Status st = Status::Ok;
     for (size_t k = 0; k < idx.size() && st == Status::Ok; ++k) st = makeQp(idx[k], &fresh[k], &why);
@@ -279,8 +281,9 @@ Status IbRecvComm::onRejoin(const FailoverNote& n) {
   }
   if (!sendNote(answer)) return fail(Status::RemoteError, "could not answer the sender's rejoin of link " + std::to_string(n.link));
   if (answer.type == NoteType::Accept)
-    ICN_INFO(subsys::Net, "ib receive from %s: link %d (%s port %d) re-admitted", peer().c_str(), int(n.link),
-             ports_[n.link]->hca->name().c_str(), ports_[n.link]->port);
+    ICN_INFO(subsys::Net, "ib receive from %s: link %d (%s port %d) re-admitted (its QPs set up in %.3f s)",
+             peer().c_str(), int(n.link), ports_[n.link]->hca->name().c_str(), ports_[n.link]->port,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - setupStart).count());
   else
     ICN_INFO(subsys::Net, "ib receive from %s: rejoin of link %d refused: %s", peer().c_str(), int(n.link), why.c_str());
   return Status::Ok;

@@ -360,19 +360,20 @@ Status IbSendComm::onRejoinAnswer(const FailoverNote& n) {
   Rejoin& j = rejoin_[n.link];
   if (!linkDead(n.link) || j.fresh.empty()) return Status::Ok;  // an answer to an offer given up: it dies unused
   const auto now = coarseNow();
-  if (n.type == NoteType::Refuse) {
+  if (n.type == NoteType::Refuse) {  // the receiver's port is not back yet: ask again in a second
     j.fresh.clear();
-    j.backoff = std::min<std::chrono::milliseconds>(j.backoff * 2, std::chrono::seconds(8));
-    j.nextTry = now + j.backoff;
+    j.nextTry = now + std::max<std::chrono::milliseconds>(j.backoff, std::chrono::seconds(1));
     return Status::Ok;
   }
   std::string why;
+  const auto setupStart = std::chrono::steady_clock::now();
   if (readmit(n.link, &j.fresh, n.qpns, &why) != Status::Ok)
     return fail(Status::RemoteError, "re-admitting link " + std::to_string(n.link) + ": " + why);
   j.admittedAt = now;
-  ICN_INFO(subsys::Net, "ib send to %s: link %d (%s port %d) re-admitted %.1f s after it failed", peer().c_str(),
-           int(n.link), ports_[n.link]->hca->name().c_str(), ports_[n.link]->port,
-           std::chrono::duration<double>(now - j.diedAt).count());
+  ICN_INFO(subsys::Net, "ib send to %s: link %d (%s port %d) re-admitted %.1f s after it failed (QPs connected in %.3f s)",
+           peer().c_str(), int(n.link), ports_[n.link]->hca->name().c_str(), ports_[n.link]->port,
+           std::chrono::duration<double>(now - j.diedAt).count(),
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - setupStart).count());
   return Status::Ok;
 }
 
