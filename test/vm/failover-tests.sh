@@ -4,18 +4,23 @@
 # both links in turn (a clean error on both sides, never a hang), then link 0 down and back (re-admitted) before
 # link 1 goes down (the stream must go on over the returned link).
 if [ ! -x /opt/icn/bin/icn-reliability ]; then fail "verbs-failover (icn-reliability not in this build)"; else
-  for tc in OneLinkDownMidStreamLosesNothing LastLinkDownFailsBothSides LinkBackIsReadmittedAndCarriesTheStream; do
+  # The last run: four QPs per connection, two on each link.
+  for tc in OneLinkDownMidStreamLosesNothing LastLinkDownFailsBothSides LinkBackIsReadmittedAndCarriesTheStream \
+            OneLinkDownMidStreamLosesNothing/qps4; do
+    qps=1
+    case $tc in */qps4) tc=${tc%/qps4}; qps=4 ;; esac
     # (check keeps its timeout in $t: the loop variable is $tc)
-    check "failover-$tc" 200 env ICN_PLUGIN_PATH=/opt/icn/lib/libnccl-net-icn.so \
+    check "failover-$tc-qps$qps" 200 env ICN_PLUGIN_PATH=/opt/icn/lib/libnccl-net-icn.so ICN_IB_QPS_PER_CONNECTION=$qps \
       ICN_REL_FAILOVER_DOWN="ip link set dev veth0 down" ICN_REL_FAILOVER_DOWN2="ip link set dev veth2 down" \
       ICN_REL_FAILOVER_UP="ip link set dev veth0 up" \
       icn-reliability --gtest_filter="VerbsFailover.$tc"
-    grep -E 'FAILOVER|SKIPPED|WARN|resent|moved|report|re-admitted|refused' "/tmp/failover-$tc.log" | head -n 30
-    if grep -q SKIPPED "/tmp/failover-$tc.log"; then fail "failover-$tc-not-skipped"; fi
+    log=/tmp/failover-$tc-qps$qps.log
+    grep -E 'FAILOVER|SKIPPED|WARN|resent|moved|report|re-admitted|refused|QP\(s\)' "$log" | head -n 30
+    if grep -q SKIPPED "$log"; then fail "failover-$tc-qps$qps-not-skipped"; fi
     for l in "FAILOVER receiver:.*stall after the fault \([0-9.]*\) s:stall_s" \
              "FAILOVER receiver:.*error \([0-9.]*\) s after the last link:last_link_error_s"; do
-      v=$(sed -n "s/.*${l%%:*}.*/\1/p" "/tmp/failover-$tc.log" | head -n 1)
-      [ -n "$v" ] && result "failover_${l##*:}" "$v"
+      v=$(sed -n "s/.*${l%%:*}.*/\1/p" "$log" | head -n 1)
+      [ -n "$v" ] && result "failover_${tc}_qps${qps}_${l##*:}" "$v"
     done
     /usr/sbin/ip link set dev veth0 up; /usr/sbin/ip link set dev veth2 up
     # rxe turns the ports ACTIVE again once the carrier is back.
