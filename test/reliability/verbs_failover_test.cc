@@ -208,6 +208,27 @@ int countWarns(const RankOutcome& o, std::initializer_list<std::string> needles)
   return n;
 }
 
+// The sending rank of every test: streams `total` messages; `survives`: a link is left, so it must end without an
+// error (else it must fail, after the first fault was bridged).
+testpair::Body sender(bool survives, uint64_t total = kTotal) {
+  return [=](Rank& r) {
+    void *s = nullptr, *rc = nullptr;
+    connectFused(r, &s, &rc);
+    ASSERT_NE(s, nullptr);
+    StreamResult res = send(r, s, total);
+    if (survives) {
+      EXPECT_EQ(res.res, ncclSuccess) << "the send side failed although a link was left";
+      EXPECT_EQ(res.done, total);
+    } else {
+      EXPECT_NE(res.res, ncclSuccess) << "sending with every link down never failed";
+      EXPECT_GE(res.done, uint64_t(2 * kBeforeFault) - kInFlight) << "the first fault was not bridged";
+    }
+    printf("FAILOVER sender: %llu of %llu sends completed%s\n", (unsigned long long)res.done,
+           (unsigned long long)total, survives ? "" : " before the error");
+    EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
+  };
+}
+
 // One link down mid-stream: every message arrives intact, in order, neither side sees an error, and both name the
 // dead link in a WARN; the sender resends what the receiver reported missing.
 TEST(VerbsFailover, OneLinkDownMidStreamLosesNothing) {
@@ -226,16 +247,7 @@ TEST(VerbsFailover, OneLinkDownMidStreamLosesNothing) {
         EXPECT_LT(res.maxGapAfterFault, double(kDetectLimit.count()));
         EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
       },
-      [](Rank& r) {
-        void *s = nullptr, *rc = nullptr;
-        connectFused(r, &s, &rc);
-        ASSERT_NE(s, nullptr);
-        StreamResult res = send(r, s);
-        EXPECT_EQ(res.res, ncclSuccess) << "the send side failed although one link was left";
-        EXPECT_EQ(res.done, uint64_t(kTotal));
-        printf("FAILOVER sender: %llu of %d sends completed\n", (unsigned long long)res.done, kTotal);
-        EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
-      },
+      sender(true),
       fusedSetup(), std::chrono::seconds(180));
   EXPECT_TRUE(out[0].cleanExit()) << "receiver";
   EXPECT_TRUE(out[1].cleanExit()) << "sender";
@@ -270,16 +282,7 @@ TEST(VerbsFailover, LastLinkDownFailsBothSides) {
         EXPECT_LT(t, double(kDetectLimit.count()));
         EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
       },
-      [](Rank& r) {
-        void *s = nullptr, *rc = nullptr;
-        connectFused(r, &s, &rc);
-        ASSERT_NE(s, nullptr);
-        StreamResult res = send(r, s);
-        EXPECT_NE(res.res, ncclSuccess) << "sending with both links down never failed";
-        EXPECT_GE(res.done, uint64_t(2 * kBeforeFault) - kInFlight);
-        printf("FAILOVER sender: %llu sends completed before the error\n", (unsigned long long)res.done);
-        EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
-      },
+      sender(false),
       fusedSetup(), std::chrono::seconds(180));
   EXPECT_TRUE(out[0].cleanExit()) << "receiver";
   EXPECT_TRUE(out[1].cleanExit()) << "sender";
@@ -311,15 +314,7 @@ TEST(VerbsFailover, LinkBackIsReadmittedAndCarriesTheStream) {
                res.maxGapFault);
         EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
       },
-      [&](Rank& r) {
-        void *s = nullptr, *rc = nullptr;
-        connectFused(r, &s, &rc);
-        ASSERT_NE(s, nullptr);
-        StreamResult res = send(r, s, kPaced);
-        EXPECT_EQ(res.res, ncclSuccess) << "the send side failed: link 0 was not re-admitted?";
-        EXPECT_EQ(res.done, kPaced);
-        EXPECT_EQ(r.plugin.net->closeSend(s), ncclSuccess);
-      },
+      sender(true, kPaced),
       fusedSetup(), std::chrono::seconds(180));
   EXPECT_TRUE(out[0].cleanExit()) << "receiver";
   EXPECT_TRUE(out[1].cleanExit()) << "sender";
