@@ -10,7 +10,8 @@ if [ ! -x /opt/icn/bin/icn-reliability ]; then fail "verbs-failover (icn-reliabi
     qps=1
     case $tc in */qps4) tc=${tc%/qps4}; qps=4 ;; esac
     # (check keeps its timeout in $t: the loop variable is $tc)
-    check "failover-$tc-qps$qps" 200 env ICN_PLUGIN_PATH=/opt/icn/lib/libnccl-net-icn.so ICN_IB_QPS_PER_CONNECTION=$qps \
+    check "failover-$tc-qps$qps" 200 env ICN_PLUGIN_PATH=/opt/icn/lib/libnccl-net-icn.so \
+      ICN_IB_QPS_PER_CONNECTION=$qps \
       ICN_REL_FAILOVER_DOWN="ip link set dev veth0 down" ICN_REL_FAILOVER_DOWN2="ip link set dev veth2 down" \
       ICN_REL_FAILOVER_UP="ip link set dev veth0 up" \
       icn-reliability --gtest_filter="VerbsFailover.$tc"

@@ -123,8 +123,8 @@ void CommBase::start(ControlChannel control, NetCommInfo info) {
   if (links_ > 1) control_.enableMessages();  // failover notes; a single-link connection takes none
   counters_ = netstats::registerComm(info);
   if (links_ > 1 && params::getInt(params::Id::LogDetail) >= 1)
-    ICN_INFO(subsys::Net, "ib %s connection with %s: %d links, failover on (ICN_IB_FAILOVER)", isSend_ ? "send" : "receive",
-             peerName_.c_str(), links_);
+    ICN_INFO(subsys::Net, "ib %s connection with %s: %d links, failover on (ICN_IB_FAILOVER)",
+             isSend_ ? "send" : "receive", peerName_.c_str(), links_);
   diag_ = std::make_unique<diagnose::ConnectionWatch>(diagnose::linkInfoFor(info, control_.fd()));
 }
 

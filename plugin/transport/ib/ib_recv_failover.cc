@@ -27,6 +27,9 @@ Status IbRecvComm::onRejoin(const FailoverNote& n) {
   std::string why;
   std::chrono::steady_clock::time_point setupStart{};
   const std::vector<int> idx = qpsOfLink(n.link);
+  // An offer for a link we hold live: the sender gave up waiting for our answer to an earlier offer (we had taken
+  // the link back, it had not). Drop ours; the next offer, after our report, is accepted.
+  if (!linkDead(n.link)) ICN_CHECK(loseLink(n.link, "the sender offers it again"));
   if (!linkDead(n.link) || (reportDue_ & (1u << n.link)) || n.qpns.size() != idx.size() || !canRetire(n.link)) {
     why = "not expected";
   } else if (ports_[n.link]->healthy(&why) == Status::Ok) {
@@ -38,13 +41,15 @@ Status IbRecvComm::onRejoin(const FailoverNote& n) {
     if (st == Status::Ok) st = readmit(n.link, &fresh, n.qpns, &why);
     if (st == Status::Ok) answer.type = NoteType::Accept;
   }
-  if (!sendNote(answer)) return fail(Status::RemoteError, "could not answer the sender's rejoin of link " + std::to_string(n.link));
+  if (!sendNote(answer))
+    return fail(Status::RemoteError, "could not answer the sender's rejoin of link " + std::to_string(n.link));
   if (answer.type == NoteType::Accept)
     ICN_INFO(subsys::Net, "ib receive from %s: link %d (%s port %d) re-admitted (its QPs set up in %.3f s)",
              peer().c_str(), int(n.link), ports_[n.link]->hca->name().c_str(), ports_[n.link]->port,
              std::chrono::duration<double>(std::chrono::steady_clock::now() - setupStart).count());
   else
-    ICN_INFO(subsys::Net, "ib receive from %s: rejoin of link %d refused: %s", peer().c_str(), int(n.link), why.c_str());
+    ICN_INFO(subsys::Net, "ib receive from %s: rejoin of link %d refused: %s", peer().c_str(), int(n.link),
+             why.c_str());
   return Status::Ok;
 }
 
@@ -88,9 +93,10 @@ Status IbRecvComm::finishFailover() {
   for (int l = 0; l < links_; ++l) {
     if (!(reportDue_ & (1u << l))) continue;
     note.link = uint8_t(l);
-    if (!sendNote(note)) return fail(Status::RemoteError, "could not send the failover report for link " + std::to_string(l));
-    ICN_INFO(subsys::Net, "ib receive from %s: link %d report sent (%zu receive(s) waiting for data)", peer().c_str(), l,
-             note.pending.size());
+    if (!sendNote(note))
+      return fail(Status::RemoteError, "could not send the failover report for link " + std::to_string(l));
+    ICN_INFO(subsys::Net, "ib receive from %s: link %d report sent (%zu receive(s) waiting for data)", peer().c_str(),
+             l, note.pending.size());
   }
   reportDue_ = 0;
   return Status::Ok;

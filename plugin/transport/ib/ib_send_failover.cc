@@ -23,8 +23,10 @@ void IbSendComm::onLinkLost(int link) {
   Rejoin& j = rejoin_[link];
   const auto now = coarseNow();
   // A link that dies again within 10 s of its return waits twice as long before the next offer (hysteresis).
-  const bool flapped = j.admittedAt != std::chrono::steady_clock::time_point{} && now - j.admittedAt < std::chrono::seconds(10);
-  j.backoff = flapped ? std::min<std::chrono::milliseconds>(j.backoff * 2, std::chrono::seconds(8)) : std::chrono::milliseconds(500);
+  using std::chrono::milliseconds;
+  const bool flapped =
+      j.admittedAt != std::chrono::steady_clock::time_point{} && now - j.admittedAt < std::chrono::seconds(10);
+  j.backoff = flapped ? std::min<milliseconds>(j.backoff * 2, std::chrono::seconds(8)) : milliseconds(500);
   j.diedAt = now;
   j.nextTry = now + j.backoff;
   pool_.forEach([&](IbRequest& r) {
@@ -73,7 +75,8 @@ Status IbSendComm::resendLost(IbRequest* r, const FailoverNote& report, int* res
   if (entry) {
     if (r->sub >= entry->nsub)
       return fail(Status::RemoteError, "failover report lists " + std::to_string(entry->nsub) +
-                                           " sub-requests for a receive we sent sub-request " + std::to_string(r->sub) + " of");
+                                           " sub-requests for a receive we sent sub-request " +
+                                           std::to_string(r->sub) + " of");
     have = entry->have[r->sub];
   } else if (int32_t(r->seq - report.nextSeq) < 0) {
     have = onLink;  // not listed and older than the report: that receive is complete
@@ -146,7 +149,8 @@ Status IbSendComm::onRejoinAnswer(const FailoverNote& n) {
   if (readmit(n.link, &j.fresh, n.qpns, &why) != Status::Ok)
     return fail(Status::RemoteError, "re-admitting link " + std::to_string(n.link) + ": " + why);
   j.admittedAt = now;
-  ICN_INFO(subsys::Net, "ib send to %s: link %d (%s port %d) re-admitted %.1f s after it failed (QPs connected in %.3f s)",
+  ICN_INFO(subsys::Net,
+           "ib send to %s: link %d (%s port %d) re-admitted %.1f s after it failed (QPs connected in %.3f s)",
            peer().c_str(), int(n.link), ports_[n.link]->hca->name().c_str(), ports_[n.link]->port,
            std::chrono::duration<double>(now - j.diedAt).count(),
            std::chrono::duration<double>(std::chrono::steady_clock::now() - setupStart).count());

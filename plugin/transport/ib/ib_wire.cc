@@ -169,7 +169,8 @@ Status decodeNote(std::span<const uint8_t> bytes, FailoverNote* out, std::string
       p.seq = r.get<uint32_t>();
       if (p.slot >= kFifoSlots || (seen & (1u << p.slot))) return bad("slot " + std::to_string(p.slot));
       if (p.nsub < 1 || p.nsub > kMaxRecvs) return bad(std::to_string(p.nsub) + " sub-requests");
-      if (p.seq % kFifoSlots != p.slot) return bad("sequence " + std::to_string(p.seq) + " in slot " + std::to_string(p.slot));
+      if (p.seq % kFifoSlots != p.slot)
+        return bad("sequence " + std::to_string(p.seq) + " in slot " + std::to_string(p.slot));
       seen |= 1u << p.slot;
       for (int k = 0; k < p.nsub; ++k) p.have[k] = r.get<uint16_t>();
       n.pending.push_back(p);
