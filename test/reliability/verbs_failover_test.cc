@@ -26,6 +26,10 @@ constexpr int kInFlight = 8;
 constexpr int kBeforeFault = 24;
 constexpr int kTotal = 200;
 constexpr auto kDetectLimit = std::chrono::seconds(30);
+// A stream gives up after this long (the two-guest emulation moves about 30 messages a second, slower when the
+// host is busy); the harness's own deadline is above it.
+constexpr double kStreamLimitS = 300;
+constexpr auto kPairLimit = std::chrono::seconds(400);
 
 size_t sizeOf(uint64_t i) {  // two chunks (one per link), one chunk, an odd size split in two
   static const size_t sizes[] = {kBuf, 4096, 300001};
@@ -102,7 +106,7 @@ StreamResult receive(Rank& r, void* rc, const std::vector<Fault>& faults, uint64
   uint64_t posted = 0;
   size_t nextFault = 0;
   auto start = netapi::Clock::now(), last = start, lastPost = start, lastFault = start;
-  while (out.res == ncclSuccess && out.done < total && secondsSince(start) < 120) {
+  while (out.res == ncclSuccess && out.done < total && secondsSince(start) < kStreamLimitS) {
     while (out.res == ncclSuccess && posted < total && posted - out.done < kInFlight &&
            secondsSince(lastPost) * 1000 >= paceMs) {
       lastPost = netapi::Clock::now();
@@ -147,7 +151,7 @@ StreamResult send(Rank& r, void* s, uint64_t total = kTotal) {
   StreamResult out;
   uint64_t posted = 0;
   auto start = netapi::Clock::now();
-  while (out.res == ncclSuccess && out.done < total && secondsSince(start) < 120) {
+  while (out.res == ncclSuccess && out.done < total && secondsSince(start) < kStreamLimitS) {
     pollfd p{r.peer.fd(), POLLIN, 0};
     if (poll(&p, 1, 0) == 1) {
       char c;
@@ -248,7 +252,7 @@ TEST(VerbsFailover, OneLinkDownMidStreamLosesNothing) {
         EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
       },
       sender(true),
-      fusedSetup(), std::chrono::seconds(180));
+      fusedSetup(), kPairLimit);
   EXPECT_TRUE(out[0].cleanExit()) << "receiver";
   EXPECT_TRUE(out[1].cleanExit()) << "sender";
   const std::string link = "link " + std::to_string(envLink("ICN_REL_FAILOVER_LINK", 0));
@@ -283,7 +287,7 @@ TEST(VerbsFailover, LastLinkDownFailsBothSides) {
         EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
       },
       sender(false),
-      fusedSetup(), std::chrono::seconds(180));
+      fusedSetup(), kPairLimit);
   EXPECT_TRUE(out[0].cleanExit()) << "receiver";
   EXPECT_TRUE(out[1].cleanExit()) << "sender";
   for (int i = 0; i < 2; i++)
@@ -292,20 +296,20 @@ TEST(VerbsFailover, LastLinkDownFailsBothSides) {
 }
 
 // A link that comes back is re-admitted and carries the stream again: link 0 down, back 2 s later, then link 1
-// down 4 s after that. The stream (paced to 5 ms a message, about 15 s) survives only if link 0 was re-admitted.
+// down 4 s after that. The stream (paced to 10 ms a message, at least 15 s) survives only if link 0 was re-admitted.
 // Across two guests the same link goes down the second time (link 0 carries the out-of-band socket there).
 TEST(VerbsFailover, LinkBackIsReadmittedAndCarriesTheStream) {
   const char* down = env("ICN_REL_FAILOVER_DOWN");
   const char* up = env("ICN_REL_FAILOVER_UP");
   const char* down2 = env("ICN_REL_FAILOVER_DOWN2");
   if (!down || !up || !down2) GTEST_SKIP() << "runs inside the Soft-RoCE VM (test/vm/failover-tests.sh)";
-  constexpr uint64_t kPaced = 3000;
+  constexpr uint64_t kPaced = 1500;
   auto out = runPair(
       [&](Rank& r) {
         void *s = nullptr, *rc = nullptr;
         connectFused(r, &s, &rc);
         ASSERT_NE(rc, nullptr);
-        StreamResult res = receive(r, rc, {{kBeforeFault, 0, down}, {0, 2, up}, {0, 4, down2}}, kPaced, 5);
+        StreamResult res = receive(r, rc, {{kBeforeFault, 0, down}, {0, 2, up}, {0, 4, down2}}, kPaced, 10);
         EXPECT_EQ(res.res, ncclSuccess) << "the receive side failed: link 0 was not re-admitted?";
         EXPECT_EQ(res.done, kPaced);
         printf("FAILOVER receiver: %llu of %llu messages intact, longest stall after the first fault %.2f s "
@@ -315,7 +319,7 @@ TEST(VerbsFailover, LinkBackIsReadmittedAndCarriesTheStream) {
         EXPECT_EQ(r.plugin.net->closeRecv(rc), ncclSuccess);
       },
       sender(true, kPaced),
-      fusedSetup(), std::chrono::seconds(180));
+      fusedSetup(), kPairLimit);
   EXPECT_TRUE(out[0].cleanExit()) << "receiver";
   EXPECT_TRUE(out[1].cleanExit()) << "sender";
   const int l1 = envLink("ICN_REL_FAILOVER_LINK", 0), l2 = envLink("ICN_REL_FAILOVER_LINK2", 1);

@@ -10,7 +10,7 @@ for tc in OneLinkDownMidStreamLosesNothing LinkBackIsReadmittedAndCarriesTheStre
   port=$((port + 1))
   if [ "$me" = a ]; then where=":$port"; else where="$ICN_VM_PEER:$port"; fi
   name="xfailover-$tc"
-  if ICN_PAIR_RANK=$rank ICN_PAIR_PEER=$where ICN_PLUGIN_PATH=/opt/icn/lib/libnccl-net-icn.so timeout 300 env \
+  if ICN_PAIR_RANK=$rank ICN_PAIR_PEER=$where ICN_PLUGIN_PATH=/opt/icn/lib/libnccl-net-icn.so timeout 450 env \
        ICN_SOCKET_IFNAME=eth0 ICN_REL_FAILOVER_HCA0="=rxe0,rxe1" ICN_REL_FAILOVER_HCA1="=rxe0,rxe1" \
        ICN_REL_FAILOVER_LINK=1 ICN_REL_FAILOVER_LINK2=1 ICN_REL_FAILOVER_DOWN="ip link set dev eth1 down" \
        ICN_REL_FAILOVER_UP="ip link set dev eth1 up" ICN_REL_FAILOVER_DOWN2="ip link set dev eth1 down" \
