@@ -224,8 +224,8 @@ Status CommBase::poll() {
       if (n < 0) return fail(Status::SystemError, "ibv_poll_cq failed");
       for (int i = 0; i < n; ++i) {
         const ibv_wc& wc = wcs[i];
-        const int q = qpIndex(wc.qp_num, cq.get());
         if (wc.status != IBV_WC_SUCCESS) {
+          const int q = qpIndex(wc.qp_num, cq.get());
           if (q == kRetiredQp || (q >= 0 && !qpLive(q))) {  // flushed by the link's death
             ICN_CHECK(onFailedCompletion(wc));
             continue;
@@ -238,7 +238,7 @@ Status CommBase::poll() {
           ICN_CHECK(onFailedCompletion(wc));
           continue;
         }
-        if (!(wc.opcode & IBV_WC_RECV)) noteCompleted(q);
+        if (!(wc.opcode & IBV_WC_RECV)) noteCompleted(qpIndex(wc.qp_num, cq.get()));
         ICN_CHECK(onCompletion(wc));
       }
       if (n < 16) break;

@@ -46,12 +46,10 @@ struct IbRequest final : public Request {
   int subsDone = 0;       // recv: sub-requests with every chunk in
   uint32_t seq = 0;       // recv: request sequence number (slot = seq % kFifoSlots)
   uint64_t bytes[kMaxRecvs] = {};   // send: [0] = size; recv: bytes received per sub-request
-  uint8_t chunks[kMaxRecvs] = {};   // recv: chunks arrived per sub-request
   uint64_t posted[kMaxRecvs] = {};  // recv: bytes posted per sub-request (what the peer may write)
   int tags[kMaxRecvs] = {};
   void* data = nullptr;   // send: payload, posted once a matching clear-to-send arrives
   uint64_t remoteAddr = 0;  // send: where it went (for error messages)
-  uint32_t remoteKey = 0;
   MemHandle* mh = nullptr;
   int ntmp = 0;           // temporary registrations (buffers passed without a memory handle)
   MemHandle* tmp[kMaxRecvs] = {};

@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 
 #include <atomic>
+#include <bit>
 #include <cerrno>
 
 #include "core/log.h"
@@ -163,9 +164,10 @@ Status IbRecvComm::onChunk(const ibv_wc& wc) {
   IbRequest& r = *rp;
   const int sub = int(im.sub);
   // The NIC wrote where the sender aimed, inside our registration; what it may not do is exceed the receive.
-  if (r.bytes[sub] + wc.byte_len > r.posted[sub] || r.chunks[sub] >= im.nchunks) {
+  const int arrived = std::popcount(r.have[sub]);
+  if (r.bytes[sub] + wc.byte_len > r.posted[sub] || arrived >= int(im.nchunks)) {
     return fail(Status::RemoteError, "peer wrote " + std::to_string(r.bytes[sub] + wc.byte_len) + " bytes in " +
-                                         std::to_string(r.chunks[sub] + 1) + " chunk(s) (" +
+                                         std::to_string(arrived + 1) + " chunk(s) (" +
                                          std::to_string(im.nchunks) + " announced) into a receive of " +
                                          std::to_string(r.posted[sub]) + " bytes (tag " + std::to_string(r.tags[sub]) +
                                          ")");
@@ -179,7 +181,7 @@ Status IbRecvComm::onChunk(const ibv_wc& wc) {
   r.have[sub] |= uint16_t(1u << im.chunk);
   r.bytes[sub] += wc.byte_len;
   diagnoseStarted(&r);
-  if (++r.chunks[sub] == im.nchunks && ++r.subsDone == r.n) slotReq_[im.slot] = nullptr;
+  if (arrived + 1 == int(im.nchunks) && ++r.subsDone == r.n) slotReq_[im.slot] = nullptr;
   // Landed before its link died (nothing more comes through that QP; after a re-admission the index names a new one).
   if (!qpLive(qp) || qps_[qp]->qp_num != wc.qp_num) return Status::Ok;
   if (postRecvs(qp, 1) != Status::Ok) return fail(Status::SystemError, "ibv_post_recv: " + errnoString(errno));

@@ -158,7 +158,6 @@ Status IbSendComm::post(IbRequest* r, const CtsEntry& cts, uint32_t slot, int su
   r->sub = uint8_t(sub);
   r->seq = uint32_t(seq_);
   r->remoteAddr = cts.addr;
-  r->remoteKey = cts.rkeys[0];
   memcpy(r->ctsRkeys, cts.rkeys, sizeof r->ctsRkeys);
   r->open = uint16_t((1u << r->nchunks) - 1);
   r->sent = true;
@@ -203,7 +202,7 @@ std::string IbSendComm::describeWr(uint64_t wrId) const {
   const IbRequest& r = pool_.at(index);
   char buf[160];
   snprintf(buf, sizeof buf, " on a send of %llu bytes (tag %d) to 0x%llx rkey 0x%x", (unsigned long long)r.bytes[0],
-           r.tags[0], (unsigned long long)r.remoteAddr, r.remoteKey);
+           r.tags[0], (unsigned long long)r.remoteAddr, r.ctsRkeys[0]);
   return buf;
 }
 
