@@ -121,6 +121,11 @@ void LinkMonitor::done(OpId op, uint64_t bytes, uint64_t tNs) {
   release(*s, static_cast<int>(s - slots_));
 }
 
+void LinkMonitor::onWire(uint64_t bytesAcked, uint64_t busyNs) {
+  wireBytes_.store(wireBytes_.load(std::memory_order_relaxed) + bytesAcked, std::memory_order_relaxed);
+  wireNs_.store(wireNs_.load(std::memory_order_relaxed) + busyNs, std::memory_order_relaxed);
+}
+
 void LinkMonitor::abandon(OpId op) {
   if (Slot* s = slotOf(op)) release(*s, static_cast<int>(s - slots_));
 }
@@ -151,7 +156,7 @@ WindowCounts LinkMonitor::takeWindow() {
   const WindowCounts now = totals();
   WindowCounts d{now.wait - lastRead_.wait, now.arrival - lastRead_.arrival,
                  now.rateMessages - lastRead_.rateMessages, now.rateBytes - lastRead_.rateBytes,
-                 now.rateNs - lastRead_.rateNs};
+                 now.rateNs - lastRead_.rateNs, now.wireBytes - lastRead_.wireBytes, now.wireNs - lastRead_.wireNs};
   lastRead_ = now;
   return d;
 }

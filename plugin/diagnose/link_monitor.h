@@ -14,6 +14,10 @@
 //            of those operations over their summed durations (a figure of hundreds of messages, where one slow
 //            poll of a busy proxy moves it little), and two EWMAs of the per-message rate, a recent one and a long
 //            one (the connection's history).
+//   wire     where the transport can read its sockets' delivery (TCP): bytes the peer acknowledged over the time the
+//            sockets had bytes in flight or a full send buffer, not counting the time the peer's window was full.
+//            It is the link's pace alone: neither side's threads polling late, nor a receiver slow to read, is in
+//            it. Where a period has enough of it, it is the period's rate (see summary.h).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -71,18 +75,23 @@ struct WindowFigures {
   double rateBps = 0;            // the period's rate (0: fewer than kRateMinMessages measured)
   double rateRatio = 0;          // the period's rate / the long EWMA (0: unknown)
   double rateBytes = 0;          // the mean size of the messages the rate was measured on
+  bool rateWire = false;         // the rate is the wire measure (else bytes over the messages' durations)
+  double stallShare = 0;         // of the period, the share this process was not running when it should have
 };
 
 // The waits of one period, before figures are taken (histograms of several connections add up).
 struct WindowCounts {
   WaitHistogram::Counts wait, arrival;
   uint64_t rateMessages = 0, rateBytes = 0, rateNs = 0;  // operations the rate is measured on, their bytes and time
+  uint64_t wireBytes = 0, wireNs = 0;                    // the wire measure: bytes acknowledged, busy time
   WindowCounts& operator+=(const WindowCounts& o) {
     wait += o.wait;
     arrival += o.arrival;
     rateMessages += o.rateMessages;
     rateBytes += o.rateBytes;
     rateNs += o.rateNs;
+    wireBytes += o.wireBytes;
+    wireNs += o.wireNs;
     return *this;
   }
 };
@@ -110,6 +119,9 @@ class LinkMonitor {
   void done(OpId op, uint64_t bytes, uint64_t tNs);
   // The request failed or its connection closes: forget it without a sample.
   void abandon(OpId op);
+  // The wire measure since the previous call: bytes the peer acknowledged and the time the connection's sockets
+  // were busy (for several sockets working side by side, the longest one's).
+  void onWire(uint64_t bytesAcked, uint64_t busyNs);
 
   // The same hooks under the names of each side's events.
   OpId onSendPosted(int tag, uint64_t bytes, uint64_t t) { return posted(tag, bytes, t); }
@@ -132,7 +144,8 @@ class LinkMonitor {
   // Everything since the connection opened.
   WindowCounts totals() const {
     return {wait_.read(), arrival_.read(), rateMessages_.load(std::memory_order_relaxed),
-            rateBytesSum_.load(std::memory_order_relaxed), rateNsSum_.load(std::memory_order_relaxed)};
+            rateBytesSum_.load(std::memory_order_relaxed), rateNsSum_.load(std::memory_order_relaxed),
+            wireBytes_.load(std::memory_order_relaxed), wireNs_.load(std::memory_order_relaxed)};
   }
   double rateFastBps() const { return rateFast_.load(std::memory_order_relaxed); }
   double rateSlowBps() const { return rateSlow_.load(std::memory_order_relaxed); }
@@ -166,6 +179,7 @@ class LinkMonitor {
   std::atomic<uint64_t> untracked_{0}, completed_{0};
   std::atomic<double> rateFast_{0}, rateSlow_{0}, rateBytes_{0};
   std::atomic<uint64_t> rateMessages_{0}, rateBytesSum_{0}, rateNsSum_{0};  // cumulative, read per period
+  std::atomic<uint64_t> wireBytes_{0}, wireNs_{0};                          // cumulative, read per period
 };
 
 // The q-quantile (linear between ranks) of values; sorts them. Empty: 0.

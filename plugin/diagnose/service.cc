@@ -57,14 +57,23 @@ void Diagnoser::tick(uint64_t nowNs) {
 
 void Diagnoser::stragglerTick(uint64_t nowNs) {
   const uint64_t period = static_cast<uint64_t>(settings_.stragglerPeriodS * 1e9);
+  const uint64_t stalled = stalledNs_.load(std::memory_order_relaxed);
   if (nextPeriodNs_ == 0) {  // the first period starts now
     summarize(links::all());
     nextPeriodNs_ = nowNs + period;
+    periodStartNs_ = nowNs;
+    periodStalledNs_ = stalled;
     return;
   }
   if (nowNs < nextPeriodNs_) return;
   nextPeriodNs_ = nowNs + period;
   local_ = summarize(links::all());
+  const double share = nowNs > periodStartNs_ ? std::min(1.0, static_cast<double>(stalled - periodStalledNs_) /
+                                                                  static_cast<double>(nowNs - periodStartNs_))
+                                              : 0;
+  for (PeerSummary& s : local_) s.fig.stallShare = share;
+  periodStartNs_ = nowNs;
+  periodStalledNs_ = stalled;
   ++periods_;
   std::vector<PeerSummary> all = local_;
   std::set<PeerKey> have;

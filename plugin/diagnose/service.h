@@ -6,6 +6,7 @@
 // resumed, when progress comes back). A leader fed the other processes' reports writes the merged file and logs
 // the root cause.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -34,6 +35,10 @@ class Diagnoser {
   const Settings& settings() const { return settings_; }
 
   void tick(uint64_t nowNs);
+  // Time the process was not running when one of its threads should have (stopped, or starved of CPU), as the
+  // tick thread measures it; each period's share of it goes into the process's summaries (stallShare).
+  void noteStall(uint64_t ns) { stalledNs_.fetch_add(ns, std::memory_order_relaxed); }
+  uint64_t stalledNs() const { return stalledNs_.load(std::memory_order_relaxed); }
 
   // Straggler check. The agreement leader hands in what its followers sent (summariesFromJson on their text);
   // they join the next period's check, then are dropped (a peer's newer summary replaces an older one not yet
@@ -70,6 +75,8 @@ class Diagnoser {
   mutable std::mutex mu_;
   StragglerDetector detector_;
   uint64_t nextPeriodNs_ = 0;
+  std::atomic<uint64_t> stalledNs_{0};
+  uint64_t periodStartNs_ = 0, periodStalledNs_ = 0;
   std::vector<PeerSummary> local_, remote_;
   uint64_t periods_ = 0, remoteTaken_ = 0;
   std::vector<Finding> active_;

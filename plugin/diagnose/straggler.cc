@@ -12,13 +12,14 @@ namespace {
 
 // Thresholds of one finding: relaxed while the finding is raised.
 struct Limits {
-  double floorS, ownRatio, share, slowRatio, standOutRatio;
+  double floorS, ownRatio, share, slowRatio, standOutRatio, stallShare;
 };
 
 Limits limitsFor(const DetectorConfig& c, bool raised) {
-  if (!raised) return {c.lateFloorS, c.ownRatio, c.lateShare, c.slowLinkRatio, c.standOutRatio};
+  if (!raised) return {c.lateFloorS, c.ownRatio, c.lateShare, c.slowLinkRatio, c.standOutRatio, c.minStallShare};
   return {c.lateFloorS * c.exitRelax, c.ownRatio * c.exitRelax, c.lateShare * c.exitRelax,
-          std::min(1.0, c.slowLinkRatio / c.exitRelax), std::max(1.0, c.standOutRatio * c.exitRelax)};
+          std::min(1.0, c.slowLinkRatio / c.exitRelax), std::max(1.0, c.standOutRatio * c.exitRelax),
+          c.minStallShare * c.exitRelax};
 }
 
 double median(std::vector<double> v) { return quantile(v, 0.5); }
@@ -43,6 +44,7 @@ struct Comm {
   std::map<int, std::vector<const PeerSummary*>> byRank[2], byPeer[2];
   double medianMean[2] = {0, 0};  // per direction, the median connection's wait per message
   std::set<int> ranks;
+  std::map<int, double> stall;    // per rank, the share of the period its process was not running
 
   explicit Comm(std::vector<const PeerSummary*> v) : all(std::move(v)) {
     id = all.front()->commId;
@@ -53,6 +55,7 @@ struct Comm {
       byPeer[d][s->peerRank].push_back(s);
       means[d].push_back(s->fig.waitMeanS);
       ranks.insert({s->rank, s->peerRank});
+      stall[s->rank] = std::max(stall[s->rank], s->fig.stallShare);
     }
     for (int d = 0; d < 2; d++) medianMean[d] = median(means[d]);
   }
@@ -64,21 +67,27 @@ struct Comm {
 };
 
 // Links are compared within a group of their kind: direction, both ends on one host or not, and message size
-// rounded to a power of two (a link carrying small messages times lower without being slow).
+// rounded to a power of two (a link carrying small messages times lower without being slow). Wire measures
+// (summary.h) are compared only with each other, and where a communicator has them its message timings are not
+// read: those stretch whenever a busy host's threads poll late, which the wire measure does not see.
 std::vector<Finding> slowLinks(const Comm& comm, const DetectorConfig& c, const std::map<FindingKey, Finding>& active) {
-  using Group = std::tuple<int, bool, long>;
+  using Group = std::tuple<bool, int, bool, long>;
   auto groupOf = [](const PeerSummary& s) {
-    return Group{static_cast<int>(s.dir), sameHost(s), std::lround(std::log2(std::max(1.0, s.fig.rateBytes)))};
+    const long size = s.fig.rateWire ? 0 : std::lround(std::log2(std::max(1.0, s.fig.rateBytes)));
+    return Group{s.fig.rateWire, static_cast<int>(s.dir), sameHost(s), size};
   };
+  bool wired = false;
+  for (const PeerSummary* s : comm.all) wired = wired || (s->fig.rateWire && s->fig.rateBps > 0);
+  auto compared = [&](const PeerSummary& s) { return s.fig.rateBps > 0 && (s.fig.rateWire || !wired); };
   std::map<Group, std::vector<double>> rates;
   for (const PeerSummary* s : comm.all)
-    if (s->fig.rateBps > 0) rates[groupOf(*s)].push_back(s->fig.rateBps);
+    if (compared(*s)) rates[groupOf(*s)].push_back(s->fig.rateBps);
   std::map<Group, double> medians;
   for (auto& [g, v] : rates)
     if (v.size() >= c.minGroupLinks) medians[g] = median(v);
   std::map<std::pair<int, int>, Finding> found;
   for (const PeerSummary* s : comm.all) {
-    if (s->fig.rateBps <= 0) continue;
+    if (!compared(*s)) continue;
     auto m = medians.find(groupOf(*s));
     if (m == medians.end()) continue;
     const auto [src, dst] = dataPath(*s);
@@ -96,8 +105,12 @@ std::vector<Finding> slowLinks(const Comm& comm, const DetectorConfig& c, const 
     f.groupMedianBps = m->second;
     f.historyRatio = s->fig.rateRatio;
     if (s->fig.rateBps > limitsFor(c, isRaised(active, f)).slowRatio * m->second) continue;
-    // Both ends may see it; the receiver's figure wins (it timed the bytes arriving).
-    if (!found.count({src, dst}) || s->dir == Dir::Recv) found[{src, dst}] = f;
+    // Both ends may see it; the wire measure wins, then the receiver's figure (it timed the bytes arriving).
+    auto prior = found.find({src, dst});
+    const bool better = prior == found.end() || (s->fig.rateWire && !prior->second.wire) ||
+                        (s->fig.rateWire == prior->second.wire && s->dir == Dir::Recv);
+    f.wire = s->fig.rateWire;
+    if (better) found[{src, dst}] = f;
   }
   std::vector<Finding> out;
   for (auto& [k, f] : found) out.push_back(std::move(f));
@@ -154,6 +167,18 @@ bool standsOut(int x, Dir d, Measure m, const OwnLevels& levels, const Limits& l
   return level >= lim.floorS && mine->second * lim.standOutRatio <= level;
 }
 
+// Rank x's process was not running for at least the limit's share of the period, and for standOutRatio times
+// the other ranks' median: stopped or starved of CPU, it is late to everything while its threads do not run, and
+// its own waits, timed when it runs again, look like everyone's.
+bool stalledOut(int x, const Comm& comm, const Limits& lim) {
+  auto mine = comm.stall.find(x);
+  if (mine == comm.stall.end() || mine->second < lim.stallShare) return false;
+  std::vector<double> others;
+  for (const auto& [y, share] : comm.stall)
+    if (y != x) others.push_back(share);
+  return others.size() >= 2 && mine->second >= lim.standOutRatio * median(others);
+}
+
 // The late-rank test for rank x in one direction and by one measure; false when it does not hold.
 bool lateIn(int x, Dir d, Measure m, const Comm& comm, const OwnLevels& levels,
             const std::set<std::pair<int, int>>& slow, const DetectorConfig& c, const Limits& lim, Finding* f) {
@@ -181,9 +206,11 @@ bool lateIn(int x, Dir d, Measure m, const Comm& comm, const OwnLevels& levels,
   const double lateMedian = median(late);
   // It does not wait by the measure it is late by (or far less than every other rank, where its delay spread to
   // all), nor more than the communicator's connections do overall (a rank that comes late because it waited
-  // before is not the one to name).
-  if (median(ownTails) * lim.ownRatio > lateMedian && !standsOut(x, d, m, levels, lim)) return false;
-  if (median(ownMeans) > comm.medianMean[di]) return false;
+  // before is not the one to name); unless its own process did not run (its waits then mean nothing).
+  const bool stalled = stalledOut(x, comm, lim);
+  if (!stalled && median(ownTails) * lim.ownRatio > lateMedian && !standsOut(x, d, m, levels, lim)) return false;
+  if (!stalled && median(ownMeans) > comm.medianMean[di]) return false;
+  f->stallShare = stalled ? comm.stall.at(x) : 0;
   f->kind = FindingKind::LateRank;
   f->commId = comm.id;
   f->rank = x;
@@ -327,6 +354,8 @@ std::string describe(const Finding& f, const std::vector<Finding>& all) {
        " on " + std::to_string(f.lateLinks) + " of " + std::to_string(f.observedLinks) + " connections " +
        (f.via == Dir::Recv ? "receiving from it (its own receives wait " : "sending to it (its own sends wait ") +
        duration(f.ownMeanS) + " per message, theirs on it " + duration(f.imposedMeanS) + ")";
+  if (f.stallShare > 0)
+    s += "; its process was not running for " + percent(f.stallShare) + " of the period (stopped or starved of CPU)";
   for (const Finding& l : all)
     if (l.kind == FindingKind::SlowLink && l.commId == f.commId && l.rank == f.rank)
       s += "; its link to rank " + std::to_string(l.peerRank) + " runs at " + percent(l.rateBps / l.groupMedianBps) +

@@ -8,7 +8,8 @@
 //   - its own connections' upper tail (p90) by that measure stays under 1/ownRatio of their median;
 //   - per message, its own connections wait no more than the communicator's median connection.
 // A late rank makes everyone downstream wait too (a ring passes the delay on), and a rank that waited comes late
-// to the next exchange; the late rank is the one that does not wait itself. Of several candidates, only those
+// to the next exchange; the late rank is the one that does not wait itself. A rank whose process was stopped or
+// starved of CPU (its stall share, summary.h) is the exception: its waits are timed when it runs again. Of several candidates, only those
 // late by at least half the latest one's delay are named.
 //
 // A link is slow when its rate is at most slowLinkRatio of the median rate of comparable connections of the same
@@ -40,6 +41,9 @@ struct DetectorConfig {
   double lateShare = 0.5;
   uint32_t minCount = 8;      // wait samples a connection needs in the window to count
   uint32_t minArrivals = 4;   // arrival samples for the arrival median to count
+  // A rank whose own process was not running for this share of a period (and standOutRatio times the other
+  // ranks' median) is late whatever its own waits say: its threads time them after it runs again.
+  double minStallShare = 0.1;
   double slowLinkRatio = 0.6;
   uint32_t minGroupLinks = 3;
   int enterPeriods = 2;
@@ -61,8 +65,10 @@ struct Finding {
   uint32_t lateLinks = 0, observedLinks = 0;
   double imposedMeanS = 0;   // per message, what the connections that wait on it wait (their median)
   double ownMeanS = 0;       // per message, what its own connections in that direction wait (their median)
+  double stallShare = 0;     // named because its process was not running this share of the period (else 0)
   // SlowLink
   double rateBps = 0, groupMedianBps = 0, historyRatio = 0;
+  bool wire = false;         // the rates are the wire measure (link_monitor.h)
   int periods = 0;           // consecutive periods seen
 };
 

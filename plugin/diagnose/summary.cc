@@ -49,7 +49,7 @@ bool fromObject(const json::Value& o, PeerSummary* s, std::string* why) {
       !boundedString(o, "peerHost", &s->peerHost) || !boundedString(o, "peerAddr", &s->peerAddr))
     return (*why = "a name is not a string of at most 255 bytes"), false;
   constexpr double kDay = 86400, kCount = 1e12, kRate = 1e15;
-  double links = 0, pending = 0, count = 0, arrivals = 0;
+  double links = 0, pending = 0, count = 0, arrivals = 0, wire = 0;
   WindowFigures& f = s->fig;
   if (!nonNegative(o, "links", kCount, &links) || !nonNegative(o, "pending", kCount, &pending) ||
       !nonNegative(o, "count", kCount, &count) || !nonNegative(o, "arrivals", kCount, &arrivals) ||
@@ -57,12 +57,14 @@ bool fromObject(const json::Value& o, PeerSummary* s, std::string* why) {
       !nonNegative(o, "wait_mean_s", kDay, &f.waitMeanS) ||
       !nonNegative(o, "arrival_median_s", kDay, &f.arrivalMedianS) ||
       !nonNegative(o, "arrival_p90_s", kDay, &f.arrivalP90S) || !nonNegative(o, "rate_Bps", kRate, &f.rateBps) ||
-      !nonNegative(o, "rate_ratio", 1e6, &f.rateRatio) || !nonNegative(o, "rate_bytes", kRate, &f.rateBytes))
+      !nonNegative(o, "rate_ratio", 1e6, &f.rateRatio) || !nonNegative(o, "rate_bytes", kRate, &f.rateBytes) ||
+      !nonNegative(o, "rate_wire", 1, &wire) || !nonNegative(o, "stall_share", 1, &f.stallShare))
     return (*why = "a figure is missing its range"), false;
   s->links = static_cast<uint32_t>(std::min(links, 4e9));
   s->pending = static_cast<uint32_t>(std::min(pending, 4e9));
   f.count = static_cast<uint32_t>(std::min(count, 4e9));
   f.arrivals = static_cast<uint32_t>(std::min(arrivals, 4e9));
+  f.rateWire = wire >= 0.5;
   return true;
 }
 
@@ -94,6 +96,7 @@ std::vector<PeerSummary> summarize(const std::vector<std::shared_ptr<LinkMonitor
     WindowCounts window;
     double slow = 0;  // the long-term rates' sum
     int rated = 0;
+    uint64_t wireBytes = 0, wireNs = 0;  // the wire measure since the connections opened
   };
   std::map<std::tuple<uint64_t, int, int, int>, Acc> groups;
   for (const auto& l : links) {
@@ -113,6 +116,9 @@ std::vector<PeerSummary> summarize(const std::vector<std::shared_ptr<LinkMonitor
     a.s.links++;
     a.s.pending += l->pending();
     a.window += l->takeWindow();
+    const WindowCounts all = l->totals();
+    a.wireBytes += all.wireBytes;
+    a.wireNs += all.wireNs;
     if (l->rateSlowBps() > 0) {
       a.slow += l->rateSlowBps();
       a.rated++;
@@ -128,7 +134,13 @@ std::vector<PeerSummary> summarize(const std::vector<std::shared_ptr<LinkMonitor
     // The period's rate over every message it measured (not the last few: a proxy that polls late on a busy host
     // stretches single messages), compared with the connection's long-term rate.
     const WindowCounts& w = a.window;
-    if (a.rated && w.rateMessages >= LinkMonitor::kRateMinMessages && w.rateNs > 0) {
+    if (w.wireNs >= kWireMinNs && w.wireBytes >= kWireMinBytes) {
+      // The link's own pace, when the transport measured it: what polling threads and slow readers do not bend.
+      a.s.fig.rateBps = static_cast<double>(w.wireBytes) * 1e9 / static_cast<double>(w.wireNs);
+      a.s.fig.rateRatio = a.s.fig.rateBps / (static_cast<double>(a.wireBytes) * 1e9 / static_cast<double>(a.wireNs));
+      a.s.fig.rateBytes = w.rateMessages ? static_cast<double>(w.rateBytes) / static_cast<double>(w.rateMessages) : 0;
+      a.s.fig.rateWire = true;
+    } else if (a.rated && w.rateMessages >= LinkMonitor::kRateMinMessages && w.rateNs > 0) {
       a.s.fig.rateBps = static_cast<double>(w.rateBytes) * 1e9 / static_cast<double>(w.rateNs);
       a.s.fig.rateRatio = a.s.fig.rateBps / (a.slow / a.rated);
       a.s.fig.rateBytes = static_cast<double>(w.rateBytes) / static_cast<double>(w.rateMessages);
@@ -149,7 +161,8 @@ std::string toJson(const PeerSummary& s) {
        ",\"wait_p90_s\":" + num(f.waitP90S) + ",\"wait_mean_s\":" + num(f.waitMeanS) +
        ",\"arrivals\":" + std::to_string(f.arrivals) + ",\"arrival_median_s\":" + num(f.arrivalMedianS) +
        ",\"arrival_p90_s\":" + num(f.arrivalP90S) + ",\"rate_Bps\":" + num(f.rateBps) +
-       ",\"rate_ratio\":" + num(f.rateRatio) + ",\"rate_bytes\":" + num(f.rateBytes) + "}";
+       ",\"rate_ratio\":" + num(f.rateRatio) + ",\"rate_bytes\":" + num(f.rateBytes) +
+       ",\"rate_wire\":" + (f.rateWire ? "1" : "0") + ",\"stall_share\":" + num(f.stallShare) + "}";
   return o;
 }
 

@@ -24,7 +24,10 @@ struct PeerSummary {
 };
 
 // Groups connections by (commId, rank, peerRank, dir) and takes each one's window (LinkMonitor::takeWindow: the
-// waits since the previous summary). Rates are the mean over the connections that have one.
+// waits since the previous summary). The period's rate is the wire measure where the connections had at least
+// kWireMinNs of it over kWireMinBytes, else the bytes of the messages measured over their summed durations.
+constexpr uint64_t kWireMinNs = 20'000'000;
+constexpr uint64_t kWireMinBytes = 1u << 20;
 std::vector<PeerSummary> summarize(const std::vector<std::shared_ptr<LinkMonitor>>& links);
 
 // Bounds on summaries read from a peer.

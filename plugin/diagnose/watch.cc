@@ -21,12 +21,17 @@ class Ticker;
 Ticker& ticker();
 
 constexpr auto kTickEvery = std::chrono::seconds(1);
+// The thread wakes this often to see whether the process ran when it should have: a wake-up later than this by
+// more than kStallSlack (what a busy host's scheduler may take) counts as time the process was stopped or starved.
+constexpr auto kStallLook = std::chrono::milliseconds(10);
+constexpr auto kStallSlack = std::chrono::milliseconds(2);
 
 // The tick thread: started by the first watched connection, it runs until the process exits or the plugin is
 // unloaded (an exit handler registered from this library runs at both and joins it), so a job that opens and closes
 // communicators does not start and stop a thread each time. Between communicators it finds no connection and does
 // nothing. Start and stop run on the threads that open connections (NCCL's proxy threads) and at exit, never on the
-// data path. A forked child inherits the flag but not the thread: it never joins its parent's.
+// data path. A forked child inherits the flag but not the thread: it never joins its parent's. Between ticks it wakes
+// every kStallLook to measure how long the process was not running (Diagnoser::noteStall).
 class Ticker {
  public:
   void acquire() {
@@ -67,8 +72,18 @@ class Ticker {
     thread_.reset();
   }
   void run() {
+    using Clock = std::chrono::steady_clock;
     std::unique_lock<std::mutex> lock(mu_);
-    while (!cv_.wait_for(lock, kTickEvery, [this] { return stop_; })) {
+    Clock::time_point nextTick = Clock::now() + kTickEvery;
+    for (;;) {
+      const Clock::time_point due = Clock::now() + kStallLook;
+      if (cv_.wait_until(lock, due, [this] { return stop_; })) return;
+      const Clock::time_point woke = Clock::now();
+      if (woke > due + kStallSlack)
+        diagnoser().noteStall(static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(woke - due - kStallSlack).count()));
+      if (woke < nextTick) continue;
+      nextTick = woke + kTickEvery;
       lock.unlock();
       diagnoser().tick(nowNs());
       lock.lock();

@@ -2,8 +2,14 @@
 // resolving its report, a leader merging reports, and the straggler period logging what it finds.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
 
 
 #include "../reliability/log_capture.h"
@@ -344,4 +350,55 @@ TEST(DiagnoseWatch, TickThreadStartsWithTheFirstWatchedConnectionAndStays) {
   EXPECT_TRUE(icn::diagnose::tickThreadRunning());
   icn::diagnose::stopTickThreadForTesting();
   EXPECT_FALSE(icn::diagnose::tickThreadRunning());
+}
+
+namespace {
+
+// A child process with the tick thread running for 2 s reports the stall it measured; the parent stops it 20 ms of
+// every 30 ms for 1.5 s when `stopped`.
+uint64_t childStallNs(bool stopped) {
+  int ready[2], result[2];
+  if (pipe(ready) != 0 || pipe(result) != 0) return ~uint64_t{0};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    icn::diagnose::stopTickThreadForTesting();  // the parent's thread is not the child's
+    icn::diagnose::LinkInfo a;
+    icn::diagnose::ConnectionWatch watch(a);
+    const uint64_t base = icn::diagnose::diagnoser().stalledNs();
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    (void)!write(ready[1], "r", 1);
+    while (std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const uint64_t stalled = icn::diagnose::diagnoser().stalledNs() - base;
+    (void)!write(result[1], &stalled, sizeof stalled);
+    _exit(0);
+  }
+  char c;
+  EXPECT_EQ(read(ready[0], &c, 1), 1);
+  if (stopped) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+    while (std::chrono::steady_clock::now() < end) {
+      kill(pid, SIGSTOP);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      kill(pid, SIGCONT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  uint64_t stalled = ~uint64_t{0};
+  EXPECT_EQ(read(result[0], &stalled, sizeof stalled), static_cast<ssize_t>(sizeof stalled));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  for (int fd : {ready[0], ready[1], result[0], result[1]}) close(fd);
+  return stalled;
+}
+
+}  // namespace
+
+// The tick thread counts the time the process did not run when it should have: stopped two thirds of 1.5 s (1 s),
+// the thread misses its wake-ups by about a third of that; running freely, by next to nothing.
+TEST(DiagnoseWatch, TickThreadMeasuresTheTimeTheProcessWasStopped) {
+  const uint64_t free = childStallNs(false), stopped = childStallNs(true);
+  std::printf("stalled: free %.0f ms, stopped %.0f ms\n", free / 1e6, stopped / 1e6);
+  EXPECT_LT(free, 150 * kMs);
+  EXPECT_GT(stopped, 250 * kMs);
+  EXPECT_LT(stopped, 1100 * kMs);
 }

@@ -316,6 +316,55 @@ TEST(Straggler, SlowLinksAreComparedOnlyWithLinksOfTheirKind) {
   EXPECT_TRUE(detect(v, DetectorConfig{}, {}).empty());
 }
 
+// Where the sending ends measured the wire, a link is judged by it alone: a receiver's message timings at 30% of
+// the others (its proxy polled late) name nothing, a wire rate at 40% names the link.
+TEST(Straggler, WireRatesAloneJudgeLinksWhereTheyExist) {
+  std::vector<PeerSummary> v;
+  for (int r = 0; r < 4; r++) {
+    PeerSummary send = peer(r, (r + 1) % 4, Dir::Send, 0, 0), recv = peer((r + 1) % 4, r, Dir::Recv, 0, 0);
+    send.fig.rateBps = 1.2e9;
+    send.fig.rateWire = true;
+    recv.fig.rateBps = r == 1 ? 0.3e9 : 1e9;
+    recv.fig.rateBytes = send.fig.rateBytes = 1 << 20;
+    v.push_back(send);
+    v.push_back(recv);
+  }
+  EXPECT_TRUE(detect(v, DetectorConfig{}, {}).empty());
+  for (PeerSummary& s : v) s.fig.rateWire = false;
+  ASSERT_EQ(detect(v, DetectorConfig{}, {}).size(), 1u) << "the same timings without a wire measure";
+  for (PeerSummary& s : v) s.fig.rateWire = s.dir == Dir::Send;
+  v[4].fig.rateBps = 0.48e9;  // rank 2 -> 3 on the wire
+  const std::vector<Finding> f = detect(v, DetectorConfig{}, {});
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].kind, FindingKind::SlowLink);
+  EXPECT_EQ(f[0].rank, 2);
+  EXPECT_EQ(f[0].peerRank, 3);
+  EXPECT_TRUE(f[0].wire);
+  EXPECT_NE(describe(f[0], f).find("runs at 40% of the others"), std::string::npos) << describe(f[0], f);
+}
+
+// A rank whose process is stopped 10 ms of every 20 (SIGSTOP, a CPU quota) times its own waits when it runs again,
+// so they look like everyone's; its process's stall share tells it apart.
+TEST(Straggler, RankWhoseProcessDidNotRunIsNamedThoughItWaitsLikeEveryone) {
+  auto stalled = [](double mine, double others) {
+    std::vector<PeerSummary> v = spreadDelay(6.5e-3);  // rank 2 waits as long as everyone: nobody stands out
+    for (PeerSummary& s : v) s.fig.stallShare = s.rank == 2 ? mine : others;
+    return v;
+  };
+  EXPECT_TRUE(detect(stalled(0, 0), DetectorConfig{}, {}).empty());
+  const std::vector<Finding> f = detect(stalled(0.24, 0.01), DetectorConfig{}, {});
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rank, 2);
+  EXPECT_DOUBLE_EQ(f[0].stallShare, 0.24);
+  EXPECT_NE(describe(f[0], f).find("its process was not running for 24% of the period"), std::string::npos)
+      << describe(f[0], f);
+  EXPECT_TRUE(detect(stalled(0.06, 0.01), DetectorConfig{}, {}).empty()) << "under the share";
+  EXPECT_TRUE(detect(stalled(0.24, 0.12), DetectorConfig{}, {}).empty()) << "every process stalls alike";
+  std::vector<PeerSummary> unwaited = stalled(0.24, 0.01);
+  for (PeerSummary& s : unwaited) s.fig.waitMedianS = s.fig.waitMeanS = 0.1e-3, s.fig.waitP90S = 0.2e-3;
+  EXPECT_TRUE(detect(unwaited, DetectorConfig{}, {}).empty()) << "nobody waits on it past the floor";
+}
+
 // Thresholds hold a raised finding at 75%: a rank hovering around the floor is reported once.
 TEST(Straggler, HysteresisKeepsAHoveringFindingQuiet) {
   StragglerDetector d;

@@ -71,6 +71,47 @@ TEST(Summary, JsonRoundTrip) {
   EXPECT_NEAR(back[0].fig.waitP90S, s[0].fig.waitP90S, s[0].fig.waitP90S * 1e-8);  // 9 significant digits
 }
 
+// Where the transport measured the wire (bytes acknowledged over the sockets' busy time), that is the period's
+// rate, whatever the messages' timings say (a proxy polling late stretches them); too little of it, and the
+// messages' timings are used.
+TEST(Summary, WireMeasureIsThePeriodsRateWhereThereIsEnough) {
+  auto a = monitor(1, Dir::Send);
+  exchange(*a, 12, 0, 0);  // 1 MiB messages done 1 ms after ready: 1 GiB/s by their timings
+  a->onWire(64 << 20, 40 * kMs);  // the wire: 64 MiB in 40 ms busy
+  std::vector<PeerSummary> s = summarize({a});
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_TRUE(s[0].fig.rateWire);
+  EXPECT_NEAR(s[0].fig.rateBps, (64 << 20) * 1e9 / (40.0 * kMs), 1e3);
+  EXPECT_NEAR(s[0].fig.rateRatio, 1.0, 1e-9);
+  exchange(*a, 12, 0, 1000 * kMs);
+  a->onWire(32 << 20, 40 * kMs);  // half the pace: half its own history's (96 MiB over 80 ms) ... relative
+  s = summarize({a});
+  EXPECT_TRUE(s[0].fig.rateWire);
+  EXPECT_NEAR(s[0].fig.rateRatio, (32.0 / 40) / (96.0 / 80), 1e-9);
+  exchange(*a, 12, 0, 2000 * kMs);
+  a->onWire(4 << 20, kWireMinNs - 1);  // too short a busy time
+  s = summarize({a});
+  EXPECT_FALSE(s[0].fig.rateWire);
+  EXPECT_NEAR(s[0].fig.rateBps, (1 << 20) * 1e3, 1e3);
+}
+
+TEST(Summary, WireFlagAndStallShareTravel) {
+  auto a = monitor(1, Dir::Send);
+  exchange(*a, 12, 0, 0);
+  a->onWire(64 << 20, 40 * kMs);
+  std::vector<PeerSummary> s = summarize({a});
+  s[0].fig.stallShare = 0.25;
+  std::vector<PeerSummary> back;
+  std::string why;
+  ASSERT_TRUE(summariesFromJson(summariesToJson(s), &back, &why)) << why;
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_TRUE(back[0].fig.rateWire);
+  EXPECT_DOUBLE_EQ(back[0].fig.stallShare, 0.25);
+  std::string text = summariesToJson(s);
+  text.replace(text.find("\"stall_share\":0.25"), 18, "\"stall_share\":1.50");
+  EXPECT_FALSE(summariesFromJson(text, &back, &why)) << "a share above 1 is refused";
+}
+
 TEST(Summary, PeerTextOutOfBoundsIsRefusedWhole) {
   auto a = monitor(1, Dir::Recv);
   exchange(*a, 12, 3 * kMs, 0);

@@ -25,6 +25,7 @@ bool tcpBusy(int fd, TcpBusy* out) {
   if (len < offsetof(tcp_info, tcpi_sndbuf_limited) + sizeof info.tcpi_sndbuf_limited) return false;
   out->bytesAcked = info.tcpi_bytes_acked;
   out->busyUs = info.tcpi_busy_time + info.tcpi_rwnd_limited + info.tcpi_sndbuf_limited;
+  out->netUs = info.tcpi_busy_time + info.tcpi_sndbuf_limited;
   return true;
 }
 

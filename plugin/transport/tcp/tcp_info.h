@@ -14,9 +14,11 @@ bool bytesAcked(int fd, uint64_t* out);
 // while the socket had work: idle time, and the time until the application looked, are not in it. The kernel counts
 // busy time in jiffies (1-10 ms): a span shorter than that counts a jiffy or nothing, which averages out over the
 // 100 ms of busy time a rate sample takes. False when the kernel does not tell (before Linux 4.10).
+// netUs leaves out the time the peer's window was full: the time the link itself set the pace.
 struct TcpBusy {
   uint64_t bytesAcked = 0;
   uint64_t busyUs = 0;
+  uint64_t netUs = 0;
 };
 bool tcpBusy(int fd, TcpBusy* out);
 

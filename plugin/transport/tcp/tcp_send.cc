@@ -402,6 +402,7 @@ void TcpSendComm::watchDelivery(int64_t nowNs) {
   nextAckCheckNs_ = nowNs + 10'000'000;  // every 10 ms: an ioctl and a TCP_INFO read per lane
   const int64_t stallNs = static_cast<int64_t>(laneStall_.count()) * 1'000'000;
   std::array<bool, kMaxLanes + 1> waiting{};
+  uint64_t wireBytes = 0, wireUs = 0;  // the lanes work side by side: the connection was busy their longest time
   for (size_t i = 0; i < helpers_.size(); i++) {
     const size_t lane = i + 1;
     if (laneState_[lane] != LaneState::Live || helpers_[i]->failed()) {
@@ -415,6 +416,10 @@ void TcpSendComm::watchDelivery(int64_t nowNs) {
       const TcpBusy& last = lookBusy_[lane];
       if (looked_[lane] && b.busyUs > last.busyUs && b.bytesAcked >= last.bytesAcked)
         helpers_[i]->noteBusy(b.bytesAcked - last.bytesAcked, static_cast<int64_t>(b.busyUs - last.busyUs) * 1000);
+      if (looked_[lane] && b.netUs >= last.netUs && b.bytesAcked >= last.bytesAcked) {
+        wireBytes += b.bytesAcked - last.bytesAcked;
+        wireUs = std::max(wireUs, b.netUs - last.netUs);
+      }
       lookBusy_[lane] = b;
       looked_[lane] = true;
     }
@@ -423,6 +428,7 @@ void TcpSendComm::watchDelivery(int64_t nowNs) {
       ackMovedNs_[lane] = nowNs;
     }
   }
+  if (wireUs > 0) watch_->monitor().onWire(wireBytes, wireUs * 1000);
   for (size_t i = 0; i < helpers_.size(); i++) {
     const size_t lane = i + 1;
     if (!waiting[lane] || nowNs - ackMovedNs_[lane] < stallNs) continue;
