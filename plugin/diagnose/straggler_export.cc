@@ -46,7 +46,12 @@ std::string sample(const char* name, std::string labels, double v) { return name
 
 std::string prometheusLines(const std::vector<PeerSummary>& peers, const std::vector<Finding>& active,
                             const std::string& node) {
-  std::vector<std::string> late, arrival, count, rate, ratio, straggler, slow;
+  std::vector<std::string> late, arrival, count, rate, ratio, straggler, slow, stall;
+  if (!peers.empty()) {  // one figure per process, carried in each of its summaries
+    std::string l = "{";
+    label(l, "node", node);
+    stall.push_back(sample("icn_process_stall_share", l, peers.front().fig.stallShare));
+  }
   for (const PeerSummary& s : peers) {
     const std::string l = peerLabels(s, node);
     count.push_back(sample("icn_peer_messages", l, s.fig.count));
@@ -84,8 +89,9 @@ std::string prometheusLines(const std::vector<PeerSummary>& peers, const std::ve
   family(out, "icn_peer_arrival_late_seconds",
          "How long a message posted on an idle connection waited for the peer: how late the peer came.", arrival);
   family(out, "icn_peer_messages", "Messages whose wait was measured in the last straggler period.", count);
-  family(out, "icn_peer_rate_bytes_per_second", "Transfer rate of the connections to the peer over the period (messages of 64 KiB or more).", rate);
+  family(out, "icn_peer_rate_bytes_per_second", "Transfer rate of the connections to the peer over the period (the sockets' delivery where TCP measures it, else messages of 64 KiB or more).", rate);
   family(out, "icn_peer_rate_ratio", "The period's rate over the connections' own longer-term rate.", ratio);
+  family(out, "icn_process_stall_share", "Share of the last straggler period the process was not running when its tick thread was due (stopped or starved of CPU).", stall);
   family(out, "icn_straggler_late_seconds", "A rank named late by the straggler check: its median lateness.",
          straggler);
   family(out, "icn_slow_link_rate_ratio", "A link named slow: its rate over the median of comparable links.", slow);

@@ -14,6 +14,7 @@ namespace icn::diagnose {
 //   icn_peer_arrival_late_seconds{...,quantile}                                          waits of idle posts
 //   icn_peer_messages{node,comm_id,rank,peer_rank,direction}                             waits measured
 //   icn_peer_rate_bytes_per_second{...}, icn_peer_rate_ratio{...}                         recent rate, / history
+// Per process: icn_process_stall_share{node}                                             not running, of the period
 // Per active finding (the leader's, or any process that ran the check):
 //   icn_straggler_late_seconds{node,comm_id,rank,host,direction}                         its median lateness
 //   icn_slow_link_rate_ratio{node,comm_id,rank,peer_rank}                                 share of the others' rate

@@ -5,6 +5,7 @@
 # agreement leader, rank 0's process). In one job, with rank K injected in turn:
 #   delay  K sleeps DELAY_US (20 ms) before each iteration: an 'ICN straggler:' line must name K late
 #   link   K's link (both ends) shaped to SLOW_RATE: a line must name a link from or to K (or K late)
+#   throttle  K's process stopped about 10 ms of every 20 ms (SIGSTOP/SIGCONT): a line must name K late
 #   hang   K stopped (SIGSTOP): another rank must WARN 'no network progress', and icn-hang on the job's report
 #          directory must name K (missing_process); then SIGCONT
 # each within LIMIT_S seconds of the injection; then the job must end with every rank's data right.
@@ -27,6 +28,7 @@ pids=()
 failures=0
 
 cleanup() {
+  [ -n "${throttler:-}" ] && kill "$throttler" 2>/dev/null
   for p in $(cat "$work"/pid.* 2>/dev/null); do kill -CONT "$p" 2>/dev/null; done
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
   "$BED" down --name "$name" >/dev/null 2>&1
@@ -132,6 +134,21 @@ set_rate "$K" "$SLOW_RATE" || fail "link: cannot shape host $K's link"
 if wait_for "$LIMIT_S" named_link "$K"; then echo "link: rank $K's link ($SLOW_RATE) named after $(since "$t0") s"
 else fail "link: rank $K's link shaped to $SLOW_RATE not named within $LIMIT_S s"; fi
 clear_rate "$K"
+sleep 4
+
+wait_for 20 quiet || echo "note: rank $K still named late from before the throttle"
+t0=$(now); mark
+kpid=$(cat "$work/pid.$K")
+( while [ ! -f "$work/unthrottle" ]; do kill -STOP "$kpid"; sleep 0.01; kill -CONT "$kpid"; sleep 0.01; done
+  kill -CONT "$kpid" ) &
+throttler=$!
+if wait_for "$LIMIT_S" named_late "$K"; then
+  echo "throttle: rank $K (stopped 10 ms of every 20) named late after $(since "$t0") s"
+  since_mark | grep -m1 -oE "rank $K on \S+ .* is late.*" | sed 's/^/throttle: /'
+else fail "throttle: rank $K (stopped 10 ms of every 20) not named late within $LIMIT_S s"; fi
+touch "$work/unthrottle"
+wait "$throttler"
+rm -f "$work/unthrottle"
 sleep 4
 
 t0=$(now)

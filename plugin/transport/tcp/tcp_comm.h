@@ -216,6 +216,11 @@ class TcpSendComm final : public SendComm, public CommCore {
   std::array<bool, kMaxLanes + 1> looked_{};
   int64_t nextAckCheckNs_ = 0;
   void watchDelivery(int64_t nowNs);
+  // The diagnosis's wire measure: the same counts per lane (lane 0 too), looked at on their own schedule.
+  std::array<TcpBusy, kMaxLanes + 1> wireLook_{};
+  std::array<bool, kMaxLanes + 1> wireLooked_{};
+  int64_t nextWireLookNs_ = 0;
+  void sampleWire(int64_t nowNs);
   int deadLanes_ = 0;
   int awaitingClose_ = 0;  // lanes given up whose lane-closed record has not come yet
   uint64_t resent_ = 0;  // pieces resent, logged at close

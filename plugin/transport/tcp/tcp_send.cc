@@ -128,7 +128,33 @@ Status TcpSendComm::isend(void* data, size_t size, int tag, void* mhandle, Reque
   return st;
 }
 
+// The diagnosis's wire measure (diagnose/link_monitor.h): every 10 ms, what each socket's peer acknowledged and
+// how long the socket was busy with the link setting the pace; the lanes work side by side, so the connection was
+// busy their longest time.
+void TcpSendComm::sampleWire(int64_t nowNs) {
+  if (nowNs < nextWireLookNs_) return;
+  nextWireLookNs_ = nowNs + 10'000'000;
+  uint64_t bytes = 0, busyUs = 0;
+  for (size_t lane = 0; lane <= helpers_.size() && lane < wireLook_.size(); lane++) {
+    const bool live = lane == 0 || (laneState_[lane] == LaneState::Live && !helpers_[lane - 1]->failed());
+    TcpBusy b;
+    if (!live || !(lane == 0 ? tcpBusy(lane0_.get(), &b) : helpers_[lane - 1]->busy(&b))) {
+      wireLooked_[lane] = false;
+      continue;
+    }
+    const TcpBusy& last = wireLook_[lane];
+    if (wireLooked_[lane] && b.netUs >= last.netUs && b.bytesAcked >= last.bytesAcked) {
+      bytes += b.bytesAcked - last.bytesAcked;
+      busyUs = std::max(busyUs, b.netUs - last.netUs);
+    }
+    wireLook_[lane] = b;
+    wireLooked_[lane] = true;
+  }
+  if (busyUs > 0) watch_->monitor().onWire(bytes, busyUs * 1000);
+}
+
 Status TcpSendComm::progress() {
+  sampleWire(steadyNowNs());
   if (failover_) ICN_CHECK(checkLanes());
   ICN_CHECK(match());  // with the records already read: no system call when they suffice
   if (queued_ > 0 || awaitingClose_ > 0) {  // sends waiting for their records, or lanes for the receiver's close
@@ -402,7 +428,6 @@ void TcpSendComm::watchDelivery(int64_t nowNs) {
   nextAckCheckNs_ = nowNs + 10'000'000;  // every 10 ms: an ioctl and a TCP_INFO read per lane
   const int64_t stallNs = static_cast<int64_t>(laneStall_.count()) * 1'000'000;
   std::array<bool, kMaxLanes + 1> waiting{};
-  uint64_t wireBytes = 0, wireUs = 0;  // the lanes work side by side: the connection was busy their longest time
   for (size_t i = 0; i < helpers_.size(); i++) {
     const size_t lane = i + 1;
     if (laneState_[lane] != LaneState::Live || helpers_[i]->failed()) {
@@ -416,10 +441,6 @@ void TcpSendComm::watchDelivery(int64_t nowNs) {
       const TcpBusy& last = lookBusy_[lane];
       if (looked_[lane] && b.busyUs > last.busyUs && b.bytesAcked >= last.bytesAcked)
         helpers_[i]->noteBusy(b.bytesAcked - last.bytesAcked, static_cast<int64_t>(b.busyUs - last.busyUs) * 1000);
-      if (looked_[lane] && b.netUs >= last.netUs && b.bytesAcked >= last.bytesAcked) {
-        wireBytes += b.bytesAcked - last.bytesAcked;
-        wireUs = std::max(wireUs, b.netUs - last.netUs);
-      }
       lookBusy_[lane] = b;
       looked_[lane] = true;
     }
@@ -428,7 +449,6 @@ void TcpSendComm::watchDelivery(int64_t nowNs) {
       ackMovedNs_[lane] = nowNs;
     }
   }
-  if (wireUs > 0) watch_->monitor().onWire(wireBytes, wireUs * 1000);
   for (size_t i = 0; i < helpers_.size(); i++) {
     const size_t lane = i + 1;
     if (!waiting[lane] || nowNs - ackMovedNs_[lane] < stallNs) continue;
@@ -540,6 +560,7 @@ Status TcpSendComm::acceptRejoin(int lane) {
   ackSeen_[lane] = 0;
   ackMovedNs_[lane] = 0;
   looked_[lane] = false;  // a new socket: its counts start again
+  wireLooked_[lane] = false;
   deadLanes_--;
   rejoined_++;
   if (RailCounters* c = railCountersOf(lane)) c->back++;
