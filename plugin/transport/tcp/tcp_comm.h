@@ -220,6 +220,7 @@ class TcpSendComm final : public SendComm, public CommCore {
   std::array<TcpBusy, kMaxLanes + 1> wireLook_{};
   std::array<bool, kMaxLanes + 1> wireLooked_{};
   int64_t nextWireLookNs_ = 0;
+  bool wireOn_ = false;
   void sampleWire(int64_t nowNs);
   int deadLanes_ = 0;
   int awaitingClose_ = 0;  // lanes given up whose lane-closed record has not come yet

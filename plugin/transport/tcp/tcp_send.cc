@@ -32,6 +32,7 @@ TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
   failover_ = railNames_.size() >= 2 && s.lanes.size() >= 3 && params::getBool(params::Id::TcpFailover) &&
               tuning_.laneEagerBytes == 0;
   laneStall_ = std::chrono::milliseconds(params::getInt(params::Id::TcpLaneStallMs));
+  wireOn_ = params::getInt(params::Id::StragglerReportS) > 0;  // only the straggler check reads the wire measure
   for (size_t i = 1; i < s.lanes.size(); i++) helpers_.push_back(makeHelper(std::move(s.lanes[i]), static_cast<int>(i)));
 }
 
@@ -154,7 +155,7 @@ void TcpSendComm::sampleWire(int64_t nowNs) {
 }
 
 Status TcpSendComm::progress() {
-  sampleWire(steadyNowNs());
+  if (wireOn_) sampleWire(steadyNowNs());
   if (failover_) ICN_CHECK(checkLanes());
   ICN_CHECK(match());  // with the records already read: no system call when they suffice
   if (queued_ > 0 || awaitingClose_ > 0) {  // sends waiting for their records, or lanes for the receiver's close
