@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 
 namespace icn {
@@ -79,7 +80,7 @@ void unregisterComm(const std::shared_ptr<NetCounters>& counters) {
 namespace {
 struct RailRegistry {
   std::mutex mu;
-  std::vector<std::pair<std::string, std::shared_ptr<RailCounters>>> rails;
+  std::vector<std::tuple<std::string, RailKind, std::shared_ptr<RailCounters>>> rails;
 };
 RailRegistry& rails() {
   static RailRegistry* r = new RailRegistry();  // never destroyed, like the registry above
@@ -88,22 +89,22 @@ RailRegistry& rails() {
 constexpr size_t kMaxRailNames = 64;
 }  // namespace
 
-std::shared_ptr<RailCounters> railCounters(const std::string& ifname) {
+std::shared_ptr<RailCounters> railCounters(const std::string& ifname, RailKind kind) {
   RailRegistry& r = rails();
   std::lock_guard<std::mutex> lock(r.mu);
-  for (auto& [name, c] : r.rails)
-    if (name == ifname) return c;
+  for (auto& [name, k, c] : r.rails)
+    if (name == ifname && k == kind) return c;
   if (r.rails.size() >= kMaxRailNames) return nullptr;
-  r.rails.emplace_back(ifname, std::make_shared<RailCounters>());
-  return r.rails.back().second;
+  r.rails.emplace_back(ifname, kind, std::make_shared<RailCounters>());
+  return std::get<2>(r.rails.back());
 }
 
 std::vector<RailSample> railSnapshot() {
   RailRegistry& r = rails();
   std::lock_guard<std::mutex> lock(r.mu);
   std::vector<RailSample> out;
-  for (auto& [name, c] : r.rails)
-    out.push_back({name, c->bytes.load(std::memory_order_relaxed), c->givenUp.load(std::memory_order_relaxed),
+  for (auto& [name, kind, c] : r.rails)
+    out.push_back({name, kind, c->bytes.load(std::memory_order_relaxed), c->givenUp.load(std::memory_order_relaxed),
                    c->back.load(std::memory_order_relaxed)});
   return out;
 }

@@ -28,14 +28,17 @@ struct NetCounters {
   }
 };
 
-// Per local interface that ICN's TCP transport spreads helper sockets over (a rail), summed over connections.
+// Per rail, summed over connections: a local interface that ICN's TCP transport spreads helper sockets over, or a
+// device port a verbs connection uses (one of its links).
+enum class RailKind { Tcp, Ib };
 struct RailCounters {
-  std::atomic<uint64_t> bytes{0};    // put on the rail's helper sockets by senders (resent pieces included)
-  std::atomic<uint64_t> givenUp{0};  // helper sockets given up (failover)
-  std::atomic<uint64_t> back{0};     // given-up sockets that rejoined
+  std::atomic<uint64_t> bytes{0};    // sent on the rail (TCP: on its helper sockets; resent pieces included)
+  std::atomic<uint64_t> givenUp{0};  // TCP: helper sockets given up; verbs: links lost (failover)
+  std::atomic<uint64_t> back{0};     // given up, then carrying data again (re-admitted)
 };
 struct RailSample {
-  std::string ifname;
+  std::string ifname;  // TCP: the interface; verbs: "device:port"
+  RailKind kind;
   uint64_t bytes, givenUp, back;
 };
 
@@ -52,7 +55,7 @@ std::shared_ptr<NetCounters> registerComm(NetCommInfo& info);
 void unregisterComm(const std::shared_ptr<NetCounters>& counters);
 std::vector<NetCommSample> snapshot();
 // The counters of one interface (created on first use, kept for the process; at most 64 interfaces, then null).
-std::shared_ptr<RailCounters> railCounters(const std::string& ifname);
+std::shared_ptr<RailCounters> railCounters(const std::string& ifname, RailKind kind = RailKind::Tcp);
 std::vector<RailSample> railSnapshot();
 // The profiler learns our rank per communicator; the handshake sends it to the peer.
 void setLocalRank(uint64_t commId, int rank);

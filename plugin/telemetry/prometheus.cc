@@ -136,6 +136,13 @@ void appendSample(std::string& out, const char* name, const std::string& labels,
   out += buf;
 }
 
+// Counters print every digit: a byte count rounded to six would hide what moved between two scrapes.
+void appendSample(std::string& out, const char* name, const std::string& labels, uint64_t v) {
+  out += name;
+  out += labels;
+  out += "} " + std::to_string(v) + "\n";
+}
+
 }  // namespace
 
 std::string filePath() {
@@ -246,7 +253,32 @@ std::string render() {
     appendLabel(l, "interface", r.ifname);
     return l;
   };
-  if (!railSamples.empty()) {
+  std::vector<RailSample> ibLinks;
+  for (const RailSample& r : railSamples)
+    if (r.kind == RailKind::Ib) ibLinks.push_back(r);
+  std::vector<RailSample> tcpRails;
+  for (const RailSample& r : railSamples)
+    if (r.kind == RailKind::Tcp) tcpRails.push_back(r);
+  if (!ibLinks.empty()) {
+    auto linkLabels = [&](const RailSample& r) {
+      std::string l = "{";
+      appendLabel(l, "node", node);
+      appendLabel(l, "link", r.ifname);
+      return l;
+    };
+    out += "# HELP icn_ib_link_bytes_total Bytes ICN's verbs transport wrote through each device port (sends; resent "
+           "chunks included).\n";
+    out += "# TYPE icn_ib_link_bytes_total counter\n";
+    for (const RailSample& r : ibLinks) appendSample(out, "icn_ib_link_bytes_total", linkLabels(r), r.bytes);
+    out += "# HELP icn_ib_link_lost_total Connections' links through the port lost (failover to the others).\n";
+    out += "# TYPE icn_ib_link_lost_total counter\n";
+    for (const RailSample& r : ibLinks) appendSample(out, "icn_ib_link_lost_total", linkLabels(r), r.givenUp);
+    out += "# HELP icn_ib_link_readmitted_total Lost links through the port re-admitted.\n";
+    out += "# TYPE icn_ib_link_readmitted_total counter\n";
+    for (const RailSample& r : ibLinks) appendSample(out, "icn_ib_link_readmitted_total", linkLabels(r), r.back);
+  }
+  if (!tcpRails.empty()) {
+    const std::vector<RailSample>& railSamples = tcpRails;
     out += "# HELP icn_tcp_rail_bytes_total Bytes ICN's TCP transport put on each interface's helper sockets "
            "(sends; resent pieces included).\n";
     out += "# TYPE icn_tcp_rail_bytes_total counter\n";

@@ -21,7 +21,10 @@ constexpr auto kPeerGoneGrace = std::chrono::milliseconds(300);
 
 Status IbRequest::test(bool* done, int* sizes) { return owner->testRequest(this, done, sizes); }
 
-CommBase::CommBase(std::vector<const Port*> ports, bool isSend) : ports_(std::move(ports)), isSend_(isSend) {}
+CommBase::CommBase(std::vector<const Port*> ports, bool isSend) : ports_(std::move(ports)), isSend_(isSend) {
+  for (const Port* p : ports_)
+    linkCounters_.push_back(netstats::railCounters(p->hca->name() + ":" + std::to_string(p->port), RailKind::Ib));
+}
 
 CommBase::~CommBase() {
   qps_.clear();  // QPs before their CQs

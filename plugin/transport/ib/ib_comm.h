@@ -163,6 +163,10 @@ class CommBase {
   ControlChannel control_;
   std::string peerName_ = "(connecting)";
   std::shared_ptr<NetCounters> counters_;
+  std::vector<std::shared_ptr<RailCounters>> linkCounters_;  // per member port (null past the registry's bound)
+  RailCounters* linkCounter(int link) const {
+    return size_t(link) < linkCounters_.size() ? linkCounters_[link].get() : nullptr;
+  }
   Status failed_ = Status::Ok;
   struct QpWatch {
     int inFlight = 0;                                // signalled work requests posted, not completed

@@ -33,6 +33,7 @@ Status CommBase::readmit(int link, std::vector<QpPtr>* fresh, const std::vector<
   }
   fresh->clear();
   deadLinks_ &= ~(1u << link);
+  if (RailCounters* c = linkCounter(link)) c->back.fetch_add(1, std::memory_order_relaxed);
   return Status::Ok;
 }
 
@@ -41,6 +42,7 @@ Status CommBase::loseLink(int link, const std::string& why) {
   const uint32_t dead = deadLinks_ | 1u << link;
   if (links_ < 2 || std::popcount(dead) >= links_) return fail(Status::RemoteError, why);
   deadLinks_ = dead;
+  if (RailCounters* c = linkCounter(link)) c->givenUp.fetch_add(1, std::memory_order_relaxed);
   const Port& p = *ports_[link];
   ICN_WARN(subsys::Net, "ib %s connection with %s: link %d (%s port %d) failed: %s; going on over %d of %d links",
            isSend_ ? "send" : "receive", peerName_.c_str(), link, p.hca->name().c_str(), p.port, why.c_str(),

@@ -190,6 +190,7 @@ Status IbSendComm::postChunk(IbRequest* r, int chunk, int qp) {
   if (int rc = ibv_post_send(qps_[qp].get(), &wr, &bad); rc != 0)
     return fail(Status::SystemError, "ibv_post_send (write with immediate): " + errnoString(rc));
   notePosted(qp);
+  if (RailCounters* c = linkCounter(linkOf(qp))) c->bytes.fetch_add(len[chunk], std::memory_order_relaxed);
   r->qpOf[chunk] = uint8_t(qp);
   ++r->pending;
   return Status::Ok;
