@@ -118,6 +118,10 @@ class TcpSendComm final : public SendComm, public CommCore {
   Status resendLane(int lane);
   // Whether every piece of a tracked send is acknowledged by the peer's TCP.
   bool delivered(TcpSendRequest* r);
+  // A receive-done record: the sends into that receive are placed, whatever lane their pieces went on.
+  void receiveDone(uint32_t seq);
+  // A piece of the send on a lane given up longer than the peer timeout ago: fails the connection (true).
+  bool givenUpTooLong(TcpSendRequest* r);
   int liveHelper();  // a live helper lane with no unresolved eager message, round robin; 0 when none
   struct Cts {
     CtsHeader h;
@@ -272,6 +276,7 @@ struct TcpRecvRequest final : Request {
   diagnose::OpId op = diagnose::kNoOp;
   bool sawByte = false;
   uint64_t bytesSeen = 0;
+  std::atomic<bool> viaHelpers{false};  // a piece landed from a helper lane (failover may touch it)
 };
 
 class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
@@ -337,7 +342,8 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   // those spent a credit not handed back in a record written yet, and it has at most kEagerWindow such credits
   // (creditRead). A backlog at the bound fails the connection.
   static constexpr uint32_t kCtsBacklog = kMaxUnsentRecords;
-  std::array<uint8_t, kCtsBacklog * kMaxCtsBytes + kMaxLanes * sizeof(LaneRecord)> ctsOut_{};
+  std::array<uint8_t, kCtsBacklog * kMaxCtsBytes + kMaxLanes * sizeof(LaneRecord) +
+                         (kMaxRequests + kCtsBacklog) * sizeof(DoneRecord)> ctsOut_{};
   size_t ctsOutLen_ = 0, ctsOutOff_ = 0;
   std::array<uint64_t, kCtsBacklog> ctsEnd_{};  // where each unsent record ends, in bytes ever queued
   uint64_t ctsQueuedBytes_ = 0, ctsSentBytes_ = 0;
@@ -391,6 +397,7 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   std::array<Rejoin, kMaxLanes + 1> rejoin_;
   std::atomic<int> rejoins_{0};  // offers being worked on
   void queueLaneClosed(int lane);
+  Status queueDone(uint32_t seq);  // a receive-done record (tcp_wire.h)
   // Whether receive `seq` was posted recently enough that a resent piece for it may still be on its way.
   bool seqRecent(uint32_t seq) const;
   std::vector<std::unique_ptr<RecvHelper>> helpers_;

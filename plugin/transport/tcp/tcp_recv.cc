@@ -158,6 +158,7 @@ Status TcpRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
   r->op = watch_->monitor().onRecvPosted(tags[0], postedBytes, diagnose::nowNs());
   r->sawByte = false;
   r->bytesSeen = 0;
+  r->viaHelpers.store(false, std::memory_order_relaxed);
   *request = r;
   Status st = progress();
   if (st != Status::Ok) {
@@ -224,6 +225,28 @@ bool TcpRecvComm::recordSent(uint32_t seq) {
   if (static_cast<int32_t>(ctsSent_.load(std::memory_order_acquire) - seq) > 0) return true;
   std::lock_guard lk(eagerMu_);  // a send() answered before it returned: its count is in by now
   return static_cast<int32_t>(ctsSent_.load(std::memory_order_relaxed) - seq) > 0;
+}
+
+Status TcpRecvComm::queueDone(uint32_t seq) {
+  DoneRecord d;
+  d.seq = seq;
+  if (ctsOutLen_ + sizeof d > ctsOut_.size()) {  // keep only what is still unsent
+    memmove(ctsOut_.data(), ctsOut_.data() + ctsOutOff_, ctsOutLen_ - ctsOutOff_);
+    ctsOutLen_ -= ctsOutOff_;
+    ctsOutOff_ = 0;
+  }
+  // Room always from an honest sender: a receive completes only after its record went out, so the done records
+  // waiting behind a stalled lane 0 belong to receives live when it stalled (kMaxRequests), plus the records'
+  // own backlog. Past that the peer is not reading: the connection fails rather than the buffer growing.
+  if (ctsOutLen_ + sizeof d > ctsOut_.size()) {
+    failure_.fail(Status::RemoteError, "the peer stopped reading lane 0 (" + std::to_string(ctsOutLen_) +
+                                           " bytes of records unsent)");
+    return Status::RemoteError;
+  }
+  memcpy(ctsOut_.data() + ctsOutLen_, &d, sizeof d);
+  ctsOutLen_ += sizeof d;
+  ctsQueuedBytes_ += sizeof d;
+  return Status::Ok;
 }
 
 void TcpRecvComm::queueLaneClosed(int lane) {
@@ -323,6 +346,7 @@ Status TcpRecvComm::land(const ChunkHeader& h, bool lane0, Landing* out, std::st
     if (!e.pieces.claim(h.offset, h.length, h.total, h.tag, &overlap)) return refuse(Status::RemoteError, overlap);
     e.total.store(h.total, std::memory_order_release);
   }
+  if (!lane0) r.viaHelpers.store(true, std::memory_order_relaxed);
   *out = Landing{};
   out->dest = r.bufs[h.index] + h.offset;
   out->slot = h.slot;
@@ -733,8 +757,16 @@ Status TcpRecvComm::testRequest(TcpRecvRequest* r, bool* done, int* sizes) {
   const uint64_t now = diagnose::nowNs();
   if (!r->sawByte) watch_->monitor().onFirstByte(r->op, now);
   watch_->monitor().onRecvDone(r->op, bytes, now);
+  // With failover, a sender that gave up a lane waits for its lane-closed record, which this receiver, done, may
+  // not send until those very sends complete (its next receive can wait on them): it hears the receive is whole.
+  const bool tellDone = failover_ && r->viaHelpers.load(std::memory_order_acquire);
+  const uint32_t seq = static_cast<uint32_t>(r->live.load(std::memory_order_relaxed) - 1);
   release(r);
   *done = true;
+  if (tellDone) {
+    ICN_CHECK(queueDone(seq));
+    ICN_CHECK(sendRecords());
+  }
   return Status::Ok;
 }
 

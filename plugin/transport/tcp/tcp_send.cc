@@ -199,6 +199,19 @@ Status TcpSendComm::readCts() {
         ICN_CHECK(resendLane(static_cast<int>(lr.lane)));
         continue;
       }
+      if (h.magic == kDoneMagic) {  // a receive is whole: its sends wait for nothing more
+        DoneRecord d;
+        memcpy(&d, ctsIn_ + off, sizeof d);
+        const uint32_t age = ctsTail_ - 1 - d.seq;  // 0: the latest record read
+        if (d.reserved != 0 || ctsTail_ == 0 || age >= kCtsRing) {
+          failure_.fail(Status::RemoteError, "receive-done record for receive " + std::to_string(d.seq) +
+                                                 ", whose clear-to-send this sender has not read");
+          return Status::RemoteError;
+        }
+        off += sizeof d;
+        receiveDone(d.seq);
+        continue;
+      }
       std::string why;
       if (!validCts(h, ctsTail_, &why)) {
         failure_.fail(Status::RemoteError, why);
@@ -634,6 +647,29 @@ Status TcpSendComm::resendLane(int lane) {
   return st;
 }
 
+// A send whose piece sits on a lane given up ICN_PEER_TIMEOUT_MS ago waits on a receiver that has neither closed
+// the lane nor reported the receive whole, which an honest one does as soon as it runs: the connection fails.
+bool TcpSendComm::givenUpTooLong(TcpSendRequest* r) {
+  const int64_t now = steadyNowNs(), limit = static_cast<int64_t>(peerTimeout_.count()) * 1'000'000;
+  for (int p = 0; p < r->npieces; p++) {
+    const int lane = r->pieces[static_cast<size_t>(p)].lane;
+    if (lane == 0 || laneState_[lane] != LaneState::Down || now - downAtNs_[lane] < limit) continue;
+    failure_.fail(Status::RemoteError, "lane " + std::to_string(lane) + " given up " +
+                                           std::to_string((now - downAtNs_[lane]) / 1'000'000) +
+                                           " ms ago: the receiver neither closed it nor reported the receive whole "
+                                           "(ICN_PEER_TIMEOUT_MS)");
+    return true;
+  }
+  return false;
+}
+
+void TcpSendComm::receiveDone(uint32_t seq) {
+  pool_.forEach([&](TcpSendRequest& r) {
+    if (!r.inFlight || !r.tracked || !r.matched || r.header.seq != seq) return;
+    for (int p = 0; p < r.npieces; p++) r.pieces[static_cast<size_t>(p)].lane = 0;  // placed: nothing to resend
+  });
+}
+
 bool TcpSendComm::delivered(TcpSendRequest* r) {
   bool all = true;
   for (int p = 0; p < r->npieces; p++) {
@@ -780,7 +816,10 @@ Status TcpSendComm::testRequest(TcpSendRequest* r, bool* done) {
   };
   if (!finished()) {
     if (Status st = progress(); st != Status::Ok) return st;
-    if (!finished()) return checkPeer(lane0Closed_, static_cast<int>(pool_.inUse()));
+    if (!finished()) {
+      if (r->tracked && r->matched && givenUpTooLong(r)) return failure_.status();
+      return checkPeer(lane0Closed_, static_cast<int>(pool_.inUse()));
+    }
   }
   r->inFlight = false;
   counters_->add(r->size);

@@ -67,6 +67,11 @@ constexpr uint16_t kChunkLaneDown = 4;
 // pieces again.
 constexpr uint16_t kChunkLaneOffer = 8;
 constexpr uint32_t kLaneMagic = 0x4c544349;  // "ICTL": a lane-closed record, receiver to sender on lane 0
+// A receive-done record (receiver to sender on lane 0, with failover): the receive with this sequence number has
+// every byte placed. A sender that gave up a lane while pieces on it waited only for their acknowledgement (lost
+// with the link after the bytes arrived) completes those sends on it: the receiver, done, may post nothing more
+// that would read the lane-down and answer lane-closed until those very sends complete.
+constexpr uint32_t kDoneMagic = 0x46544349;  // "ICTF"
 // Eager messages a sender may have unconsumed, by kind: small ones on lane 0 (each may take one of the
 // receiver's stage slots) and large ones on helper lanes (held in the socket, costing the receiver nothing).
 // The large ones bound how far a sender runs ahead of a receiver that is not posting (on a GPU shared by two
@@ -107,6 +112,12 @@ struct LaneRecord {
   uint32_t reserved = 0;
 };
 static_assert(sizeof(LaneRecord) == 12);
+struct DoneRecord {
+  uint32_t magic = kDoneMagic;
+  uint32_t seq = 0;  // the receive's sequence number (its clear-to-send record's)
+  uint32_t reserved = 0;
+};
+static_assert(sizeof(DoneRecord) == 12);
 struct CtsEntry {
   int32_t tag = 0;
   uint32_t size = 0;  // posted bytes, clamped to kMaxMessage
@@ -121,7 +132,7 @@ constexpr size_t kMaxCtsBytes = sizeof(CtsHeader) + kMaxRecvs * sizeof(CtsEntry)
 // subnet of one of its own interfaces (so a peer's word never sends a connection off the hosts' shared links).
 constexpr uint8_t kBlobControl = 1;
 constexpr uint8_t kBlobLane = 2;
-constexpr uint8_t kBlobVersion = 4;
+constexpr uint8_t kBlobVersion = 5;
 constexpr size_t kTokenSize = 16;
 constexpr int kMaxRails = 4;  // interfaces one connection spreads its helper lanes over
 
@@ -146,7 +157,7 @@ struct Blob {
 // test/unit/wire_version_test.cc (docs/adding.md, "A TCP wire constant").
 constexpr uint64_t kWireFingerprint = wireFingerprint({
     kBlobVersion, kMaxLanes, kMaxRails, sizeof(RailAddr::addr), kChunkMagic, kCtsMagic, kMaxMessage, kChunkEager, kEagerCredits, kEarlyCredits,
-    kMaxEagerBytes, kChunkResend, kChunkLaneDown, kChunkLaneOffer, kLaneMagic, sizeof(LaneRecord), kMaxRecvs, kMaxRequests, kBlobControl, kBlobLane, kTokenSize,
+    kMaxEagerBytes, kChunkResend, kChunkLaneDown, kChunkLaneOffer, kLaneMagic, sizeof(LaneRecord), kDoneMagic, sizeof(DoneRecord), kMaxRecvs, kMaxRequests, kBlobControl, kBlobLane, kTokenSize,
     sizeof(ChunkHeader), offsetof(ChunkHeader, seq), offsetof(ChunkHeader, slot), offsetof(ChunkHeader, index),
     offsetof(ChunkHeader, flags), offsetof(ChunkHeader, tag), offsetof(ChunkHeader, total),
     offsetof(ChunkHeader, offset), offsetof(ChunkHeader, length), offsetof(ChunkHeader, eager),
