@@ -616,6 +616,47 @@ TEST_F(RecvSideTwoRails, PiecesOfAGivenUpLaneLandOnce) {
   EXPECT_EQ(memcmp(buf.data(), data.data(), 900), 0);
   EXPECT_TRUE(guardIntact());
   EXPECT_TRUE(testing::takeWarnings().empty());
+  DoneRecord whole;
+  ASSERT_TRUE(readAll(wires2.lane(0), &whole, sizeof whole));
+  EXPECT_EQ(whole.magic, kDoneMagic);
+  EXPECT_EQ(whole.seq, cts.seq);
+}
+
+// A receive that took pieces from helper lanes tells the sender it is whole (a sender that gave up one of those
+// lanes waits for nothing more); one that came whole on lane 0 does not.
+TEST_F(RecvSideTwoRails, ReceiveWholeFromHelperLanesIsReportedDone) {
+  auto data = pattern(kPosted);
+  for (int round = 0; round < 2; round++) {
+    void* d = buf.data();
+    size_t sz = kPosted;
+    int tag = 7;
+    Request* r = nullptr;
+    ASSERT_EQ(comm->irecv(1, &d, &sz, &tag, nullptr, &r), Status::Ok);
+    CtsHeader cts;
+    CtsEntry e;
+    ASSERT_TRUE(readAll(wires2.lane(0), &cts, sizeof cts));
+    ASSERT_TRUE(readAll(wires2.lane(0), &e, sizeof e));
+    if (round == 0) {
+      sendChunk(wires2.lane(1), chunk(cts, 0, 7, 900, 0, 400), data);
+      sendChunk(wires2.lane(2), chunk(cts, 0, 7, 900, 400, 500), data);
+    } else {
+      sendChunk(wires2.lane(0), chunk(cts, 0, 7, 900, 0, 900), data);
+    }
+    ASSERT_EQ(finish(r), Status::Ok);
+    pollfd p{wires2.lane(0), POLLIN, 0};
+    const bool more = ::poll(&p, 1, 100) == 1;
+    if (round == 1) {
+      EXPECT_FALSE(more) << "a receive whole on lane 0 was reported";
+      continue;
+    }
+    ASSERT_TRUE(more) << "no receive-done record";
+    DoneRecord whole;
+    ASSERT_TRUE(readAll(wires2.lane(0), &whole, sizeof whole));
+    EXPECT_EQ(whole.magic, kDoneMagic);
+    EXPECT_EQ(whole.seq, cts.seq);
+    EXPECT_EQ(whole.reserved, 0u);
+  }
+  EXPECT_TRUE(testing::takeWarnings().empty());
 }
 
 }  // namespace

@@ -526,3 +526,132 @@ TEST_F(SendSide, CloseWithAPieceStuckInAFullSocketDoesNotWait) {
 
 }  // namespace
 }  // namespace icn::tcp
+
+namespace icn::tcp {
+namespace {
+using namespace testwire;
+
+// Failover on two rails (lane 1 on the first, lane 2 on the second), a lane stall of 50 ms. The scripted receiver
+// takes lane 2's piece into its socket but leaves it unread until the sender gives the lane up: to the sender the
+// piece arrived with its acknowledgement lost, as when a link goes down right after carrying it.
+class SendSideFailover : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::setEnvAndReload("ICN_TCP_LANE_EAGER_BYTES", "0");
+    testing::setEnvAndReload("ICN_TCP_LANE_STALL_MS", "50");
+    testing::setEnvAndReload("ICN_PEER_TIMEOUT_MS", "1000");
+    testing::setEnvAndReload("ICN_TCP_CHUNK_BYTES", "4096");
+    testing::installLogCapture();
+    testing::takeWarnings();
+    wires.comm.railNames = {"eth0 -> 10.0.0.2", "eth1 -> 10.0.1.2"};
+    wires.comm.laneRail = {0, 0, 1};
+    comm = std::make_unique<TcpSendComm>(std::move(wires.comm), kPeer, NetCommInfo{});
+  }
+  void TearDown() override {
+    comm.reset();
+    for (const char* n : {"ICN_TCP_LANE_EAGER_BYTES", "ICN_TCP_LANE_STALL_MS", "ICN_PEER_TIMEOUT_MS",
+                          "ICN_TCP_CHUNK_BYTES"})
+      testing::setEnvAndReload(n, nullptr);
+    setenv("ICN_TCP_LANE_EAGER_BYTES", "1048576", 1);  // as tcp_test_wire.h set it for the other tests
+    testing::setEnvAndReload("ICN_TCP_LANE_EAGER_BYTES", "1048576");
+  }
+  // Sends 128 KiB (a piece on each lane): lane 1's is read, lane 2's left in its socket until the sender gives
+  // the lane up (its lane-down header on lane 0), then read. The request, still pending.
+  Request* sendWithLaneTwoGivenUp() {
+    CtsHeader h;
+    h.seq = 0;
+    h.n = 1;
+    CtsEntry e{1, static_cast<uint32_t>(data.size())};
+    std::vector<uint8_t> rec(sizeof h + sizeof e);
+    memcpy(rec.data(), &h, sizeof h);
+    memcpy(rec.data() + sizeof h, &e, sizeof e);
+    writeAll(wires.lane(0), rec.data(), rec.size());
+    Request* r = nullptr;
+    EXPECT_EQ(comm->isend(data.data(), data.size(), 1, nullptr, &r), Status::Ok);
+    if (!r) return nullptr;
+    std::vector<uint8_t> got(data.size());
+    size_t fromLane1 = 0, peeked = 0;
+    bool laneDown = false;
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (!laneDown && Clock::now() < deadline) {
+      bool done = false;
+      EXPECT_EQ(r->test(&done, nullptr), Status::Ok);
+      EXPECT_FALSE(done) << "the send completed while its piece on lane 2 was unread";
+      fromLane1 += drainPieces(wires.lane(1), &got);
+      uint8_t probe[4096];
+      const ssize_t n = ::recv(wires.lane(2), probe, sizeof probe, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0) peeked = static_cast<size_t>(n);
+      ChunkHeader d;
+      if (::recv(wires.lane(0), &d, sizeof d, MSG_PEEK | MSG_DONTWAIT) == static_cast<ssize_t>(sizeof d)) {
+        EXPECT_TRUE(readAll(wires.lane(0), &d, sizeof d));
+        laneDown = (d.flags & kChunkLaneDown) && d.slot == 2;
+        EXPECT_TRUE(laneDown) << "flags " << d.flags << " slot " << int(d.slot);
+      }
+    }
+    EXPECT_GT(fromLane1, 0u) << "no piece on lane 1";
+    EXPECT_GT(peeked, 0u) << "no piece on lane 2";
+    EXPECT_TRUE(laneDown) << "lane 2 was not given up";
+    size_t fromLane2 = 0;
+    while (fromLane1 + fromLane2 < data.size() && Clock::now() < deadline)
+      fromLane2 += drainPieces(wires.lane(2), &got);
+    EXPECT_EQ(got, data) << "the receiver's copy";
+    return r;
+  }
+  // Reads whole pieces waiting on a helper lane into `into`; their payload bytes.
+  static size_t drainPieces(int fd, std::vector<uint8_t>* into) {
+    size_t bytes = 0;
+    ChunkHeader h;
+    while (::recv(fd, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT) == static_cast<ssize_t>(sizeof h)) {
+      EXPECT_TRUE(readAll(fd, &h, sizeof h));
+      EXPECT_LE(uint64_t{h.offset} + h.length, into->size());
+      if (uint64_t{h.offset} + h.length > into->size()) break;
+      EXPECT_TRUE(readAll(fd, into->data() + h.offset, h.length));
+      bytes += h.length;
+    }
+    return bytes;
+  }
+  Wires wires{2};
+  std::unique_ptr<TcpSendComm> comm;
+  std::vector<uint8_t> data = pattern(128 << 10);
+};
+
+// The receiver, whole, says so: the send completes with nothing resent (the lane-closed record it would send
+// may never come: its next receive can wait on this very send).
+TEST_F(SendSideFailover, ReceiveDoneCompletesASendWhosePieceWasOnAGivenUpLane) {
+  Request* r = sendWithLaneTwoGivenUp();
+  ASSERT_NE(r, nullptr);
+  DoneRecord d;
+  d.seq = 0;
+  writeAll(wires.lane(0), &d, sizeof d);
+  EXPECT_EQ(finish(r), Status::Ok);
+  uint8_t b;
+  EXPECT_EQ(::recv(wires.lane(1), &b, 1, MSG_DONTWAIT), -1) << "a piece was resent";
+  EXPECT_TRUE(testing::takeWarnings().size() <= 1) << "only the lane's own WARN";
+}
+
+// Neither the lane closed nor the receive reported whole within ICN_PEER_TIMEOUT_MS: an error, never a hang.
+TEST_F(SendSideFailover, GivenUpLaneNeverAnsweredFailsWithinThePeerTimeout) {
+  Request* r = sendWithLaneTwoGivenUp();
+  ASSERT_NE(r, nullptr);
+  const auto t0 = Clock::now();
+  EXPECT_EQ(finish(r), Status::RemoteError);
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_LT(s, 2.5);
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(),
+                              {kPeer, "lane 2 given up", "neither closed it nor reported the receive whole"}));
+}
+
+// A receive-done record for a receive whose clear-to-send never came is a lie: the connection fails.
+TEST_F(SendSideFailover, ReceiveDoneForAnUnknownReceiveFails) {
+  DoneRecord d;
+  d.seq = 7;
+  writeAll(wires.lane(0), &d, sizeof d);
+  Request* r = nullptr;
+  Status st = comm->isend(data.data(), 16, 1, nullptr, &r);  // reading the records may already fail it
+  if (st == Status::Ok) st = r ? finish(r) : Status::InternalError;
+  EXPECT_EQ(st, Status::RemoteError);
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, "receive-done record for receive 7"}));
+}
+
+}  // namespace
+}  // namespace icn::tcp
