@@ -113,7 +113,7 @@ class TcpSendComm final : public SendComm, public CommCore {
 
  private:
   // Failover: gives up helper lanes that failed; resends a given-up lane's pieces once the receiver closed it.
-  Status checkLanes();
+  Status checkLanes(int64_t nowNs);
   Status retireLane(int lane);
   Status resendLane(int lane);
   // Whether every piece of a tracked send is acknowledged by the peer's TCP.
@@ -214,18 +214,19 @@ class TcpSendComm final : public SendComm, public CommCore {
   // Delivery watch (proxy thread): each lane's acknowledged bytes at the last look, and when they last moved.
   std::array<uint64_t, kMaxLanes + 1> ackSeen_{};
   std::array<int64_t, kMaxLanes + 1> ackMovedNs_{};
-  // Rate watch (failover): each lane socket's acknowledged bytes and busy time at the last look (tcpBusy), and
-  // whether there was one since the lane (re)started.
+  // Each lane socket's acknowledged bytes and busy time (tcpBusy), read once per look for the failover watch and
+  // the wire measure (tcp_send_lanes.cc): the last look's, and whether there was one since the lane (re)started.
+  struct LaneLook {
+    std::array<TcpBusy, kMaxLanes + 1> now{};
+    std::array<bool, kMaxLanes + 1> got{};
+  };
   std::array<TcpBusy, kMaxLanes + 1> lookBusy_{};
   std::array<bool, kMaxLanes + 1> looked_{};
-  int64_t nextAckCheckNs_ = 0;
-  void watchDelivery(int64_t nowNs);
-  // The diagnosis's wire measure: the same counts per lane (lane 0 too), looked at on their own schedule.
-  std::array<TcpBusy, kMaxLanes + 1> wireLook_{};
-  std::array<bool, kMaxLanes + 1> wireLooked_{};
-  int64_t nextWireLookNs_ = 0;
-  bool wireOn_ = false;
-  void sampleWire(int64_t nowNs);
+  int64_t nextLookNs_ = 0;
+  bool wireOn_ = false;  // the straggler check runs: the diagnosis reads the wire measure
+  void lookAtLanes(int64_t nowNs);
+  void watchDelivery(int64_t nowNs, const LaneLook& look);
+  void sampleWire(const LaneLook& look);
   int deadLanes_ = 0;
   int awaitingClose_ = 0;  // lanes given up whose lane-closed record has not come yet
   uint64_t resent_ = 0;  // pieces resent, logged at close

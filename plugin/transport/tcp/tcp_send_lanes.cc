@@ -1,0 +1,287 @@
+// Send side, the lanes' health: one look every 10 ms at each lane socket's delivery, which feeds the failover
+// watch (a lane that stalls is given up) and the diagnosis's wire measure; giving lanes up, resending their
+// pieces, offering them again; and when a send over the helper lanes is delivered.
+#include <string.h>
+
+#include <algorithm>
+
+#include "core/log.h"
+#include "transport/tcp/tcp_comm.h"
+
+namespace icn::tcp {
+
+// Every 10 ms: a TCP_INFO read per live helper lane (and lane 0 for the wire measure), handed to the failover
+// watch and the wire measure; then the look is the next one's baseline.
+void TcpSendComm::lookAtLanes(int64_t nowNs) {
+  if (nowNs < nextLookNs_) return;
+  nextLookNs_ = nowNs + 10'000'000;
+  LaneLook look;
+  for (size_t lane = wireOn_ ? 0 : 1; lane <= helpers_.size(); lane++) {
+    TcpBusy& b = look.now[lane];
+    if (lane == 0) look.got[0] = tcpBusy(lane0_.get(), &b);
+    else if (laneState_[lane] == LaneState::Live && !helpers_[lane - 1]->failed())
+      look.got[lane] = helpers_[lane - 1]->busy(&b);
+  }
+  if (failover_) watchDelivery(nowNs, look);
+  if (wireOn_) sampleWire(look);
+  for (size_t lane = 0; lane <= helpers_.size(); lane++) {
+    looked_[lane] = look.got[lane];
+    if (look.got[lane]) lookBusy_[lane] = look.now[lane];
+  }
+}
+
+// The diagnosis's wire measure (diagnose/link_monitor.h): what each socket's peer acknowledged since the last look
+// and how long the socket was busy with the link setting the pace; the lanes work side by side, so the connection
+// was busy their longest time.
+void TcpSendComm::sampleWire(const LaneLook& look) {
+  uint64_t bytes = 0, busyUs = 0;
+  for (size_t lane = 0; lane <= helpers_.size(); lane++) {
+    const TcpBusy& b = look.now[lane];
+    const TcpBusy& last = lookBusy_[lane];
+    if (!look.got[lane] || !looked_[lane] || b.netUs < last.netUs || b.bytesAcked < last.bytesAcked) continue;
+    bytes += b.bytesAcked - last.bytesAcked;
+    busyUs = std::max(busyUs, b.netUs - last.netUs);
+  }
+  if (busyUs > 0) watch_->monitor().onWire(bytes, busyUs * 1000);
+}
+
+// A lane whose peer's TCP acknowledges nothing of what it holds for ICN_TCP_LANE_STALL_MS while another lane's
+// acknowledgements move has lost its link: its writes may all have gone into the socket buffer, so the writer's
+// own watch never sees it.
+void TcpSendComm::watchDelivery(int64_t nowNs, const LaneLook& look) {
+  const int64_t stallNs = static_cast<int64_t>(laneStall_.count()) * 1'000'000;
+  std::array<bool, kMaxLanes + 1> waiting{};
+  for (size_t i = 0; i < helpers_.size(); i++) {
+    const size_t lane = i + 1;
+    if (laneState_[lane] != LaneState::Live || helpers_[i]->failed()) continue;
+    const uint64_t acked = helpers_[i]->delivered();
+    waiting[lane] = acked < helpers_[i]->written();
+    const TcpBusy& b = look.now[lane];
+    const TcpBusy& last = lookBusy_[lane];
+    if (look.got[lane] && looked_[lane] && b.busyUs > last.busyUs && b.bytesAcked >= last.bytesAcked)
+      helpers_[i]->noteBusy(b.bytesAcked - last.bytesAcked, static_cast<int64_t>(b.busyUs - last.busyUs) * 1000);
+    if (acked != ackSeen_[lane] || !waiting[lane] || ackMovedNs_[lane] == 0) {
+      ackSeen_[lane] = acked;
+      ackMovedNs_[lane] = nowNs;
+    }
+  }
+  for (size_t i = 0; i < helpers_.size(); i++) {
+    const size_t lane = i + 1;
+    if (!waiting[lane] || nowNs - ackMovedNs_[lane] < stallNs) continue;
+    bool othersMoved = false;
+    for (size_t k = 1; k <= helpers_.size(); k++)
+      othersMoved |= k != lane && laneState_[k] == LaneState::Live && nowNs - ackMovedNs_[k] < stallNs / 2;
+    if (othersMoved)
+      helpers_[i]->giveUp("its peer acknowledged nothing for " + std::to_string(stallNs / 1'000'000) +
+                          " ms (ICN_TCP_LANE_STALL_MS) while other lanes' acknowledgements moved");
+  }
+}
+
+Status TcpSendComm::checkLanes(int64_t now) {
+  for (size_t i = 0; i < helpers_.size(); i++) {
+    const int lane = static_cast<int>(i) + 1;
+    if (laneState_[lane] == LaneState::Live && helpers_[i]->failed()) ICN_CHECK(retireLane(lane));
+  }
+  if (deadLanes_ > 0) ICN_CHECK(rejoinLanes(now));
+  return Status::Ok;
+}
+
+namespace {
+constexpr int64_t kFirstHoldBackNs = 500'000'000;  // a lane given up is offered again this soon
+constexpr int64_t kMaxHoldBackNs = 30'000'000'000;
+constexpr int64_t kFlapNs = 10'000'000'000;       // failing again within this of its return: a flapping rail
+}  // namespace
+
+// A closed lane is offered again once its hold-back has passed: listening on its own address, the offer on lane 0.
+Status TcpSendComm::rejoinLanes(int64_t nowNs) {
+  for (size_t i = 0; i < helpers_.size(); i++) {
+    const int lane = static_cast<int>(i) + 1;
+    if (laneState_[lane] == LaneState::Closed && nowNs - closedAtNs_[lane] >= holdBackNs_[lane])
+      ICN_CHECK(offerLane(lane));
+    else if (laneState_[lane] == LaneState::Offered)
+      ICN_CHECK(acceptRejoin(lane));
+  }
+  return Status::Ok;
+}
+
+Status TcpSendComm::offerLane(int lane) {
+  std::unique_ptr<OobListener> l;
+  if (OobListener::openAt(kTransportTcp, commId_, 1, laneLocal_[static_cast<size_t>(lane)], &l) != Status::Ok) {
+    closedAtNs_[lane] = steadyNowNs();  // its address is gone for now: try again later, less often
+    holdBackNs_[lane] = std::min(2 * holdBackNs_[lane], kMaxHoldBackNs);
+    return Status::Ok;
+  }
+  const SockAddr& at = l->address();
+  const uint16_t port = at.family() == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&at.storage)->sin6_port)
+                                                : ntohs(reinterpret_cast<const sockaddr_in*>(&at.storage)->sin_port);
+  rejoinListener_[lane] = std::move(l);
+  laneState_[lane] = LaneState::Offered;
+  queueLaneNotice(kChunkLaneOffer, lane, port);
+  return Status::Ok;
+}
+
+void TcpSendComm::queueLaneNotice(uint16_t flags, int lane, uint32_t port) {
+  ChunkHeader h;
+  h.flags = flags;
+  h.slot = static_cast<uint8_t>(lane);
+  h.offset = port;
+  SendJob& j = lane0Jobs_[lane0Tail_++ % lane0Jobs_.size()];  // room: kMaxLanes of each kind besides the sends
+  j.header = h;
+  j.data = nullptr;
+  j.pending = nullptr;
+  j.streamEnd = nullptr;
+  j.sent = 0;
+  j.early = 0;
+}
+
+Status TcpSendComm::acceptRejoin(int lane) {
+  if (!rejoinHs_[lane]) {
+    std::vector<AcceptedHandshake> ready;
+    if (rejoinListener_[lane]->poll(1, &ready) != Status::Ok) return Status::Ok;  // logged; the offer stands
+    for (AcceptedHandshake& a : ready) {
+      if (!isLaneBlob(a.hs->peer(), lane)) {
+        ICN_WARN(subsys::Net, "TCP connection to %s: a connection to lane %d's offer from %s names another lane or "
+                 "connection", failure_.peer().c_str(), lane, a.hs->peerName().c_str());
+        continue;
+      }
+      a.hs->confirm(laneBlob(lane));
+      rejoinHs_[lane] = std::move(a.hs);
+      break;
+    }
+    if (!rejoinHs_[lane]) return Status::Ok;
+  }
+  Handshake::Phase phase;
+  if (rejoinHs_[lane]->progress(&phase) != Status::Ok) {  // logged with the peer's name; the offer stands
+    rejoinHs_[lane].reset();
+    return Status::Ok;
+  }
+  if (phase != Handshake::Phase::Done) return Status::Ok;
+  Fd fd = rejoinHs_[lane]->takeFd();
+  rejoinHs_[lane].reset();
+  rejoinListener_[lane].reset();
+  tuneLane(fd.get());
+  const size_t i = static_cast<size_t>(lane - 1);
+  std::vector<std::unique_ptr<Helper>> old;
+  old.push_back(std::move(helpers_[i]));  // stopped when the lane was given up
+  reaper().adopt(std::move(old));
+  helpers_[i] = makeHelper(std::move(fd), lane);
+  const int64_t now = steadyNowNs();
+  ICN_INFO(subsys::Net, "TCP connection to %s: lane %d on %s carries pieces again, %.1f s after it was given up",
+           failure_.peer().c_str(), lane, railNameOf(lane).c_str(),
+           static_cast<double>(now - downAtNs_[lane]) / 1e9);
+  laneState_[lane] = LaneState::Live;
+  admittedAtNs_[lane] = now;
+  ackSeen_[lane] = 0;
+  ackMovedNs_[lane] = 0;
+  looked_[lane] = false;  // a new socket: its counts start again
+  deadLanes_--;
+  rejoined_++;
+  if (RailCounters* c = railCountersOf(lane)) c->back++;
+  return Status::Ok;
+}
+
+Status TcpSendComm::retireLane(int lane) {
+  SendHelper& helper = *helpers_[static_cast<size_t>(lane - 1)];
+  const std::string& rail = railNameOf(lane);
+  if (heldOn_[lane] > 0) {
+    failure_.fail(Status::RemoteError, "lane " + std::to_string(lane) + " on " + rail + " failed (" +
+                                           helper.failReason() + ") holding a message sent before its receive");
+    return Status::RemoteError;
+  }
+  // What the peer's TCP acknowledged is in its socket buffer: the receiver reads it before closing the lane.
+  deliveredAtDown_[lane] = helper.delivered();
+  const int64_t now = steadyNowNs();
+  downAtNs_[lane] = now;
+  // A rail that fails soon after it came back is held back longer each time.
+  const bool flapping = admittedAtNs_[lane] != 0 && now - admittedAtNs_[lane] < kFlapNs;
+  holdBackNs_[lane] = flapping ? std::min(2 * std::max(holdBackNs_[lane], kFirstHoldBackNs), kMaxHoldBackNs)
+                               : kFirstHoldBackNs;
+  helper.stop();
+  helper.takeUnwritten([](SendJob& j) { j.pending->fetch_sub(1, std::memory_order_release); });  // resent later
+  laneState_[lane] = LaneState::Down;
+  deadLanes_++;
+  givenUp_++;
+  if (RailCounters* c = railCountersOf(lane)) c->givenUp++;
+  awaitingClose_++;
+  ICN_WARN(subsys::Net, "TCP connection to %s: lane %d on %s failed (%s); its pieces move to the other lanes",
+           failure_.peer().c_str(), lane, rail.c_str(), helper.failReason().c_str());
+  queueLaneNotice(kChunkLaneDown, lane, 0);
+  return Status::Ok;
+}
+
+Status TcpSendComm::resendLane(int lane) {
+  laneState_[lane] = LaneState::Closed;
+  closedAtNs_[lane] = steadyNowNs();
+  awaitingClose_--;
+  const uint64_t delivered = deliveredAtDown_[lane];
+  Status st = Status::Ok;
+  pool_.forEach([&](TcpSendRequest& r) {
+    if (!r.inFlight || !r.tracked || st != Status::Ok) return;
+    for (int p = 0; p < r.npieces; p++) {
+      TcpSendRequest::Piece& piece = r.pieces[static_cast<size_t>(p)];
+      if (piece.lane != lane) continue;
+      if (piece.streamEnd != 0 && piece.streamEnd <= delivered) {
+        piece.lane = 0;  // the receiver has it whole
+        continue;
+      }
+      ChunkHeader h = r.header;
+      h.flags = kChunkResend;
+      h.offset = piece.offset;
+      h.length = piece.length;
+      piece.streamEnd = 0;
+      r.pending.fetch_add(1, std::memory_order_relaxed);
+      resent_++;
+      const int to = liveHelper();
+      if (to == 0) {
+        failure_.fail(Status::RemoteError, "every helper lane failed (the last: lane " + std::to_string(lane) + ")");
+        st = Status::RemoteError;
+        return;
+      }
+      piece.lane = to;
+      piece.acked = false;
+      countOnRail(to, h.length);
+      helpers_[static_cast<size_t>(to - 1)]->push(h, r.data + h.offset, &r.pending, &piece.streamEnd);
+    }
+  });
+  return st;
+}
+
+// A send whose piece sits on a lane given up ICN_PEER_TIMEOUT_MS ago waits on a receiver that has neither closed
+// the lane nor reported the receive whole, which an honest one does as soon as it runs: the connection fails.
+bool TcpSendComm::givenUpTooLong(TcpSendRequest* r) {
+  const int64_t now = steadyNowNs(), limit = static_cast<int64_t>(peerTimeout_.count()) * 1'000'000;
+  for (int p = 0; p < r->npieces; p++) {
+    const int lane = r->pieces[static_cast<size_t>(p)].lane;
+    if (lane == 0 || laneState_[lane] != LaneState::Down || now - downAtNs_[lane] < limit) continue;
+    failure_.fail(Status::RemoteError, "lane " + std::to_string(lane) + " given up " +
+                                           std::to_string((now - downAtNs_[lane]) / 1'000'000) +
+                                           " ms ago: the receiver neither closed it nor reported the receive whole "
+                                           "(ICN_PEER_TIMEOUT_MS)");
+    return true;
+  }
+  return false;
+}
+
+void TcpSendComm::receiveDone(uint32_t seq) {
+  pool_.forEach([&](TcpSendRequest& r) {
+    if (!r.inFlight || !r.tracked || !r.matched || r.header.seq != seq) return;
+    for (int p = 0; p < r.npieces; p++) r.pieces[static_cast<size_t>(p)].lane = 0;  // placed: nothing to resend
+  });
+}
+
+bool TcpSendComm::delivered(TcpSendRequest* r) {
+  bool all = true;
+  for (int p = 0; p < r->npieces; p++) {
+    TcpSendRequest::Piece& piece = r->pieces[static_cast<size_t>(p)];
+    if (piece.lane == 0 || piece.acked) continue;
+    if (laneState_[piece.lane] != LaneState::Live) return false;  // waiting to be resent
+    if (helpers_[static_cast<size_t>(piece.lane - 1)]->delivered() < piece.streamEnd) {
+      all = false;
+      continue;
+    }
+    piece.acked = true;  // not looked at again
+  }
+  return all;
+}
+
+}  // namespace icn::tcp
