@@ -145,8 +145,11 @@ class LinkMonitor {
   WindowCounts totals() const {
     return {wait_.read(), arrival_.read(), rateMessages_.load(std::memory_order_relaxed),
             rateBytesSum_.load(std::memory_order_relaxed), rateNsSum_.load(std::memory_order_relaxed),
-            wireBytes_.load(std::memory_order_relaxed), wireNs_.load(std::memory_order_relaxed)};
+            wireBytes(), wireNs()};
   }
+  // The wire measure since the connection opened: bytes acknowledged, busy time.
+  uint64_t wireBytes() const { return wireBytes_.load(std::memory_order_relaxed); }
+  uint64_t wireNs() const { return wireNs_.load(std::memory_order_relaxed); }
   double rateFastBps() const { return rateFast_.load(std::memory_order_relaxed); }
   double rateSlowBps() const { return rateSlow_.load(std::memory_order_relaxed); }
   double rateBytes() const { return rateBytes_.load(std::memory_order_relaxed); }

@@ -116,9 +116,8 @@ std::vector<PeerSummary> summarize(const std::vector<std::shared_ptr<LinkMonitor
     a.s.links++;
     a.s.pending += l->pending();
     a.window += l->takeWindow();
-    const WindowCounts all = l->totals();
-    a.wireBytes += all.wireBytes;
-    a.wireNs += all.wireNs;
+    a.wireBytes += l->wireBytes();
+    a.wireNs += l->wireNs();
     if (l->rateSlowBps() > 0) {
       a.slow += l->rateSlowBps();
       a.rated++;

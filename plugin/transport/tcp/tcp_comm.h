@@ -315,6 +315,11 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   // Whether one more record of `bytes` may be queued (compacting the queue): false once the backlog is at its
   // bound, which only a sender that does not read the records reaches.
   bool roomForRecord(size_t bytes);
+  // Drops from the queue what lane 0 already sent when `bytes` more would not fit; whether they fit now.
+  bool makeRoom(size_t bytes);
+  // Queues a lane-closed or receive-done record (not counted against the clear-to-send backlog); false, nothing
+  // queued, when it does not fit.
+  bool queueNotice(const void* record, size_t bytes);
   // Writes the queued clear-to-send records that the socket takes; fails a peer that stopped reading them.
   Status sendRecords();
   // Whether clear-to-send record `seq` went out whole (only those can a sender have read).

@@ -168,14 +168,26 @@ Status TcpRecvComm::irecv(int n, void** data, const size_t* sizes, const int* ta
   return st;
 }
 
-bool TcpRecvComm::roomForRecord(size_t bytes) {
-  if (ctsQueued_ - ctsSent_.load(std::memory_order_relaxed) >= kCtsBacklog) return false;
+bool TcpRecvComm::makeRoom(size_t bytes) {
   if (ctsOutLen_ + bytes > ctsOut_.size()) {  // keep only what is still unsent
     memmove(ctsOut_.data(), ctsOut_.data() + ctsOutOff_, ctsOutLen_ - ctsOutOff_);
     ctsOutLen_ -= ctsOutOff_;
     ctsOutOff_ = 0;
   }
-  return ctsOutLen_ + bytes <= ctsOut_.size();  // always, below the backlog bound
+  return ctsOutLen_ + bytes <= ctsOut_.size();
+}
+
+bool TcpRecvComm::roomForRecord(size_t bytes) {
+  if (ctsQueued_ - ctsSent_.load(std::memory_order_relaxed) >= kCtsBacklog) return false;
+  return makeRoom(bytes);  // always, below the backlog bound
+}
+
+bool TcpRecvComm::queueNotice(const void* record, size_t bytes) {
+  if (!makeRoom(bytes)) return false;
+  memcpy(ctsOut_.data() + ctsOutLen_, record, bytes);
+  ctsOutLen_ += bytes;
+  ctsQueuedBytes_ += bytes;
+  return true;
 }
 
 Status TcpRecvComm::sendRecords() {
@@ -230,38 +242,20 @@ bool TcpRecvComm::recordSent(uint32_t seq) {
 Status TcpRecvComm::queueDone(uint32_t seq) {
   DoneRecord d;
   d.seq = seq;
-  if (ctsOutLen_ + sizeof d > ctsOut_.size()) {  // keep only what is still unsent
-    memmove(ctsOut_.data(), ctsOut_.data() + ctsOutOff_, ctsOutLen_ - ctsOutOff_);
-    ctsOutLen_ -= ctsOutOff_;
-    ctsOutOff_ = 0;
-  }
   // Room always from an honest sender: a receive completes only after its record went out, so the done records
   // waiting behind a stalled lane 0 belong to receives live when it stalled (kMaxRequests), plus the records'
   // own backlog. Past that the peer is not reading: the connection fails rather than the buffer growing.
-  if (ctsOutLen_ + sizeof d > ctsOut_.size()) {
-    failure_.fail(Status::RemoteError, "the peer stopped reading lane 0 (" + std::to_string(ctsOutLen_) +
-                                           " bytes of records unsent)");
-    return Status::RemoteError;
-  }
-  memcpy(ctsOut_.data() + ctsOutLen_, &d, sizeof d);
-  ctsOutLen_ += sizeof d;
-  ctsQueuedBytes_ += sizeof d;
-  return Status::Ok;
+  if (queueNotice(&d, sizeof d)) return Status::Ok;
+  failure_.fail(Status::RemoteError, "the peer stopped reading lane 0 (" + std::to_string(ctsOutLen_) +
+                                         " bytes of records unsent)");
+  return Status::RemoteError;
 }
 
 void TcpRecvComm::queueLaneClosed(int lane) {
   LaneRecord lr;
   lr.lane = static_cast<uint32_t>(lane);
-  if (ctsOutLen_ + sizeof lr > ctsOut_.size()) {  // keep only what is still unsent
-    memmove(ctsOut_.data(), ctsOut_.data() + ctsOutOff_, ctsOutLen_ - ctsOutOff_);
-    ctsOutLen_ -= ctsOutOff_;
-    ctsOutOff_ = 0;
-  }
   // Room always: the records' backlog is bounded and the buffer has a lane record's room per lane besides.
-  memcpy(ctsOut_.data() + ctsOutLen_, &lr, sizeof lr);
-  ctsOutLen_ += sizeof lr;
-  ctsQueuedBytes_ += sizeof lr;
-  closedSent_[static_cast<size_t>(lane)] = true;
+  if (queueNotice(&lr, sizeof lr)) closedSent_[static_cast<size_t>(lane)] = true;
 }
 
 Status TcpRecvComm::progress() {
