@@ -143,6 +143,47 @@ void appendSample(std::string& out, const char* name, const std::string& labels,
   out += "} " + std::to_string(v) + "\n";
 }
 
+// The counter families of one kind of rail (netstats::railSnapshot): one per RailSample field.
+struct RailFamily {
+  const char* name;
+  const char* help;
+  uint64_t RailSample::*field;
+};
+constexpr RailFamily kIbLinkFamilies[] = {
+    {"icn_ib_link_bytes_total",
+     "Bytes ICN's verbs transport wrote through each device port (sends; resent chunks included).", &RailSample::bytes},
+    {"icn_ib_link_lost_total", "Connections' links through the port lost (failover to the others).",
+     &RailSample::givenUp},
+    {"icn_ib_link_readmitted_total", "Lost links through the port re-admitted.", &RailSample::back},
+};
+constexpr RailFamily kTcpRailFamilies[] = {
+    {"icn_tcp_rail_bytes_total",
+     "Bytes ICN's TCP transport put on each interface's helper sockets (sends; resent pieces included).",
+     &RailSample::bytes},
+    {"icn_tcp_rail_lanes_given_up_total", "Helper sockets on the interface given up (failover).", &RailSample::givenUp},
+    {"icn_tcp_rail_lanes_back_total", "Given-up helper sockets on the interface that carry pieces again.",
+     &RailSample::back},
+};
+
+// The families of the rails of `kind`, each sample labelled by node and the rail's name; nothing without such rails.
+template <size_t N>
+void appendRailFamilies(std::string& out, const std::string& node, const std::vector<RailSample>& rails,
+                        RailKind kind, const char* nameLabel, const RailFamily (&families)[N]) {
+  std::vector<std::pair<std::string, const RailSample*>> ofKind;
+  for (const RailSample& r : rails) {
+    if (r.kind != kind) continue;
+    std::string l = "{";
+    appendLabel(l, "node", node);
+    appendLabel(l, nameLabel, r.ifname);
+    ofKind.emplace_back(std::move(l), &r);
+  }
+  if (ofKind.empty()) return;
+  for (const RailFamily& f : families) {
+    out += std::string("# HELP ") + f.name + " " + f.help + "\n# TYPE " + f.name + " counter\n";
+    for (const auto& [labels, r] : ofKind) appendSample(out, f.name, labels, r->*f.field);
+  }
+}
+
 }  // namespace
 
 std::string filePath() {
@@ -247,51 +288,8 @@ std::string render() {
   out += "# TYPE icn_net_messages_total counter\n";
   for (const auto& [key, v] : net) appendSample(out, "icn_net_messages_total", netLabels(key), v.second);
   const std::vector<RailSample> railSamples = netstats::railSnapshot();
-  auto railLabels = [&](const RailSample& r) {
-    std::string l = "{";
-    appendLabel(l, "node", node);
-    appendLabel(l, "interface", r.ifname);
-    return l;
-  };
-  std::vector<RailSample> ibLinks;
-  for (const RailSample& r : railSamples)
-    if (r.kind == RailKind::Ib) ibLinks.push_back(r);
-  std::vector<RailSample> tcpRails;
-  for (const RailSample& r : railSamples)
-    if (r.kind == RailKind::Tcp) tcpRails.push_back(r);
-  if (!ibLinks.empty()) {
-    auto linkLabels = [&](const RailSample& r) {
-      std::string l = "{";
-      appendLabel(l, "node", node);
-      appendLabel(l, "link", r.ifname);
-      return l;
-    };
-    out += "# HELP icn_ib_link_bytes_total Bytes ICN's verbs transport wrote through each device port (sends; resent "
-           "chunks included).\n";
-    out += "# TYPE icn_ib_link_bytes_total counter\n";
-    for (const RailSample& r : ibLinks) appendSample(out, "icn_ib_link_bytes_total", linkLabels(r), r.bytes);
-    out += "# HELP icn_ib_link_lost_total Connections' links through the port lost (failover to the others).\n";
-    out += "# TYPE icn_ib_link_lost_total counter\n";
-    for (const RailSample& r : ibLinks) appendSample(out, "icn_ib_link_lost_total", linkLabels(r), r.givenUp);
-    out += "# HELP icn_ib_link_readmitted_total Lost links through the port re-admitted.\n";
-    out += "# TYPE icn_ib_link_readmitted_total counter\n";
-    for (const RailSample& r : ibLinks) appendSample(out, "icn_ib_link_readmitted_total", linkLabels(r), r.back);
-  }
-  if (!tcpRails.empty()) {
-    const std::vector<RailSample>& railSamples = tcpRails;
-    out += "# HELP icn_tcp_rail_bytes_total Bytes ICN's TCP transport put on each interface's helper sockets "
-           "(sends; resent pieces included).\n";
-    out += "# TYPE icn_tcp_rail_bytes_total counter\n";
-    for (const RailSample& r : railSamples) appendSample(out, "icn_tcp_rail_bytes_total", railLabels(r), r.bytes);
-    out += "# HELP icn_tcp_rail_lanes_given_up_total Helper sockets on the interface given up (failover).\n";
-    out += "# TYPE icn_tcp_rail_lanes_given_up_total counter\n";
-    for (const RailSample& r : railSamples)
-      appendSample(out, "icn_tcp_rail_lanes_given_up_total", railLabels(r), r.givenUp);
-    out += "# HELP icn_tcp_rail_lanes_back_total Given-up helper sockets on the interface that carry pieces again.\n";
-    out += "# TYPE icn_tcp_rail_lanes_back_total counter\n";
-    for (const RailSample& r : railSamples)
-      appendSample(out, "icn_tcp_rail_lanes_back_total", railLabels(r), r.back);
-  }
+  appendRailFamilies(out, node, railSamples, RailKind::Ib, "link", kIbLinkFamilies);
+  appendRailFamilies(out, node, railSamples, RailKind::Tcp, "interface", kTcpRailFamilies);
   out += diagnose::diagnoser().prometheusLines(node);  // per-peer lateness and the straggler findings raised
 
   out += "# HELP icn_metrics_timestamp_seconds When this file was written (a file that stops changing belongs to a "
