@@ -568,19 +568,25 @@ class RecvSideTwoRails : public RecvSide {
     comm = std::make_unique<TcpRecvComm>(std::move(wires2.comm), kPeer, NetCommInfo{});
     buf.assign(kPosted + kGuard, 0xEE);
   }
+  // Posts a receive of kPosted bytes with tag 7 and reads its clear-to-send record: the record's header.
+  CtsHeader postTagSeven(Request** r) {
+    void* d = buf.data();
+    size_t sz = kPosted;
+    int tag = 7;
+    CtsHeader cts;
+    CtsEntry e;
+    EXPECT_EQ(comm->irecv(1, &d, &sz, &tag, nullptr, r), Status::Ok);
+    EXPECT_TRUE(readAll(wires2.lane(0), &cts, sizeof cts));
+    EXPECT_TRUE(readAll(wires2.lane(0), &e, sizeof e));
+    return cts;
+  }
   Wires wires2{2};
 };
 
 TEST_F(RecvSideTwoRails, PiecesOfAGivenUpLaneLandOnce) {
-  void* d = buf.data();
-  size_t sz = kPosted;
-  int tag = 7;
   Request* r = nullptr;
-  ASSERT_EQ(comm->irecv(1, &d, &sz, &tag, nullptr, &r), Status::Ok);
-  CtsHeader cts;
-  CtsEntry e;
-  ASSERT_TRUE(readAll(wires2.lane(0), &cts, sizeof cts));
-  ASSERT_TRUE(readAll(wires2.lane(0), &e, sizeof e));
+  const CtsHeader cts = postTagSeven(&r);
+  ASSERT_NE(r, nullptr);
   auto data = pattern(kPosted);
   sendChunk(wires2.lane(1), chunk(cts, 0, 7, 900, 0, 400), data);  // whole
   ChunkHeader cut = chunk(cts, 0, 7, 900, 400, 500);
@@ -627,15 +633,9 @@ TEST_F(RecvSideTwoRails, PiecesOfAGivenUpLaneLandOnce) {
 TEST_F(RecvSideTwoRails, ReceiveWholeFromHelperLanesIsReportedDone) {
   auto data = pattern(kPosted);
   for (int round = 0; round < 2; round++) {
-    void* d = buf.data();
-    size_t sz = kPosted;
-    int tag = 7;
     Request* r = nullptr;
-    ASSERT_EQ(comm->irecv(1, &d, &sz, &tag, nullptr, &r), Status::Ok);
-    CtsHeader cts;
-    CtsEntry e;
-    ASSERT_TRUE(readAll(wires2.lane(0), &cts, sizeof cts));
-    ASSERT_TRUE(readAll(wires2.lane(0), &e, sizeof e));
+    const CtsHeader cts = postTagSeven(&r);
+    ASSERT_NE(r, nullptr);
     if (round == 0) {
       sendChunk(wires2.lane(1), chunk(cts, 0, 7, 900, 0, 400), data);
       sendChunk(wires2.lane(2), chunk(cts, 0, 7, 900, 400, 500), data);
