@@ -10,12 +10,18 @@
 #          directory must name K (missing_process); then SIGCONT
 # each within LIMIT_S seconds of the injection; then the job must end with every rank's data right.
 #   test/diagnose/cluster_cases.sh DRIVER PLUGIN ICN_HANG TESTBED
+# Env: NRANKS (4), K (2: the injected rank), ROUNDS (1) and INJECT_RANKS ("$K"): each case runs ROUNDS times, the
+#      rank rotating over INJECT_RANKS; HEALTHY_S (0): first that many seconds untouched, every finding in them
+#      counted as false; LIMIT_S (30), SLOW_RATE, DELAY_US, BYTES. Prints a Markdown table of the injections.
 # Exit 0: every case named and the job finished clean; 77: this machine cannot make emulated hosts; 1 otherwise.
 set -uo pipefail
-[ $# = 4 ] || { sed -n '2,12p' "$0"; exit 2; }
+[ $# = 4 ] || { sed -n '2,15p' "$0"; exit 2; }
 DRIVER=$1 PLUGIN=$2 HANG=$3 BED=$4
 NRANKS=${NRANKS:-4}
 K=${K:-2}
+ROUNDS=${ROUNDS:-1}
+INJECT_RANKS=${INJECT_RANKS:-$K}
+HEALTHY_S=${HEALTHY_S:-0}
 LIMIT_S=${LIMIT_S:-30}
 SLOW_RATE=${SLOW_RATE:-50mbit}
 DELAY_US=${DELAY_US:-20000}
@@ -76,10 +82,11 @@ quiet() { ! late_active "$K"; }
 named_late() { since_mark | grep -qE "rank $1 on \S+ .* is late"; }
 named_link() { since_mark | grep -qE "rank $1 on \S+ .* is late|link rank $1 on |-> rank $1 on "; }
 hang_warned() {
-  local r
+  local r f
   for r in $(seq 0 $((NRANKS - 1))); do
     [ "$r" = "$K" ] && continue
-    grep -q "WARN ICN no network progress" "$work/rank$r.log" && return 0
+    f=$work/rank$r.log
+    tail -c +$((${marks[$f]:-0} + 1)) "$f" | grep -q "WARN ICN no network progress" && return 0
   done
   return 1
 }
@@ -97,7 +104,7 @@ for r in $(seq 0 $((NRANKS - 1))); do
   "$BED" exec --name "$name" "$r" -- env ICN_TRANSPORT=tcp ICN_TUNER=off \
     ICN_TUNER_RENDEZVOUS="tcp://$addr0:29650" ICN_AUTH_KEY="$key" ICN_STRAGGLER_REPORT_S=1 ICN_HANG_REPORT_S=2 \
     ICN_HANG_REPORT_DIR="$work/hang" NCCL_DEBUG=INFO \
-    "$DRIVER" --rank "$r" --nranks "$NRANKS" --dir "$work" --seconds 600 --bytes "$BYTES" --plugin "$PLUGIN" \
+    "$DRIVER" --rank "$r" --nranks "$NRANKS" --dir "$work" --seconds 7200 --bytes "$BYTES" --plugin "$PLUGIN" \
     >"$work/rank$r.out" 2>"$work/rank$r.log" &
   pids+=($!)
 done
@@ -120,48 +127,91 @@ for r in $(seq 0 $((NRANKS - 1))); do
 done
 sleep 4  # a few straggler periods of normal traffic first
 
-wait_for 20 quiet || echo "note: rank $K still named late from before the delay"
-t0=$(now); mark
-echo "$DELAY_US" >"$work/delay.$K"
-if wait_for "$LIMIT_S" named_late "$K"; then echo "delay: rank $K named late after $(since "$t0") s"
-else fail "delay: rank $K ($DELAY_US us before each iteration) not named late within $LIMIT_S s"; fi
-rm -f "$work/delay.$K"
-sleep 4
+# record CASE RANK SECONDS|"": one injection's outcome, for the table at the end.
+record() { echo "$1 $2 ${3:--}" >>"$work/injections"; }
 
-wait_for 20 quiet || echo "note: rank $K still named late from before the link was shaped"
-t0=$(now); mark
-set_rate "$K" "$SLOW_RATE" || fail "link: cannot shape host $K's link"
-if wait_for "$LIMIT_S" named_link "$K"; then echo "link: rank $K's link ($SLOW_RATE) named after $(since "$t0") s"
-else fail "link: rank $K's link shaped to $SLOW_RATE not named within $LIMIT_S s"; fi
-clear_rate "$K"
-sleep 4
+case_healthy() {
+  [ "$HEALTHY_S" -gt 0 ] || return 0
+  mark; sleep "$HEALTHY_S"
+  local n; n=$(since_mark | wc -l)
+  echo "healthy: $n finding(s) in $HEALTHY_S s untouched"
+  since_mark | sed 's/^\[[0-9]*\] INFO //' | head -n 5
+  echo "healthy - $n" >>"$work/injections"
+}
 
-wait_for 20 quiet || echo "note: rank $K still named late from before the throttle"
-t0=$(now); mark
-kpid=$(cat "$work/pid.$K")
-( while [ ! -f "$work/unthrottle" ]; do kill -STOP "$kpid"; sleep 0.01; kill -CONT "$kpid"; sleep 0.01; done
-  kill -CONT "$kpid" ) &
-throttler=$!
-if wait_for "$LIMIT_S" named_late "$K"; then
-  echo "throttle: rank $K (stopped 10 ms of every 20) named late after $(since "$t0") s"
-  since_mark | grep -m1 -oE "rank $K on \S+ .* is late.*" | sed 's/^/throttle: /'
-else fail "throttle: rank $K (stopped 10 ms of every 20) not named late within $LIMIT_S s"; fi
-touch "$work/unthrottle"
-wait "$throttler"
-rm -f "$work/unthrottle"
-sleep 4
+case_delay() {
+  local t0
+  wait_for 20 quiet || echo "note: rank $K still named late from before the delay"
+  t0=$(now); mark
+  echo "$DELAY_US" >"$work/delay.$K"
+  if wait_for "$LIMIT_S" named_late "$K"; then
+    echo "delay: rank $K named late after $(since "$t0") s"; record delay "$K" "$(since "$t0")"
+  else fail "delay: rank $K ($DELAY_US us before each iteration) not named late within $LIMIT_S s"; record delay "$K"; fi
+  rm -f "$work/delay.$K"
+  sleep 4
+}
 
-t0=$(now)
-kpid=$(cat "$work/pid.$K")
-kill -STOP "$kpid"
-if wait_for "$LIMIT_S" hang_warned; then echo "hang: another rank WARNed after $(since "$t0") s"
-else fail "hang: no other rank WARNed 'no network progress' within $LIMIT_S s of stopping rank $K"; fi
-if wait_for "$LIMIT_S" hang_named; then echo "hang: icn-hang named rank $K after $(since "$t0") s"
-else
-  "$HANG" "$work/hang" | head -n 20
-  fail "hang: icn-hang did not name the stopped rank $K within $LIMIT_S s"
-fi
-kill -CONT "$kpid"
+case_link() {
+  local t0
+  wait_for 20 quiet || echo "note: rank $K still named late from before the link was shaped"
+  t0=$(now); mark
+  set_rate "$K" "$SLOW_RATE" || fail "link: cannot shape host $K's link"
+  if wait_for "$LIMIT_S" named_link "$K"; then
+    echo "link: rank $K's link ($SLOW_RATE) named after $(since "$t0") s"; record link "$K" "$(since "$t0")"
+  else fail "link: rank $K's link shaped to $SLOW_RATE not named within $LIMIT_S s"; record link "$K"; fi
+  clear_rate "$K"
+  sleep 4
+}
+
+case_throttle() {
+  local t0 kpid
+  wait_for 20 quiet || echo "note: rank $K still named late from before the throttle"
+  t0=$(now); mark
+  kpid=$(cat "$work/pid.$K")
+  ( while [ ! -f "$work/unthrottle" ]; do kill -STOP "$kpid"; sleep 0.01; kill -CONT "$kpid"; sleep 0.01; done
+    kill -CONT "$kpid" ) &
+  throttler=$!
+  if wait_for "$LIMIT_S" named_late "$K"; then
+    echo "throttle: rank $K (stopped 10 ms of every 20) named late after $(since "$t0") s"
+    record throttle "$K" "$(since "$t0")"
+    since_mark | grep -m1 -oE "rank $K on \S+ .* is late.*" | sed 's/^/throttle: /'
+  else
+    fail "throttle: rank $K (stopped 10 ms of every 20) not named late within $LIMIT_S s"; record throttle "$K"
+  fi
+  touch "$work/unthrottle"
+  wait "$throttler"
+  throttler=""
+  rm -f "$work/unthrottle"
+  sleep 4
+}
+
+case_hang() {
+  local t0 kpid
+  rm -f "$work"/hang/icn-hang-*.json  # an earlier hang's reports
+  t0=$(now); mark
+  kpid=$(cat "$work/pid.$K")
+  kill -STOP "$kpid"
+  if wait_for "$LIMIT_S" hang_warned; then echo "hang: another rank WARNed after $(since "$t0") s"
+  else fail "hang: no other rank WARNed 'no network progress' within $LIMIT_S s of stopping rank $K"; fi
+  if wait_for "$LIMIT_S" hang_named; then
+    echo "hang: icn-hang named rank $K after $(since "$t0") s"; record hang "$K" "$(since "$t0")"
+  else
+    "$HANG" "$work/hang" | head -n 20
+    fail "hang: icn-hang did not name the stopped rank $K within $LIMIT_S s"; record hang "$K"
+  fi
+  kill -CONT "$kpid"
+  [ "$ROUNDS" = 1 ] || sleep 6  # the job moves again (every process writes its 'resumed' report) first
+}
+
+: >"$work/injections"
+case_healthy
+ranks=($INJECT_RANKS)
+for c in delay link throttle hang; do
+  for i in $(seq 0 $((ROUNDS - 1))); do
+    K=${ranks[$((i % ${#ranks[@]}))]}
+    "case_$c"
+  done
+done
 
 touch "$work/stop"
 for i in "${!pids[@]}"; do
@@ -172,10 +222,29 @@ done
 pids=()
 # Findings that name no injected rank are printed, not judged: on two shared cores every rank's pace is the
 # scheduler's (the GPU proof counts them on a larger machine).
-others=$(grep -h "ICN straggler:" "$work"/rank*.log | grep -v "no longer\|rate again" |
-  grep -vcE "rank $K on \S+ .* is late|link rank $K on |-> rank $K on ")
-echo "findings naming neither rank $K nor its link: $others"
+pat=$(for k in $INJECT_RANKS; do printf 'rank %s on \\S+ .* is late|link rank %s on |-> rank %s on |' "$k" "$k" "$k"; done)
+others=$(grep -h "ICN straggler:" "$work"/rank*.log | grep -v "no longer\|rate again" | grep -vcE "${pat%|}")
+echo "findings naming neither an injected rank nor its link: $others"
 grep -h "ICN straggler:" "$work"/rank*.log | sed 's/^\[[0-9]*\] INFO //' | sort | uniq | head -n 20
+awk -v limit="$LIMIT_S" '
+  $1 == "healthy" { healthy = $3; next }
+  { n[$1]++; if ($3 != "-") { ok[$1]++; t[$1, ok[$1]] = $3; if ($3 <= 10) in10[$1]++ } }
+  END {
+    print "| case | injections | named | within 10 s | detection median / max (s) |"
+    print "|---|---|---|---|---|"
+    if (healthy != "") print "| healthy | - | - | - | " healthy " finding(s) |"
+    split("delay link throttle hang", order, " ")
+    for (o = 1; o <= 4; o++) {
+      c = order[o]; if (!(c in n)) continue
+      k = ok[c] + 0; med = "-"; mx = "-"
+      if (k) {
+        for (i = 1; i <= k; i++) v[i] = t[c, i] + 0
+        for (i = 2; i <= k; i++) for (j = i; j > 1 && v[j] < v[j - 1]; j--) { x = v[j]; v[j] = v[j - 1]; v[j - 1] = x }
+        med = (k % 2) ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2; mx = v[k]
+      }
+      printf "| %s | %d | %d | %d | %s / %s |\n", c, n[c], k, in10[c] + 0, med, mx
+    }
+  }' "$work/injections"
 if [ "$failures" = 0 ]; then echo "PASS: every case named, every byte right"; exit 0; fi
 echo "FAIL: $failures check(s) failed"
 exit 1
