@@ -10,13 +10,13 @@
 
 namespace icn::tcp {
 
-// Every 10 ms: a TCP_INFO read per live helper lane (and lane 0 for the wire measure), handed to the failover
-// watch and the wire measure; then the look is the next one's baseline.
+// Every 10 ms: a TCP_INFO read per live helper lane (lane 0 instead for the wire measure of a connection without
+// helper lanes), handed to the failover watch and the wire measure; then the look is the next one's baseline.
 void TcpSendComm::lookAtLanes(int64_t nowNs) {
   if (nowNs < nextLookNs_) return;
   nextLookNs_ = nowNs + 10'000'000;
   LaneLook look;
-  for (size_t lane = wireOn_ ? 0 : 1; lane <= helpers_.size(); lane++) {
+  for (size_t lane = wireOn_ && helpers_.empty() ? 0 : 1; lane <= helpers_.size(); lane++) {
     TcpBusy& b = look.now[lane];
     if (lane == 0) look.got[0] = tcpBusy(lane0_.get(), &b);
     else if (laneState_[lane] == LaneState::Live && !helpers_[lane - 1]->failed())
@@ -32,7 +32,9 @@ void TcpSendComm::lookAtLanes(int64_t nowNs) {
 
 // The diagnosis's wire measure (diagnose/link_monitor.h): what each socket's peer acknowledged since the last look
 // and how long the socket was busy with the link setting the pace; the lanes work side by side, so the connection
-// was busy their longest time.
+// was busy their longest time. Lane 0 counts only where there are no helper lanes: it carries the small messages
+// and records, one at a time, so it is busy for as long as the application keeps sending them (its round trips and
+// delayed acknowledgements), and its time would bring every link's rate down to the application's pace.
 void TcpSendComm::sampleWire(const LaneLook& look) {
   uint64_t bytes = 0, busyUs = 0;
   for (size_t lane = 0; lane <= helpers_.size(); lane++) {
