@@ -148,7 +148,7 @@ run_flaps() {  # NODES GROUP
   if is_icn "$group"; then
     for rank in $(seq 0 $((nodes - 1))); do
       # ICN's failover WARNs (a lane given up, naming its rail) are the expected notices of this case.
-      DEVICE_BENIGN_RE="$DEVICE_BENIGN_RE|NCCL WARN ICN TCP connection to .*: lane [0-9]+ on eth[0-9]+ failed" check_run "$tag rank $rank" \
+      DEVICE_BENIGN_RE="$DEVICE_BENIGN_RE|NCCL WARN ICN TCP connection to .*: lane [0-9]+ on eth[0-9]+( -> [0-9.]+)? failed" check_run "$tag rank $rank" \
         "${rcs[$rank]}" "$W/${tag}_rank$rank.log" --expect "$(group_expect "$group")" --expect '^DONE .*"wrong":0'
     done
   fi

@@ -219,9 +219,12 @@ class TcpSendComm final : public SendComm, public CommCore {
   struct LaneLook {
     std::array<TcpBusy, kMaxLanes + 1> now{};
     std::array<bool, kMaxLanes + 1> got{};
+    std::array<bool, kMaxLanes + 1> idle{};  // not read: nothing handed to it or moved since the last read
   };
   std::array<TcpBusy, kMaxLanes + 1> lookBusy_{};
   std::array<bool, kMaxLanes + 1> looked_{};
+  std::array<uint64_t, kMaxLanes + 1> writtenAtLook_{};
+  std::array<bool, kMaxLanes + 1> stillAtLook_{};  // the last read found no byte acknowledged or busy time added
   int64_t nextLookNs_ = 0;
   bool wireOn_ = false;  // the straggler check runs: the diagnosis reads the wire measure
   void lookAtLanes(int64_t nowNs);

@@ -11,22 +11,34 @@
 namespace icn::tcp {
 
 // Every 10 ms: a TCP_INFO read per live helper lane (lane 0 instead for the wire measure of a connection without
-// helper lanes), handed to the failover watch and the wire measure; then the look is the next one's baseline.
+// helper lanes), handed to the failover watch and the wire measure; then the look is the next one's baseline. A
+// lane that was handed nothing since a read that found it still is not read: its counts cannot have moved, and a
+// connection of small messages (all on lane 0) then makes no system call here.
 void TcpSendComm::lookAtLanes(int64_t nowNs) {
   if (nowNs < nextLookNs_) return;
   nextLookNs_ = nowNs + 10'000'000;
   LaneLook look;
   for (size_t lane = wireOn_ && helpers_.empty() ? 0 : 1; lane <= helpers_.size(); lane++) {
     TcpBusy& b = look.now[lane];
-    if (lane == 0) look.got[0] = tcpBusy(lane0_.get(), &b);
-    else if (laneState_[lane] == LaneState::Live && !helpers_[lane - 1]->failed())
+    if (lane == 0) {
+      look.got[0] = tcpBusy(lane0_.get(), &b);
+    } else if (laneState_[lane] == LaneState::Live && !helpers_[lane - 1]->failed()) {
+      const uint64_t written = helpers_[lane - 1]->written();
+      look.idle[lane] = looked_[lane] && stillAtLook_[lane] && written == writtenAtLook_[lane];
+      if (look.idle[lane]) continue;
+      writtenAtLook_[lane] = written;
       look.got[lane] = helpers_[lane - 1]->busy(&b);
+    }
   }
   if (failover_) watchDelivery(nowNs, look);
   if (wireOn_) sampleWire(look);
   for (size_t lane = 0; lane <= helpers_.size(); lane++) {
+    if (look.idle[lane]) continue;  // the last read stays the baseline
+    const TcpBusy& b = look.now[lane];
+    stillAtLook_[lane] = look.got[lane] && looked_[lane] && b.bytesAcked == lookBusy_[lane].bytesAcked &&
+                         b.busyUs == lookBusy_[lane].busyUs && b.netUs == lookBusy_[lane].netUs;
     looked_[lane] = look.got[lane];
-    if (look.got[lane]) lookBusy_[lane] = look.now[lane];
+    if (look.got[lane]) lookBusy_[lane] = b;
   }
 }
 
