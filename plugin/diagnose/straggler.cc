@@ -299,6 +299,14 @@ std::vector<Finding> detect(const std::vector<PeerSummary>& all, const DetectorC
   for (auto& [id, summaries] : comms) {
     const Comm comm(std::move(summaries));
     std::vector<Finding> slow = slowLinks(comm, c, active);
+    // A process that did not run is slow on all its links; the rank, not its links, is named (and the connections
+    // from and to it stay evidence of its lateness).
+    const Limits lim = limitsFor(c, false);
+    slow.erase(std::remove_if(slow.begin(), slow.end(),
+                              [&](const Finding& f) {
+                                return stalledOut(f.rank, comm, lim) || stalledOut(f.peerRank, comm, lim);
+                              }),
+               slow.end());
     std::vector<Finding> late = lateRanks(comm, slow, c, active);
     out.insert(out.end(), late.begin(), late.end());
     out.insert(out.end(), slow.begin(), slow.end());

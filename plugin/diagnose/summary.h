@@ -25,8 +25,9 @@ struct PeerSummary {
 
 // Groups connections by (commId, rank, peerRank, dir) and takes each one's window (LinkMonitor::takeWindow: the
 // waits since the previous summary). The period's rate is the wire measure where the connections had at least
-// kWireMinNs of it over kWireMinBytes, else the bytes of the messages measured over their summed durations.
-constexpr uint64_t kWireMinNs = 20'000'000;
+// kWireMinNs of it over kWireMinBytes, else the bytes of the messages measured over their summed durations. The
+// kernel counts a socket's busy time in jiffies (1-4 ms): 100 ms of it keeps that rounding to a few percent.
+constexpr uint64_t kWireMinNs = 100'000'000;
 constexpr uint64_t kWireMinBytes = 1u << 20;
 std::vector<PeerSummary> summarize(const std::vector<std::shared_ptr<LinkMonitor>>& links);
 

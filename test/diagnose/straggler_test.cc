@@ -365,6 +365,30 @@ TEST(Straggler, RankWhoseProcessDidNotRunIsNamedThoughItWaitsLikeEveryone) {
   EXPECT_TRUE(detect(unwaited, DetectorConfig{}, {}).empty()) << "nobody waits on it past the floor";
 }
 
+// A stopped or CPU-starved process sends slowly on every link: its rank is named, not its links, and the
+// connections receiving from it stay evidence of its lateness.
+TEST(Straggler, LinksOfAProcessThatDidNotRunAreNotNamedSlow) {
+  auto withWire = [](double stallOfTwo) {
+    std::vector<PeerSummary> v = spreadDelay(6.5e-3);
+    for (PeerSummary& s : v) {
+      s.fig.stallShare = s.rank == 2 ? stallOfTwo : 0.01;
+      if (s.dir != Dir::Send) continue;
+      s.fig.rateWire = true;
+      s.fig.rateBytes = 1 << 20;
+      s.fig.rateBps = s.rank == 2 ? 0.4e9 : 1.2e9;  // rank 2's sends move while its process runs
+    }
+    return v;
+  };
+  const std::vector<Finding> running = detect(withWire(0.01), DetectorConfig{}, {});
+  ASSERT_EQ(running.size(), 3u) << "a running process's slow links are named";
+  for (const Finding& f : running) EXPECT_EQ(f.kind, FindingKind::SlowLink);
+  const std::vector<Finding> stopped = detect(withWire(0.24), DetectorConfig{}, {});
+  ASSERT_EQ(stopped.size(), 1u);
+  EXPECT_EQ(stopped[0].kind, FindingKind::LateRank);
+  EXPECT_EQ(stopped[0].rank, 2);
+  EXPECT_EQ(stopped[0].lateLinks, 3u);
+}
+
 // Thresholds hold a raised finding at 75%: a rank hovering around the floor is reported once.
 TEST(Straggler, HysteresisKeepsAHoveringFindingQuiet) {
   StragglerDetector d;

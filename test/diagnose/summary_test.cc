@@ -77,17 +77,17 @@ TEST(Summary, JsonRoundTrip) {
 TEST(Summary, WireMeasureIsThePeriodsRateWhereThereIsEnough) {
   auto a = monitor(1, Dir::Send);
   exchange(*a, 12, 0, 0);  // 1 MiB messages done 1 ms after ready: 1 GiB/s by their timings
-  a->onWire(64 << 20, 40 * kMs);  // the wire: 64 MiB in 40 ms busy
+  a->onWire(256 << 20, 160 * kMs);  // the wire: 256 MiB in 160 ms busy
   std::vector<PeerSummary> s = summarize({a});
   ASSERT_EQ(s.size(), 1u);
   EXPECT_TRUE(s[0].fig.rateWire);
-  EXPECT_NEAR(s[0].fig.rateBps, (64 << 20) * 1e9 / (40.0 * kMs), 1e3);
+  EXPECT_NEAR(s[0].fig.rateBps, (256 << 20) * 1e9 / (160.0 * kMs), 1e3);
   EXPECT_NEAR(s[0].fig.rateRatio, 1.0, 1e-9);
   exchange(*a, 12, 0, 1000 * kMs);
-  a->onWire(32 << 20, 40 * kMs);  // half the pace: half its own history's (96 MiB over 80 ms) ... relative
+  a->onWire(128 << 20, 160 * kMs);  // half the pace: half its own history's (384 MiB over 320 ms) ... relative
   s = summarize({a});
   EXPECT_TRUE(s[0].fig.rateWire);
-  EXPECT_NEAR(s[0].fig.rateRatio, (32.0 / 40) / (96.0 / 80), 1e-9);
+  EXPECT_NEAR(s[0].fig.rateRatio, (128.0 / 160) / (384.0 / 320), 1e-9);
   exchange(*a, 12, 0, 2000 * kMs);
   a->onWire(4 << 20, kWireMinNs - 1);  // too short a busy time
   s = summarize({a});
@@ -98,7 +98,7 @@ TEST(Summary, WireMeasureIsThePeriodsRateWhereThereIsEnough) {
 TEST(Summary, WireFlagAndStallShareTravel) {
   auto a = monitor(1, Dir::Send);
   exchange(*a, 12, 0, 0);
-  a->onWire(64 << 20, 40 * kMs);
+  a->onWire(256 << 20, kWireMinNs);
   std::vector<PeerSummary> s = summarize({a});
   s[0].fig.stallShare = 0.25;
   std::vector<PeerSummary> back;

@@ -56,7 +56,9 @@ void TcpSendComm::sampleWire(const LaneLook& look) {
     bytes += b.bytesAcked - last.bytesAcked;
     busyUs = std::max(busyUs, b.netUs - last.netUs);
   }
-  if (busyUs > 0) watch_->monitor().onWire(bytes, busyUs * 1000);
+  // Bytes whose busy time the kernel's jiffy count rounded to nothing still count: dropping them would bias the
+  // rate of a fast link, whose sends often end within a jiffy, low.
+  if (bytes > 0 || busyUs > 0) watch_->monitor().onWire(bytes, busyUs * 1000);
 }
 
 // A lane whose peer's TCP acknowledges nothing of what it holds for ICN_TCP_LANE_STALL_MS while another lane's
