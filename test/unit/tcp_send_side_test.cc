@@ -7,12 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <regex>
 #include <thread>
 #include <vector>
 
+#include "diagnose/registry.h"
 #include "tcp_test_wire.h"
 
 namespace icn::tcp {
@@ -379,6 +381,82 @@ TEST_F(SendSide, ReceiverClosingFailsQueuedSend) {
   Request* r = queuedSend(1);
   wires.peer.clear();
   expectRemoteFailure(r, "peer closed the connection");
+}
+
+// The diagnosis's wire measure over real TCP sockets: what the helper lanes' peers acknowledged, over their busy
+// time. Lane 0 is left out where there are helper lanes: it carries the small messages one at a time and is busy at
+// the application's pace, which would bring the link's rate down to it.
+class SendSideOverTcp : public SendSide {
+ protected:
+  void SetUp() override {
+    const size_t before = diagnose::links::all().size();
+    wires = Wires(2, true);
+    SendSide::SetUp();
+    const auto all = diagnose::links::all();
+    ASSERT_EQ(all.size(), before + 1) << "the comm registered no link monitor";
+    monitor = all.back();
+  }
+  // Drains the peer's end of `lane` until stop, 64 KiB a millisecond: slow enough for the sender's socket to stay
+  // busy for many of the kernel's jiffies. Counts what it read into `total`.
+  void slowReader(int lane, std::atomic<size_t>* total) {
+    readers.emplace_back([this, fd = wires.lane(lane), total] {
+      std::vector<uint8_t> buf(1 << 16);
+      while (!stop.load()) {
+        pollfd q{fd, POLLIN, 0};
+        if (::poll(&q, 1, 10) <= 0) continue;
+        const ssize_t r = ::recv(fd, buf.data(), buf.size(), 0);
+        if (r <= 0) return;
+        *total += static_cast<size_t>(r);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+  }
+  std::atomic<bool> stop{false};
+  void TearDown() override {
+    stop = true;
+    for (std::thread& t : readers) t.join();
+  }
+  std::vector<std::thread> readers;
+  std::shared_ptr<diagnose::LinkMonitor> monitor;
+};
+
+TEST_F(SendSideOverTcp, WireMeasureCountsTheHelperLanesAndNotLaneZero) {
+  TcpBusy probe;
+  if (!tcpBusy(wires.lane(1), &probe))
+    GTEST_SKIP() << "this kernel's TCP_INFO has no busy time (Linux < 4.10)";
+  const size_t bigBytes = 16u << 20, smallBytes = 60u << 10;
+  constexpr uint32_t kSmall = 24;
+  const auto bigData = pattern(bigBytes), smallData = pattern(smallBytes);
+  std::atomic<size_t> onHelpers{0}, onLane0{0};
+  slowReader(1, &onHelpers);
+  slowReader(2, &onHelpers);
+  slowReader(0, &onLane0);
+  Request* r = nullptr;
+  postCts(0, 1, {{3, static_cast<uint32_t>(bigBytes)}});
+  ASSERT_EQ(comm->isend(const_cast<uint8_t*>(bigData.data()), bigBytes, 3, nullptr, &r), Status::Ok);
+  ASSERT_EQ(finish(r), Status::Ok);
+  for (uint32_t i = 1; i <= kSmall; i++) {  // lane 0 busy too, while the helper lanes drain
+    postCts(i, static_cast<uint8_t>(1 + i % 8), {{4, static_cast<uint32_t>(smallBytes)}});
+    ASSERT_EQ(comm->isend(const_cast<uint8_t*>(smallData.data()), smallBytes, 4, nullptr, &r), Status::Ok);
+    ASSERT_EQ(finish(r), Status::Ok);
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while ((onHelpers.load() < bigBytes + sizeof(ChunkHeader) || onLane0.load() < kSmall * smallBytes) &&
+         Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_GE(onHelpers.load(), bigBytes + sizeof(ChunkHeader)) << "the helper lanes' bytes did not all arrive";
+  ASSERT_GE(onLane0.load(), kSmall * smallBytes) << "lane 0's bytes did not all arrive";
+  // A send (past the eager size: it waits for its record) looks at the lanes at most every 10 ms: a few more after
+  // everything arrived read what was acknowledged since the last look.
+  for (uint32_t i = kSmall + 1; i <= kSmall + 4; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    postCts(i, static_cast<uint8_t>(1 + i % 8), {{5, 4096}});
+    ASSERT_EQ(comm->isend(const_cast<uint8_t*>(smallData.data()), 4096, 5, nullptr, &r), Status::Ok);
+    ASSERT_EQ(finish(r), Status::Ok);
+  }
+  EXPECT_GE(monitor->wireBytes(), bigBytes) << "the helper lanes' bytes were not all counted";
+  EXPECT_LE(monitor->wireBytes(), onHelpers.load()) << "lane 0's bytes were counted";
+  EXPECT_GT(monitor->wireNs(), 0u);
 }
 
 // A receiver that stops reading (ICN_PEER_TIMEOUT_MS short here). Pieces matched to its records, and eager
