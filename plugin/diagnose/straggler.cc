@@ -66,6 +66,18 @@ struct Comm {
   }
 };
 
+// Rank x's process was not running for at least the limit's share of the period, and for standOutRatio times
+// the other ranks' median: stopped or starved of CPU, it is late to everything while its threads do not run, and
+// its own waits, timed when it runs again, look like everyone's.
+bool stalledOut(int x, const Comm& comm, const Limits& lim) {
+  auto mine = comm.stall.find(x);
+  if (mine == comm.stall.end() || mine->second < lim.stallShare) return false;
+  std::vector<double> others;
+  for (const auto& [y, share] : comm.stall)
+    if (y != x) others.push_back(share);
+  return others.size() >= 2 && mine->second >= lim.standOutRatio * median(others);
+}
+
 // Links are compared within a group of their kind: direction, both ends on one host or not, and message size
 // rounded to a power of two (a link carrying small messages times lower without being slow). Wire measures
 // (summary.h) are compared only with each other, and where a communicator has them its message timings are not
@@ -86,11 +98,15 @@ std::vector<Finding> slowLinks(const Comm& comm, const DetectorConfig& c, const 
   for (auto& [g, v] : rates)
     if (v.size() >= c.minGroupLinks) medians[g] = median(v);
   std::map<std::pair<int, int>, Finding> found;
+  const Limits notRaised = limitsFor(c, false);
   for (const PeerSummary* s : comm.all) {
     if (!compared(*s)) continue;
     auto m = medians.find(groupOf(*s));
     if (m == medians.end()) continue;
     const auto [src, dst] = dataPath(*s);
+    // A process that did not run is slow on all its links: the rank is named, not its links (and the connections
+    // from and to it stay evidence of its lateness).
+    if (stalledOut(src, comm, notRaised) || stalledOut(dst, comm, notRaised)) continue;
     Finding f;
     f.kind = FindingKind::SlowLink;
     f.commId = s->commId;
@@ -165,18 +181,6 @@ bool standsOut(int x, Dir d, Measure m, const OwnLevels& levels, const Limits& l
   if (others.size() < 2) return false;
   const double level = median(others);
   return level >= lim.floorS && mine->second * lim.standOutRatio <= level;
-}
-
-// Rank x's process was not running for at least the limit's share of the period, and for standOutRatio times
-// the other ranks' median: stopped or starved of CPU, it is late to everything while its threads do not run, and
-// its own waits, timed when it runs again, look like everyone's.
-bool stalledOut(int x, const Comm& comm, const Limits& lim) {
-  auto mine = comm.stall.find(x);
-  if (mine == comm.stall.end() || mine->second < lim.stallShare) return false;
-  std::vector<double> others;
-  for (const auto& [y, share] : comm.stall)
-    if (y != x) others.push_back(share);
-  return others.size() >= 2 && mine->second >= lim.standOutRatio * median(others);
 }
 
 // The late-rank test for rank x in one direction and by one measure; false when it does not hold.
@@ -299,14 +303,6 @@ std::vector<Finding> detect(const std::vector<PeerSummary>& all, const DetectorC
   for (auto& [id, summaries] : comms) {
     const Comm comm(std::move(summaries));
     std::vector<Finding> slow = slowLinks(comm, c, active);
-    // A process that did not run is slow on all its links; the rank, not its links, is named (and the connections
-    // from and to it stay evidence of its lateness).
-    const Limits lim = limitsFor(c, false);
-    slow.erase(std::remove_if(slow.begin(), slow.end(),
-                              [&](const Finding& f) {
-                                return stalledOut(f.rank, comm, lim) || stalledOut(f.peerRank, comm, lim);
-                              }),
-               slow.end());
     std::vector<Finding> late = lateRanks(comm, slow, c, active);
     out.insert(out.end(), late.begin(), late.end());
     out.insert(out.end(), slow.begin(), slow.end());

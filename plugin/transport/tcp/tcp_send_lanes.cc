@@ -36,7 +36,7 @@ void TcpSendComm::lookAtLanes(int64_t nowNs) {
     if (look.idle[lane]) continue;  // the last read stays the baseline
     const TcpBusy& b = look.now[lane];
     stillAtLook_[lane] = look.got[lane] && looked_[lane] && b.bytesAcked == lookBusy_[lane].bytesAcked &&
-                         b.busyUs == lookBusy_[lane].busyUs && b.netUs == lookBusy_[lane].netUs;
+                         b.busyUs == lookBusy_[lane].busyUs;  // netUs is part of busyUs
     looked_[lane] = look.got[lane];
     if (look.got[lane]) lookBusy_[lane] = b;
   }
