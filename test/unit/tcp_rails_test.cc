@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "tcp_test_wire.h"
 #include "transport/tcp/tcp_info.h"
 #include "transport/tcp/tcp_rails.h"
 #include "transport/tcp/tcp_wire.h"
@@ -174,17 +175,10 @@ TEST(TcpRails, FailoverHeadersAreCheckedFieldByField) {
 // A rail's rate is the acknowledged bytes over the kernel's busy time of the lane socket (tcpBusy): the time it
 // sits idle between messages must not count, or a rail that carries a message now and then reads as slow.
 TEST(TcpBusy, CountsAcknowledgedBytesAndNotIdleTime) {
-  Fd listener;
-  SockAddr bound;
-  ASSERT_EQ(listenOn(v4("127.0.0.1"), &listener, &bound), Status::Ok);
-  Fd sender;
-  ASSERT_EQ(startConnect(bound, &sender), Status::Ok);
-  pollfd p{listener.get(), POLLIN, 0};
-  ASSERT_EQ(poll(&p, 1, 5000), 1);
-  Fd receiver(::accept(listener.get(), nullptr, nullptr));
-  ASSERT_GE(receiver.get(), 0);
+  Fd sender, receiver;
+  testwire::loopbackTcpPair(&sender, &receiver);
+  ASSERT_FALSE(HasFatalFailure());
   pollfd w{sender.get(), POLLOUT, 0};
-  ASSERT_EQ(poll(&w, 1, 5000), 1);
 
   TcpBusy before;
   if (!tcpBusy(sender.get(), &before)) GTEST_SKIP() << "this kernel's TCP_INFO has no busy time (Linux < 4.10)";

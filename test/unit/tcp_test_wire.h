@@ -31,8 +31,27 @@ inline constexpr const char* kPeer = "hostile-peer:4242";
 // already says.
 inline const bool kLaneEagerOn = setenv("ICN_TCP_LANE_EAGER_BYTES", "1048576", 0) == 0;
 
-// The comm's sockets and the peer's ends of them: control, lane 0, then helper lanes.
-// Over TCP (loopback) where a test needs what the kernel measures of a TCP socket (TCP_INFO), else socketpairs.
+// A connected TCP pair over loopback: our end (connected and writable) and the peer's (accepted).
+inline void loopbackTcpPair(Fd* mine, Fd* theirs) {
+  SockAddr any;
+  auto* in = reinterpret_cast<sockaddr_in*>(&any.storage);
+  in->sin_family = AF_INET;
+  in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  any.len = sizeof(sockaddr_in);
+  Fd listener;
+  SockAddr bound;
+  ASSERT_EQ(listenOn(any, &listener, &bound), Status::Ok);
+  ASSERT_EQ(startConnect(bound, mine), Status::Ok);
+  pollfd p{listener.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 5000), 1);
+  *theirs = Fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_GE(theirs->get(), 0);
+  pollfd w{mine->get(), POLLOUT, 0};
+  ASSERT_EQ(::poll(&w, 1, 5000), 1);
+}
+
+// The comm's sockets and the peer's ends of them: control, lane 0, then helper lanes. Over TCP (loopback) where a
+// test needs what the kernel measures of a TCP socket (TCP_INFO), else socketpairs.
 struct Wires {
   Sockets comm;
   std::vector<Fd> peer;
@@ -40,7 +59,7 @@ struct Wires {
     for (int i = 0; i < 2 + helperLanes; i++) {
       Fd mine, theirs;
       if (overTcp) {
-        tcpPair(&mine, &theirs);
+        loopbackTcpPair(&mine, &theirs);
       } else {
         int sv[2];
         EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
@@ -55,25 +74,6 @@ struct Wires {
     }
   }
   int lane(int i) const { return peer[1 + i].get(); }
-
- private:
-  static void tcpPair(Fd* mine, Fd* theirs) {
-    SockAddr any;
-    auto* in = reinterpret_cast<sockaddr_in*>(&any.storage);
-    in->sin_family = AF_INET;
-    in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    any.len = sizeof(sockaddr_in);
-    Fd listener;
-    SockAddr bound;
-    ASSERT_EQ(listenOn(any, &listener, &bound), Status::Ok);
-    ASSERT_EQ(startConnect(bound, mine), Status::Ok);
-    pollfd p{listener.get(), POLLIN, 0};
-    ASSERT_EQ(::poll(&p, 1, 5000), 1);
-    *theirs = Fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    ASSERT_GE(theirs->get(), 0);
-    pollfd w{mine->get(), POLLOUT, 0};
-    ASSERT_EQ(::poll(&w, 1, 5000), 1);
-  }
 };
 
 inline void writeAll(int fd, const void* p, size_t n) {
