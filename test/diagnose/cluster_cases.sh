@@ -127,7 +127,7 @@ for r in $(seq 0 $((NRANKS - 1))); do
 done
 sleep 4  # a few straggler periods of normal traffic first
 
-# record CASE RANK SECONDS|"": one injection's outcome, for the table at the end.
+# record CASE RANK SECONDS|"": one injection's outcome, for the table at the end (healthy: the findings' count).
 record() { echo "$1 $2 ${3:--}" >>"$work/injections"; }
 
 case_healthy() {
@@ -136,7 +136,7 @@ case_healthy() {
   local n; n=$(since_mark | wc -l)
   echo "healthy: $n finding(s) in $HEALTHY_S s untouched"
   since_mark | sed 's/^\[[0-9]*\] INFO //' | head -n 5
-  echo "healthy - $n" >>"$work/injections"
+  record healthy - "$n"
 }
 
 case_delay() {
@@ -226,9 +226,10 @@ pat=$(for k in $INJECT_RANKS; do printf 'rank %s on \\S+ .* is late|link rank %s
 others=$(grep -h "ICN straggler:" "$work"/rank*.log | grep -v "no longer\|rate again" | grep -vcE "${pat%|}")
 echo "findings naming neither an injected rank nor its link: $others"
 grep -h "ICN straggler:" "$work"/rank*.log | sed 's/^\[[0-9]*\] INFO //' | sort | uniq | head -n 20
-awk -v limit="$LIMIT_S" '
+# The injections by detection time (the unnamed first), so each case's times arrive in order.
+sort -k3,3n "$work/injections" | awk '
   $1 == "healthy" { healthy = $3; next }
-  { n[$1]++; if ($3 != "-") { ok[$1]++; t[$1, ok[$1]] = $3; if ($3 <= 10) in10[$1]++ } }
+  { n[$1]++; if ($3 != "-") { t[$1, ++ok[$1]] = $3; if ($3 <= 10) in10[$1]++ } }
   END {
     print "| case | injections | named | within 10 s | detection median / max (s) |"
     print "|---|---|---|---|---|"
@@ -237,14 +238,10 @@ awk -v limit="$LIMIT_S" '
     for (o = 1; o <= 4; o++) {
       c = order[o]; if (!(c in n)) continue
       k = ok[c] + 0; med = "-"; mx = "-"
-      if (k) {
-        for (i = 1; i <= k; i++) v[i] = t[c, i] + 0
-        for (i = 2; i <= k; i++) for (j = i; j > 1 && v[j] < v[j - 1]; j--) { x = v[j]; v[j] = v[j - 1]; v[j - 1] = x }
-        med = (k % 2) ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2; mx = v[k]
-      }
+      if (k) { med = (k % 2) ? t[c, (k + 1) / 2] : (t[c, k / 2] + t[c, k / 2 + 1]) / 2; mx = t[c, k] }
       printf "| %s | %d | %d | %d | %s / %s |\n", c, n[c], k, in10[c] + 0, med, mx
     }
-  }' "$work/injections"
+  }'
 if [ "$failures" = 0 ]; then echo "PASS: every case named, every byte right"; exit 0; fi
 echo "FAIL: $failures check(s) failed"
 exit 1
