@@ -6,6 +6,7 @@
 #include <ifaddrs.h>
 #include <poll.h>
 #include <algorithm>
+#include <atomic>
 #include <net/if.h>
 #include <netinet/tcp.h>
 #include <string.h>
@@ -289,6 +290,31 @@ Status socketConnected(int fd, bool* connected, const std::string& peer, LogLeve
   return Status::Ok;
 }
 
+// TCP_RTO_MAX_MS from Linux 6.15's uapi, absent from older libc headers.
+constexpr int kTcpRtoMaxMs = 44;
+constexpr int kKernelRtoMaxFloorMs = 1000;
+
+// Caps TCP's retransmission backoff (ICN_TCP_RTO_MAX_MS): under the kernel's doubling, a link back after an outage
+// carries data only at the next retransmission, up to as long again as the outage lasted, and an outage that
+// outlasts the last retransmission before the user timeout ends the connection though the link came back before
+// the timeout. Logged once per process.
+static void capRetransmissionTimeout(int fd) {
+  const int want = static_cast<int>(params::getInt(params::Id::TcpRtoMaxMs));
+  if (want == 0) return;
+  const int ms = std::max(want, kKernelRtoMaxFloorMs);
+  const bool capped = setsockopt(fd, IPPROTO_TCP, kTcpRtoMaxMs, &ms, sizeof ms) == 0;
+  const int err = errno;
+  static std::atomic<bool> logged{false};
+  if (logged.exchange(true)) return;
+  if (capped)
+    ICN_INFO(subsys::Net, "sockets: TCP retransmission timeout capped at %d ms (ICN_TCP_RTO_MAX_MS): data moves "
+             "again within that of a link's return", ms);
+  else
+    ICN_INFO(subsys::Net, "sockets: this kernel does not cap TCP's retransmission timeout (TCP_RTO_MAX_MS, Linux "
+             "6.15+: %s): after a link outage data resumes at TCP's next doubled retransmission, and an outage that "
+             "outlasts the last one before ICN_PEER_TIMEOUT_MS ends the connection", strerror(err));
+}
+
 void setLivenessOptions(int fd) {
   int timeoutMs = static_cast<int>(params::getInt(params::Id::PeerTimeoutMs));
   int one = 1;
@@ -299,6 +325,7 @@ void setLivenessOptions(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
   setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof user);
+  capRetransmissionTimeout(fd);
 }
 
 }  // namespace icn

@@ -64,7 +64,8 @@ Status startConnect(const SockAddr& addr, Fd* out, const SockAddr* source = null
                     LogLevel failLevel = LogLevel::Warn);
 // Ok with *connected=false while in progress; error (logged at `failLevel`) when the connect failed.
 Status socketConnected(int fd, bool* connected, const std::string& peer, LogLevel failLevel = LogLevel::Warn);
-// Keepalive / TCP_USER_TIMEOUT so a dead link surfaces within ICN_PEER_TIMEOUT_MS.
+// Keepalive / TCP_USER_TIMEOUT so a dead link surfaces within ICN_PEER_TIMEOUT_MS, and the retransmission backoff
+// capped (ICN_TCP_RTO_MAX_MS) so a link that returns before it carries data again at once.
 void setLivenessOptions(int fd);
 
 }  // namespace icn
