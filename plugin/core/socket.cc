@@ -318,7 +318,9 @@ static void capRetransmissionTimeout(int fd) {
 void setLivenessOptions(int fd) {
   int timeoutMs = static_cast<int>(params::getInt(params::Id::PeerTimeoutMs));
   int one = 1;
-  int idle = std::max(1, timeoutMs / 3000), intvl = std::max(1, timeoutMs / 3000), cnt = 3;
+  // Probes a tenth of the timeout apart: with TCP_USER_TIMEOUT set, an idle socket is given up at the first probe
+  // that finds nothing received for the timeout, and a link back in time must get an answer to one probe before.
+  int idle = std::max(1, timeoutMs / 10000), intvl = idle, cnt = 3;
   unsigned int user = static_cast<unsigned int>(timeoutMs);
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
