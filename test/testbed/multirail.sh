@@ -60,9 +60,11 @@ job_ok() {
     grep -q '^DONE .*"wrong":0,"failed":0' "$work/$1/rank$r.log" || fail "$1: rank $r: $(grep DONE "$work/$1/rank$r.log")"
   done
 }
+# progress0 TAG: rank 0's iteration counts, one a second
+progress0() { sed -n 's/^PROGRESS {"rank":0,"iters":\([0-9]*\)}/\1/p' "$work/$1/rank0.log"; }
 # longest_stall TAG: the most consecutive seconds in which rank 0 finished fewer than 3 iterations
 longest_stall() {
-  sed -n 's/^PROGRESS {"rank":0,"iters":\([0-9]*\)}/\1/p' "$work/$1/rank0.log" |
+  progress0 "$1" |
     awk 'NR > 1 { if ($1 - prev < 3) { run++; if (run > best) best = run } else run = 0 } { prev = $1 } END { print best + 0 }'
 }
 
@@ -154,7 +156,7 @@ echo "multirail: Prometheus: $(cat "$work"/prom/*.prom | grep -c '^icn_tcp_rail_
 
 # --- 4. every link of host 1 down: TCP carries the job over 8 s; a shorter peer timeout fails it cleanly ---
 all_links() { for k in 0 1 2; do "$bed" link --name "$name" 1 "$k" "$1"; done; }
-iters0() { sed -n 's/^PROGRESS {"rank":0,"iters":\([0-9]*\)}/\1/p' "$work/$1/rank0.log" | tail -n 1; }
+iters0() { progress0 "$1" | tail -n 1; }
 job outage 18
 sleep 3
 all_links down

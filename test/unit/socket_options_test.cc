@@ -3,10 +3,9 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <stdlib.h>
 #include <sys/socket.h>
 
-#include "core/params.h"
+#include "../reliability/log_capture.h"
 #include "core/socket.h"
 
 namespace {
@@ -26,15 +25,10 @@ int kernelRtoMax() {
   return tcpOption(fd.get(), kTcpRtoMaxMs);
 }
 
+// A setting for one scope (setEnvAndReload), unset again at its end.
 struct Env {
-  Env(const char* name, const char* value) : name_(name) {
-    setenv(name, value, 1);
-    icn::params::reloadForTesting();
-  }
-  ~Env() {
-    unsetenv(name_);
-    icn::params::reloadForTesting();
-  }
+  Env(const char* name, const char* value) : name_(name) { icn::testing::setEnvAndReload(name, value); }
+  ~Env() { icn::testing::setEnvAndReload(name_, nullptr); }
   const char* name_;
 };
 
