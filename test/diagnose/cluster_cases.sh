@@ -12,7 +12,9 @@
 #   test/diagnose/cluster_cases.sh DRIVER PLUGIN ICN_HANG TESTBED
 # Env: NRANKS (4), K (2: the injected rank), ROUNDS (1) and INJECT_RANKS ("$K"): each case runs ROUNDS times, the
 #      rank rotating over INJECT_RANKS; HEALTHY_S (0): first that many seconds untouched, every finding in them
-#      counted as false; LIMIT_S (30), SLOW_RATE, DELAY_US, BYTES. Prints a Markdown table of the injections.
+#      counted as false; LIMIT_S (30), SLOW_RATE, RATE (every host's link shaped to it from the start, SLOW_RATE
+#      below it; default: unshaped, the links then run at what the CPUs copy), REPORT_S (1: the straggler period),
+#      DELAY_US, BYTES. Prints a Markdown table of the injections.
 # Exit 0: every case named and the job finished clean; 77: this machine cannot make emulated hosts; 1 otherwise.
 set -uo pipefail
 [ $# = 4 ] || { sed -n '2,15p' "$0"; exit 2; }
@@ -24,6 +26,8 @@ INJECT_RANKS=${INJECT_RANKS:-$K}
 HEALTHY_S=${HEALTHY_S:-0}
 LIMIT_S=${LIMIT_S:-30}
 SLOW_RATE=${SLOW_RATE:-50mbit}
+RATE=${RATE:-}
+REPORT_S=${REPORT_S:-1}
 DELAY_US=${DELAY_US:-20000}
 BYTES=${BYTES:-65536}
 name=icnd$$
@@ -106,14 +110,18 @@ set_rate() {  # HOST RATE: tbf on both ends of the host's link
   ip netns exec "$name-h$1" tc qdisc replace dev eth0 root tbf rate "$2" burst 256kb latency 50ms &&
     ip netns exec "$name-sw" tc qdisc replace dev "p$1" root tbf rate "$2" burst 256kb latency 50ms
 }
-clear_rate() {
+clear_rate() {  # HOST: back to RATE (or unshaped)
+  if [ -n "$RATE" ]; then set_rate "$1" "$RATE"; return; fi
   ip netns exec "$name-h$1" tc qdisc del dev eth0 root 2>/dev/null
   ip netns exec "$name-sw" tc qdisc del dev "p$1" root 2>/dev/null
 }
+if [ -n "$RATE" ]; then
+  for r in $(seq 0 $((NRANKS - 1))); do set_rate "$r" "$RATE" || { fail "cannot shape host $r's link to $RATE"; exit 1; }; done
+fi
 
 for r in $(seq 0 $((NRANKS - 1))); do
   "$BED" exec --name "$name" "$r" -- env ICN_TRANSPORT=tcp ICN_TUNER=off \
-    ICN_TUNER_RENDEZVOUS="tcp://$addr0:29650" ICN_AUTH_KEY="$key" ICN_STRAGGLER_REPORT_S=1 ICN_HANG_REPORT_S=2 \
+    ICN_TUNER_RENDEZVOUS="tcp://$addr0:29650" ICN_AUTH_KEY="$key" ICN_STRAGGLER_REPORT_S="$REPORT_S" ICN_HANG_REPORT_S=2 \
     ICN_HANG_REPORT_DIR="$work/hang" NCCL_DEBUG=INFO \
     "$DRIVER" --rank "$r" --nranks "$NRANKS" --dir "$work" --seconds 7200 --bytes "$BYTES" --plugin "$PLUGIN" \
     >"$work/rank$r.out" 2>"$work/rank$r.log" &
