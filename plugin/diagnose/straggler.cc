@@ -350,7 +350,8 @@ std::string describe(const Finding& f, const std::vector<Finding>& all) {
   if (f.kind == FindingKind::SlowLink) {
     s += "link rank " + std::to_string(f.rank) + where(f.host, f.addr) + " -> rank " + std::to_string(f.peerRank) +
          where(f.peerHost, f.peerAddr) + " runs at " + percent(f.rateBps / f.groupMedianBps) + " of the others (" +
-         rate(f.rateBps) + " against a median " + rate(f.groupMedianBps);
+         rate(f.rateBps) + " against a median " + rate(f.groupMedianBps) +
+         (f.wire ? ", acknowledged on the wire" : ", timed by its messages");
     if (f.historyRatio > 0) s += "; " + percent(f.historyRatio) + " of its own longer-term rate";
     return s + ")";
   }

@@ -121,6 +121,7 @@ TEST(Straggler, SlowLinkIsNamedAndItsSenderIsNot) {
   EXPECT_NEAR(f.rateBps / f.groupMedianBps, 0.4, 0.1);
   EXPECT_NE(r.lines[0].find("link rank 2 on host2 (10.0.0.3) -> rank 3 on host3 (10.0.0.4) runs at"), std::string::npos)
       << r.lines[0];
+  EXPECT_NE(r.lines[0].find(", timed by its messages;"), std::string::npos) << r.lines[0];
 }
 
 // A finding is raised once, stays while the fault lasts, and clears a few periods after it ends.
@@ -341,6 +342,7 @@ TEST(Straggler, WireRatesAloneJudgeLinksWhereTheyExist) {
   EXPECT_EQ(f[0].peerRank, 3);
   EXPECT_TRUE(f[0].wire);
   EXPECT_NE(describe(f[0], f).find("runs at 40% of the others"), std::string::npos) << describe(f[0], f);
+  EXPECT_NE(describe(f[0], f).find(", acknowledged on the wire"), std::string::npos) << describe(f[0], f);
 }
 
 // A rank whose process is stopped 10 ms of every 20 (SIGSTOP, a CPU quota) times its own waits when it runs again,
