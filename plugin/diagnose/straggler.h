@@ -42,8 +42,10 @@ struct DetectorConfig {
   uint32_t minCount = 8;      // wait samples a connection needs in the window to count
   uint32_t minArrivals = 4;   // arrival samples for the arrival median to count
   // A rank whose own process was not running for this share of a period (and standOutRatio times the other
-  // ranks' median) is late whatever its own waits say: its threads time them after it runs again.
-  double minStallShare = 0.1;
+  // ranks' median) is late whatever its own waits say: its threads time them after it runs again. The tick
+  // that measures it counts only how late it woke beyond its slack, a part of the time a stopped process misses,
+  // while a process that runs reads 0.
+  double minStallShare = 0.05;
   double slowLinkRatio = 0.6;
   uint32_t minGroupLinks = 3;
   int enterPeriods = 2;
