@@ -17,7 +17,7 @@
 #      DELAY_US, BYTES. Prints a Markdown table of the injections.
 # Exit 0: every case named and the job finished clean; 77: this machine cannot make emulated hosts; 1 otherwise.
 set -uo pipefail
-[ $# = 4 ] || { sed -n '2,15p' "$0"; exit 2; }
+[ $# = 4 ] || { sed -n '2,18p' "$0"; exit 2; }
 DRIVER=$1 PLUGIN=$2 HANG=$3 BED=$4
 NRANKS=${NRANKS:-4}
 K=${K:-2}
