@@ -4,13 +4,6 @@
 #include <cmath>
 
 namespace icn::diagnose {
-namespace {
-
-constexpr double kFastAlpha = 1.0 / 4;   // the recent rate follows the last few large messages
-constexpr double kSlowAlpha = 1.0 / 64;  // the long one, the connection's own history
-
-}  // namespace
-
 const char* dirName(Dir d) { return d == Dir::Send ? "send" : "recv"; }
 
 LinkMonitor::LinkMonitor(LinkInfo info) : info_(std::move(info)) {}
@@ -104,16 +97,10 @@ void LinkMonitor::done(OpId op, uint64_t bytes, uint64_t tNs) {
   const uint64_t readyNs = s->readyNs.load(std::memory_order_relaxed);
   const uint64_t start = readyNs ? std::max(readyNs, posted) : std::max(posted, lastDoneNs_);
   if (bytes >= kRateMinBytes && tNs > start) {
-    const double rate = static_cast<double>(bytes) * 1e9 / static_cast<double>(tNs - start);
-    const double fast = rateFast_.load(std::memory_order_relaxed);
-    const double slow = rateSlow_.load(std::memory_order_relaxed);
-    rateFast_.store(fast > 0 ? fast + kFastAlpha * (rate - fast) : rate, std::memory_order_relaxed);
-    rateSlow_.store(slow > 0 ? slow + kSlowAlpha * (rate - slow) : rate, std::memory_order_relaxed);
-    const double size = rateBytes_.load(std::memory_order_relaxed), b = static_cast<double>(bytes);
-    rateBytes_.store(size > 0 ? size + kFastAlpha * (b - size) : b, std::memory_order_relaxed);
+    const double paceNs = static_cast<double>(tNs - start) * static_cast<double>(kPaceBytes) / static_cast<double>(bytes);
+    pace_.add(static_cast<uint64_t>(paceNs));
     rateMessages_.store(rateMessages_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     rateBytesSum_.store(rateBytesSum_.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
-    rateNsSum_.store(rateNsSum_.load(std::memory_order_relaxed) + (tNs - start), std::memory_order_relaxed);
   }
   lastDoneNs_ = std::max(lastDoneNs_, tNs);
   completed_.fetch_add(1, std::memory_order_relaxed);
@@ -154,9 +141,9 @@ std::vector<PendingOp> LinkMonitor::pendingOps() const {
 WindowCounts LinkMonitor::takeWindow() {
   std::lock_guard<std::mutex> lock(readMu_);
   const WindowCounts now = totals();
-  WindowCounts d{now.wait - lastRead_.wait, now.arrival - lastRead_.arrival,
+  WindowCounts d{now.wait - lastRead_.wait, now.arrival - lastRead_.arrival, now.pace - lastRead_.pace,
                  now.rateMessages - lastRead_.rateMessages, now.rateBytes - lastRead_.rateBytes,
-                 now.rateNs - lastRead_.rateNs, now.wireBytes - lastRead_.wireBytes, now.wireNs - lastRead_.wireNs};
+                 now.wireBytes - lastRead_.wireBytes, now.wireNs - lastRead_.wireNs};
   lastRead_ = now;
   return d;
 }

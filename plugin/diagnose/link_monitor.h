@@ -10,10 +10,11 @@
 //            still pending waits for that sibling, not for the peer, and counts 0.
 //   arrival  the wait of an operation posted on an idle connection (nothing else pending): how late the peer
 //            came to the exchange (a rank that enters a collective late shows here).
-//   rate     bytes / (done - max(ready, posted)) for operations of at least kRateMinBytes: per period, the bytes
-//            of those operations over their summed durations (a figure of hundreds of messages, where one slow
-//            poll of a busy proxy moves it little), and two EWMAs of the per-message rate, a recent one and a long
-//            one (the connection's history).
+//   rate     per operation of at least kRateMinBytes, its pace: (done - max(ready, posted)) per kPaceBytes, in a
+//            histogram. A period's rate is kPaceBytes over its median pace: a figure of the bulk of its messages,
+//            which a few stretched by a busy host's late poll do not move (where a sum of durations would follow
+//            them), while a slow link slows nearly every one. The connection's history is the same median over
+//            everything since it opened.
 //   wire     where the transport can read its sockets' delivery (TCP): bytes the peer acknowledged over the time the
 //            sockets had bytes in flight or a full send buffer, not counting the time the peer's window was full.
 //            It is the link's pace alone: neither side's threads polling late, nor a receiver slow to read, is in
@@ -73,23 +74,24 @@ struct WindowFigures {
   uint32_t arrivals = 0;         // of those, operations posted on an idle connection
   double arrivalMedianS = 0, arrivalP90S = 0;
   double rateBps = 0;            // the period's rate (0: fewer than kRateMinMessages measured)
-  double rateRatio = 0;          // the period's rate / the long EWMA (0: unknown)
+  double rateRatio = 0;          // the period's rate / the connection's rate since it opened (0: unknown)
   double rateBytes = 0;          // the mean size of the messages the rate was measured on
-  bool rateWire = false;         // the rate is the wire measure (else bytes over the messages' durations)
+  bool rateWire = false;         // the rate is the wire measure (else the messages' median pace)
   double stallShare = 0;         // of the period, the share this process was not running when it should have
 };
 
 // The waits of one period, before figures are taken (histograms of several connections add up).
 struct WindowCounts {
   WaitHistogram::Counts wait, arrival;
-  uint64_t rateMessages = 0, rateBytes = 0, rateNs = 0;  // operations the rate is measured on, their bytes and time
+  WaitHistogram::Counts pace;                            // per rated operation, its time per kPaceBytes
+  uint64_t rateMessages = 0, rateBytes = 0;              // operations the rate is measured on, their bytes
   uint64_t wireBytes = 0, wireNs = 0;                    // the wire measure: bytes acknowledged, busy time
   WindowCounts& operator+=(const WindowCounts& o) {
     wait += o.wait;
     arrival += o.arrival;
+    pace += o.pace;
     rateMessages += o.rateMessages;
     rateBytes += o.rateBytes;
-    rateNs += o.rateNs;
     wireBytes += o.wireBytes;
     wireNs += o.wireNs;
     return *this;
@@ -102,6 +104,7 @@ class LinkMonitor {
   static constexpr int kSlots = 64;                  // tracked operations in flight (NCCL keeps <= 8 per connection)
   static constexpr uint64_t kRateMinBytes = 64 << 10;  // smaller messages measure latency, not rate
   static constexpr uint64_t kRateMinMessages = 8;      // a period's rate needs at least this many of them
+  static constexpr uint64_t kPaceBytes = 64 << 10;     // the pace histogram times this many bytes
 
   explicit LinkMonitor(LinkInfo info);
   LinkMonitor(const LinkMonitor&) = delete;
@@ -143,16 +146,12 @@ class LinkMonitor {
   WindowCounts takeWindow();
   // Everything since the connection opened.
   WindowCounts totals() const {
-    return {wait_.read(), arrival_.read(), rateMessages_.load(std::memory_order_relaxed),
-            rateBytesSum_.load(std::memory_order_relaxed), rateNsSum_.load(std::memory_order_relaxed),
-            wireBytes(), wireNs()};
+    return {wait_.read(), arrival_.read(), pace_.read(), rateMessages_.load(std::memory_order_relaxed),
+            rateBytesSum_.load(std::memory_order_relaxed), wireBytes(), wireNs()};
   }
   // The wire measure since the connection opened: bytes acknowledged, busy time.
   uint64_t wireBytes() const { return wireBytes_.load(std::memory_order_relaxed); }
   uint64_t wireNs() const { return wireNs_.load(std::memory_order_relaxed); }
-  double rateFastBps() const { return rateFast_.load(std::memory_order_relaxed); }
-  double rateSlowBps() const { return rateSlow_.load(std::memory_order_relaxed); }
-  double rateBytes() const { return rateBytes_.load(std::memory_order_relaxed); }
 
  private:
   struct Slot {
@@ -174,14 +173,13 @@ class LinkMonitor {
   uint64_t freeMask_ = ~uint64_t{0};  // owner only
   uint64_t postOrder_ = 0;            // owner only
   uint64_t lastDoneNs_ = 0;           // owner only
-  WaitHistogram wait_, arrival_;
+  WaitHistogram wait_, arrival_, pace_;
   std::mutex readMu_;  // readers only: the last window's start
   WindowCounts lastRead_;
   std::atomic<uint64_t> lastProgressNs_{0}, lastPostNs_{0};
   std::atomic<uint32_t> pending_{0};
   std::atomic<uint64_t> untracked_{0}, completed_{0};
-  std::atomic<double> rateFast_{0}, rateSlow_{0}, rateBytes_{0};
-  std::atomic<uint64_t> rateMessages_{0}, rateBytesSum_{0}, rateNsSum_{0};  // cumulative, read per period
+  std::atomic<uint64_t> rateMessages_{0}, rateBytesSum_{0};  // cumulative, read per period
   std::atomic<uint64_t> wireBytes_{0}, wireNs_{0};                          // cumulative, read per period
 };
 

@@ -30,6 +30,12 @@ bool nonNegative(const json::Value& o, const char* key, double max, double* out)
   return true;
 }
 
+// Bytes per second at a histogram's median pace; a pace under the histogram's first bucket counts as that bucket.
+double paceRate(const WaitHistogram::Counts& pace) {
+  const double s = std::max(pace.quantileS(0.5), WaitHistogram::bucketHighS(0));
+  return static_cast<double>(LinkMonitor::kPaceBytes) / s;
+}
+
 bool rankValue(const json::Value& o, const char* key, int* out) {
   const json::Value* v = o.get(key);
   if (!v || !v->isNumber() || v->num < -1 || v->num > (1 << 24) || v->num != std::floor(v->num)) return false;
@@ -94,8 +100,7 @@ std::vector<PeerSummary> summarize(const std::vector<std::shared_ptr<LinkMonitor
   struct Acc {
     PeerSummary s;
     WindowCounts window;
-    double slow = 0;  // the long-term rates' sum
-    int rated = 0;
+    WaitHistogram::Counts pace;          // the messages' paces since the connections opened
     uint64_t wireBytes = 0, wireNs = 0;  // the wire measure since the connections opened
   };
   std::map<std::tuple<uint64_t, int, int, int>, Acc> groups;
@@ -118,10 +123,7 @@ std::vector<PeerSummary> summarize(const std::vector<std::shared_ptr<LinkMonitor
     a.window += l->takeWindow();
     a.wireBytes += l->wireBytes();
     a.wireNs += l->wireNs();
-    if (l->rateSlowBps() > 0) {
-      a.slow += l->rateSlowBps();
-      a.rated++;
-    }
+    a.pace += l->totals().pace;
   }
   std::vector<PeerSummary> out;
   out.reserve(groups.size());
@@ -130,8 +132,6 @@ std::vector<PeerSummary> summarize(const std::vector<std::shared_ptr<LinkMonitor
     a.s.fig = figures(a.window);
     a.s.links = links;
     a.s.pending = pending;
-    // The period's rate over every message it measured (not the last few: a proxy that polls late on a busy host
-    // stretches single messages), compared with the connection's long-term rate.
     const WindowCounts& w = a.window;
     if (w.wireNs >= kWireMinNs && w.wireBytes >= kWireMinBytes) {
       // The link's own pace, when the transport measured it: what polling threads and slow readers do not bend.
@@ -139,9 +139,10 @@ std::vector<PeerSummary> summarize(const std::vector<std::shared_ptr<LinkMonitor
       a.s.fig.rateRatio = a.s.fig.rateBps / (static_cast<double>(a.wireBytes) * 1e9 / static_cast<double>(a.wireNs));
       a.s.fig.rateBytes = w.rateMessages ? static_cast<double>(w.rateBytes) / static_cast<double>(w.rateMessages) : 0;
       a.s.fig.rateWire = true;
-    } else if (a.rated && w.rateMessages >= LinkMonitor::kRateMinMessages && w.rateNs > 0) {
-      a.s.fig.rateBps = static_cast<double>(w.rateBytes) * 1e9 / static_cast<double>(w.rateNs);
-      a.s.fig.rateRatio = a.s.fig.rateBps / (a.slow / a.rated);
+    } else if (w.rateMessages >= LinkMonitor::kRateMinMessages && w.pace.total >= LinkMonitor::kRateMinMessages) {
+      // The messages' median pace (link_monitor.h), against the same median since the connections opened.
+      a.s.fig.rateBps = paceRate(w.pace);
+      a.s.fig.rateRatio = a.s.fig.rateBps / paceRate(a.pace);
       a.s.fig.rateBytes = static_cast<double>(w.rateBytes) / static_cast<double>(w.rateMessages);
     }
     out.push_back(std::move(a.s));

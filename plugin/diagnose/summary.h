@@ -25,7 +25,7 @@ struct PeerSummary {
 
 // Groups connections by (commId, rank, peerRank, dir) and takes each one's window (LinkMonitor::takeWindow: the
 // waits since the previous summary). The period's rate is the wire measure where the connections had at least
-// kWireMinNs of it over kWireMinBytes, else the bytes of the messages measured over their summed durations. The
+// kWireMinNs of it over kWireMinBytes, else the median pace of the messages measured (link_monitor.h). The
 // kernel counts a socket's busy time in jiffies (1-4 ms): 100 ms of it keeps that rounding to a few percent.
 constexpr uint64_t kWireMinNs = 100'000'000;
 constexpr uint64_t kWireMinBytes = 1u << 20;

@@ -1,5 +1,5 @@
 // The per-connection lateness measures: what counts as a wait, what as an arrival, the windows a reporter reads,
-// the rate EWMAs, and the bounds (slots, stale operation ids).
+// the messages' pace, and the bounds (slots, stale operation ids).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -93,46 +93,41 @@ TEST(LinkMonitor, WindowsAreTheDifferencesBetweenReads) {
   EXPECT_NEAR(f.waitMedianS, 0.008, 0.008 * 0.125);
 }
 
-TEST(LinkMonitor, RateEwmasCompareTheConnectionWithItsHistory) {
-  LinkMonitor m(recvInfo());
-  uint64_t t = 0;
-  auto transfer = [&](uint64_t bytes, uint64_t ns) {
-    const OpId op = m.posted(0, bytes, t);
-    m.ready(op, t);
-    m.done(op, bytes, t + ns);
-    t += ns + kMs;
-  };
-  transfer(100, 1 * kMs);  // too small to time a rate
-  EXPECT_EQ(m.rateFastBps(), 0);
-  for (int i = 0; i < 200; i++) transfer(1 << 20, 1 * kMs);  // 1 MiB per ms
-  EXPECT_NEAR(m.rateFastBps(), (1 << 20) * 1e3, 1e3);
-  EXPECT_NEAR(m.rateFastBps() / m.rateSlowBps(), 1.0, 1e-6);
-  for (int i = 0; i < 8; i++) transfer(1 << 20, 4 * kMs);  // the link slows to a quarter
-  EXPECT_LT(m.rateFastBps() / m.rateSlowBps(), 0.4);
-  EXPECT_NEAR(m.rateBytes(), 1 << 20, 1);
-}
-
-// A period's rate is its bytes over its transfer time, every measured message counting: a few messages stretched
-// at the end (a proxy that polled late) move it far less than they move the recent EWMA; too few messages give none.
-TEST(LinkMonitor, PeriodRateCountsEveryMessageOfThePeriod) {
+// A period's rate is kPaceBytes over its messages' median pace: a few messages stretched at the end (a proxy that
+// polled late) do not move it; too small messages give none. Its ratio compares it with the connection's history.
+TEST(LinkMonitor, PeriodRateIsTheMessagesMedianPace) {
   auto m = std::make_shared<LinkMonitor>(recvInfo());
   uint64_t t = 0;
-  auto transfer = [&](uint64_t ns) {
-    const OpId op = m->posted(0, 1 << 20, t);
+  auto transfer = [&](uint64_t bytes, uint64_t ns) {
+    const OpId op = m->posted(0, bytes, t);
     m->ready(op, t);
-    m->done(op, 1 << 20, t + ns);
+    m->done(op, bytes, t + ns);
     t += ns + kMs;
   };
-  for (int i = 0; i < 60; i++) transfer(1 * kMs);
-  for (int i = 0; i < 4; i++) transfer(10 * kMs);
-  const double fast = (1 << 20) * 1e3;
-  EXPECT_LT(m->rateFastBps(), 0.6 * fast);  // the EWMA follows the last few
+  const double fast = (1 << 20) * 1e3;  // 1 MiB per ms
+  for (int i = 0; i < 20; i++) transfer(100, 1 * kMs);  // too small to time a rate
   std::vector<PeerSummary> s = summarize({m});
   ASSERT_EQ(s.size(), 1u);
-  EXPECT_NEAR(s[0].fig.rateBps, 64.0 * (1 << 20) * 1e9 / (100.0 * kMs), 1e3);
-  EXPECT_GT(s[0].fig.rateBps, 0.6 * fast);
+  EXPECT_EQ(s[0].fig.rateBps, 0) << "messages under kRateMinBytes time latency";
+  for (int i = 0; i < 60; i++) transfer(1 << 20, 1 * kMs);
+  for (int i = 0; i < 4; i++) transfer(1 << 20, 10 * kMs);
+  s = summarize({m});
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_NEAR(s[0].fig.rateBps, fast, 0.125 * fast) << "four stretched messages of 64 leave the median";
+  EXPECT_NEAR(s[0].fig.rateRatio, 1.0, 1e-9);
   EXPECT_NEAR(s[0].fig.rateBytes, 1 << 20, 1);
-  for (int i = 0; i < static_cast<int>(LinkMonitor::kRateMinMessages) - 1; i++) transfer(1 * kMs);
+  for (int i = 0; i < 40; i++) transfer(1 << 20, 4 * kMs);  // the link slows to a quarter
+  s = summarize({m});
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_NEAR(s[0].fig.rateBps, fast / 4, 0.125 * fast / 4);
+  EXPECT_LT(s[0].fig.rateRatio, 0.35) << "against the connection's history";
+  EXPECT_GT(s[0].fig.rateRatio, 0.2);
+  for (int i = 0; i < 40; i++) transfer(1 << 16, kMs / 16);  // 64 KiB messages at the first pace
+  s = summarize({m});
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_NEAR(s[0].fig.rateBps, fast, 0.125 * fast) << "the pace is per kPaceBytes, whatever the size";
+  EXPECT_NEAR(s[0].fig.rateBytes, 1 << 16, 1);
+  for (int i = 0; i < static_cast<int>(LinkMonitor::kRateMinMessages) - 1; i++) transfer(1 << 20, 1 * kMs);
   s = summarize({m});
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].fig.rateBps, 0) << "fewer than kRateMinMessages messages in the period";
