@@ -324,7 +324,8 @@ StragglerDetector::Update StragglerDetector::evaluate(const std::vector<PeerSumm
     f.periods = t.hits;
     t.last = f;
     seen.insert(k);
-    if (!t.raised && t.hits >= cfg_.enterPeriods) {
+    const bool timed = f.kind == FindingKind::SlowLink && !f.wire;
+    if (!t.raised && t.hits >= (timed ? cfg_.enterPeriodsTimed : cfg_.enterPeriods)) {
       t.raised = true;
       u.raised.push_back(f);
     }

@@ -17,7 +17,9 @@
 // at least minGroupLinks. The lateness a slow link causes is the link's, not its sender's: connections over a slow link do
 // not count against their sending rank.
 //
-// Findings are raised after enterPeriods consecutive periods and cleared after exitPeriods periods without them;
+// Findings are raised after enterPeriods consecutive periods (a slow link timed by its messages, not on the wire,
+// after enterPeriodsTimed: message timings include both hosts' threads, whose dips on a busy host last a period or
+// two) and cleared after exitPeriods periods without them;
 // a raised finding holds while it passes its thresholds relaxed by exitRelax, so a figure hovering at a threshold
 // neither flaps nor repeats its report.
 #pragma once
@@ -49,6 +51,7 @@ struct DetectorConfig {
   double slowLinkRatio = 0.6;
   uint32_t minGroupLinks = 3;
   int enterPeriods = 2;
+  int enterPeriodsTimed = 3;
   int exitPeriods = 3;
   double exitRelax = 0.75;
 };

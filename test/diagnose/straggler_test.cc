@@ -1,6 +1,6 @@
 // Straggler detection: rings simulated with realistic noise (ring_sim.h) must raise nothing while healthy and name
-// the injected fault (a rank slowed by half, a rank delayed by a few ms, a link at 40% of its speed) within two
-// periods; hand-made summaries pin the rules one by one.
+// the injected fault (a rank slowed by half, a rank delayed by a few ms: within two periods; a link at 40% of its
+// speed, timed by its messages: within three); hand-made summaries pin the rules one by one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -343,6 +343,32 @@ TEST(Straggler, WireRatesAloneJudgeLinksWhereTheyExist) {
   EXPECT_TRUE(f[0].wire);
   EXPECT_NE(describe(f[0], f).find("runs at 40% of the others"), std::string::npos) << describe(f[0], f);
   EXPECT_NE(describe(f[0], f).find(", acknowledged on the wire"), std::string::npos) << describe(f[0], f);
+}
+
+// A link timed by its messages is raised a period later than one measured on the wire: message timings include
+// both hosts' threads, whose dips last a period or two on a busy host.
+TEST(Straggler, MessageTimedSlowLinkNeedsOnePeriodMoreThanAWireOne) {
+  auto ringOf = [](bool wire) {
+    std::vector<PeerSummary> v;
+    for (int r = 0; r < 4; r++) {
+      PeerSummary recv = peer((r + 1) % 4, r, Dir::Recv, 0, 0);
+      recv.fig.rateBps = r == 1 ? 0.4e9 : 1e9;
+      recv.fig.rateBytes = 1 << 20;
+      recv.fig.rateWire = wire;
+      v.push_back(recv);
+    }
+    return v;
+  };
+  for (bool wire : {true, false}) {
+    StragglerDetector d;
+    const int needed = wire ? DetectorConfig{}.enterPeriods : DetectorConfig{}.enterPeriodsTimed;
+    for (int p = 1; p <= needed; p++) {
+      const StragglerDetector::Update u = d.evaluate(ringOf(wire));
+      ASSERT_EQ(u.raised.size(), p == needed ? 1u : 0u) << (wire ? "wire" : "timed") << ", period " << p;
+      if (p == needed) EXPECT_EQ(u.raised[0].rank, 1);
+    }
+  }
+  EXPECT_GT(DetectorConfig{}.enterPeriodsTimed, DetectorConfig{}.enterPeriods);
 }
 
 // A rank whose process is stopped 10 ms of every 20 (SIGSTOP, a CPU quota) times its own waits when it runs again,
