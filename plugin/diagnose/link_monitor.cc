@@ -97,9 +97,8 @@ void LinkMonitor::done(OpId op, uint64_t bytes, uint64_t tNs) {
   const uint64_t readyNs = s->readyNs.load(std::memory_order_relaxed);
   const uint64_t start = readyNs ? std::max(readyNs, posted) : std::max(posted, lastDoneNs_);
   if (bytes >= kRateMinBytes && tNs > start) {
-    const double paceNs = static_cast<double>(tNs - start) * static_cast<double>(kPaceBytes) / static_cast<double>(bytes);
-    pace_.add(static_cast<uint64_t>(paceNs));
-    rateMessages_.store(rateMessages_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    const double perByteNs = static_cast<double>(tNs - start) / static_cast<double>(bytes);
+    pace_.add(static_cast<uint64_t>(perByteNs * static_cast<double>(kPaceBytes)));
     rateBytesSum_.store(rateBytesSum_.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
   }
   lastDoneNs_ = std::max(lastDoneNs_, tNs);
@@ -142,8 +141,8 @@ WindowCounts LinkMonitor::takeWindow() {
   std::lock_guard<std::mutex> lock(readMu_);
   const WindowCounts now = totals();
   WindowCounts d{now.wait - lastRead_.wait, now.arrival - lastRead_.arrival, now.pace - lastRead_.pace,
-                 now.rateMessages - lastRead_.rateMessages, now.rateBytes - lastRead_.rateBytes,
-                 now.wireBytes - lastRead_.wireBytes, now.wireNs - lastRead_.wireNs};
+                 now.rateBytes - lastRead_.rateBytes, now.wireBytes - lastRead_.wireBytes,
+                 now.wireNs - lastRead_.wireNs};
   lastRead_ = now;
   return d;
 }

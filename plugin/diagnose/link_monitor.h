@@ -83,14 +83,13 @@ struct WindowFigures {
 // The waits of one period, before figures are taken (histograms of several connections add up).
 struct WindowCounts {
   WaitHistogram::Counts wait, arrival;
-  WaitHistogram::Counts pace;                            // per rated operation, its time per kPaceBytes
-  uint64_t rateMessages = 0, rateBytes = 0;              // operations the rate is measured on, their bytes
-  uint64_t wireBytes = 0, wireNs = 0;                    // the wire measure: bytes acknowledged, busy time
+  WaitHistogram::Counts pace;          // per rated operation, its time per kPaceBytes (total: how many)
+  uint64_t rateBytes = 0;              // the rated operations' bytes
+  uint64_t wireBytes = 0, wireNs = 0;  // the wire measure: bytes acknowledged, busy time
   WindowCounts& operator+=(const WindowCounts& o) {
     wait += o.wait;
     arrival += o.arrival;
     pace += o.pace;
-    rateMessages += o.rateMessages;
     rateBytes += o.rateBytes;
     wireBytes += o.wireBytes;
     wireNs += o.wireNs;
@@ -146,9 +145,11 @@ class LinkMonitor {
   WindowCounts takeWindow();
   // Everything since the connection opened.
   WindowCounts totals() const {
-    return {wait_.read(), arrival_.read(), pace_.read(), rateMessages_.load(std::memory_order_relaxed),
-            rateBytesSum_.load(std::memory_order_relaxed), wireBytes(), wireNs()};
+    return {wait_.read(), arrival_.read(), pace_.read(), rateBytesSum_.load(std::memory_order_relaxed), wireBytes(),
+            wireNs()};
   }
+  // The rated operations' paces since the connection opened.
+  WaitHistogram::Counts paceTotals() const { return pace_.read(); }
   // The wire measure since the connection opened: bytes acknowledged, busy time.
   uint64_t wireBytes() const { return wireBytes_.load(std::memory_order_relaxed); }
   uint64_t wireNs() const { return wireNs_.load(std::memory_order_relaxed); }
@@ -179,8 +180,8 @@ class LinkMonitor {
   std::atomic<uint64_t> lastProgressNs_{0}, lastPostNs_{0};
   std::atomic<uint32_t> pending_{0};
   std::atomic<uint64_t> untracked_{0}, completed_{0};
-  std::atomic<uint64_t> rateMessages_{0}, rateBytesSum_{0};  // cumulative, read per period
-  std::atomic<uint64_t> wireBytes_{0}, wireNs_{0};                          // cumulative, read per period
+  std::atomic<uint64_t> rateBytesSum_{0};           // cumulative, read per period
+  std::atomic<uint64_t> wireBytes_{0}, wireNs_{0};  // cumulative, read per period
 };
 
 // The q-quantile (linear between ranks) of values; sorts them. Empty: 0.

@@ -123,7 +123,7 @@ std::vector<PeerSummary> summarize(const std::vector<std::shared_ptr<LinkMonitor
     a.window += l->takeWindow();
     a.wireBytes += l->wireBytes();
     a.wireNs += l->wireNs();
-    a.pace += l->totals().pace;
+    a.pace += l->paceTotals();
   }
   std::vector<PeerSummary> out;
   out.reserve(groups.size());
@@ -137,13 +137,13 @@ std::vector<PeerSummary> summarize(const std::vector<std::shared_ptr<LinkMonitor
       // The link's own pace, when the transport measured it: what polling threads and slow readers do not bend.
       a.s.fig.rateBps = static_cast<double>(w.wireBytes) * 1e9 / static_cast<double>(w.wireNs);
       a.s.fig.rateRatio = a.s.fig.rateBps / (static_cast<double>(a.wireBytes) * 1e9 / static_cast<double>(a.wireNs));
-      a.s.fig.rateBytes = w.rateMessages ? static_cast<double>(w.rateBytes) / static_cast<double>(w.rateMessages) : 0;
+      a.s.fig.rateBytes = w.pace.total ? static_cast<double>(w.rateBytes) / static_cast<double>(w.pace.total) : 0;
       a.s.fig.rateWire = true;
-    } else if (w.rateMessages >= LinkMonitor::kRateMinMessages && w.pace.total >= LinkMonitor::kRateMinMessages) {
+    } else if (w.pace.total >= LinkMonitor::kRateMinMessages) {
       // The messages' median pace (link_monitor.h), against the same median since the connections opened.
       a.s.fig.rateBps = paceRate(w.pace);
       a.s.fig.rateRatio = a.s.fig.rateBps / paceRate(a.pace);
-      a.s.fig.rateBytes = static_cast<double>(w.rateBytes) / static_cast<double>(w.rateMessages);
+      a.s.fig.rateBytes = static_cast<double>(w.rateBytes) / static_cast<double>(w.pace.total);
     }
     out.push_back(std::move(a.s));
   }

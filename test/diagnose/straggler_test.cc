@@ -365,7 +365,9 @@ TEST(Straggler, MessageTimedSlowLinkNeedsOnePeriodMoreThanAWireOne) {
     for (int p = 1; p <= needed; p++) {
       const StragglerDetector::Update u = d.evaluate(ringOf(wire));
       ASSERT_EQ(u.raised.size(), p == needed ? 1u : 0u) << (wire ? "wire" : "timed") << ", period " << p;
-      if (p == needed) EXPECT_EQ(u.raised[0].rank, 1);
+      if (p == needed) {
+        EXPECT_EQ(u.raised[0].rank, 1);
+      }
     }
   }
   EXPECT_GT(DetectorConfig{}.enterPeriodsTimed, DetectorConfig{}.enterPeriods);
