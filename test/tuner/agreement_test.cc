@@ -181,8 +181,8 @@ TEST(Agreement, EveryRankIsHeldOnce) {
   EXPECT_EQ(b.frozenFrom(), 0u);
 }
 
-// A follower freezes at the end of the decision stream it holds, whatever call a FREEZE names: an honest leader
-// names that very call, and nothing a leader says can void a decision this process may already have run.
+// A follower's agreement freezes after the last decision it has received, whatever call a FREEZE names: an honest
+// leader names that very call, and nothing a leader says can void a decision this process may already have run.
 TEST(Agreement, FollowerStopsWhereItsStreamEnds) {
   Agreement f(0x1, 2, Agreement::Role::Follower, AgreeParams{});
   ASSERT_TRUE(f.onStart(1024, 2048, {AgreedDecision{4, 22, dec(1, 1)}}));
