@@ -254,7 +254,7 @@ struct Landing {
 };
 
 // Implemented by the receive comm: validates a header against what was posted (and claims the bytes), then
-// learns that the payload arrived (or that the lane gave up on it).
+// learns that the payload arrived (or that the lane gave up on it). A land() that fails hands out no landing.
 class ChunkSink {
  public:
   virtual ~ChunkSink() = default;

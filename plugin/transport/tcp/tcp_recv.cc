@@ -611,7 +611,14 @@ Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, st
     out->held = true;  // left in the socket until its receive is posted
   }
   assignEager();  // later messages may have waited for this number
-  return failure_.status() == Status::Ok ? Status::Ok : failure_.status();
+  const Status st = failure_.status();
+  // A land() that fails hands out no landing: its lane stops without reading the payload, so nothing would
+  // ever call landed() for it, and release() would wait for the count forever.
+  if (st != Status::Ok && out->eager && out->slot >= 0) {
+    pool_.at(static_cast<size_t>(out->slot)).users.fetch_sub(1, std::memory_order_release);
+    *out = Landing{};
+  }
+  return st;
 }
 
 bool TcpRecvComm::creditRead(uint64_t n, uint32_t horizon, std::string* why) const {
