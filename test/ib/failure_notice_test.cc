@@ -207,13 +207,35 @@ TEST(FailoverNote, RoundTripsAndRefusesMalformedNotes) {
   FailoverNote offer;
   offer.type = NoteType::Rejoin;
   offer.link = 1;
+  offer.offer = 0x01020304;
   offer.qpns = {17, 0xabcdef};
   ASSERT_EQ(decodeNote(encodeNote(offer), &back, &why), Status::Ok) << why;
   EXPECT_EQ(back.type, NoteType::Rejoin);
+  EXPECT_EQ(back.offer, offer.offer);
   EXPECT_EQ(back.qpns, offer.qpns);
-  refused({3, 1, 0}, "a rejoin offering no QP");
-  refused({4, 1, kMaxQps + 1}, "an accept of more QPs than a connection has");
-  refused({3, 1, 2, 1, 0, 0, 0}, "a rejoin cut short");
+  // Answers name the offer they answer: a sender tells a late answer from the one to its current offer.
+  FailoverNote accept = offer;
+  accept.type = NoteType::Accept;
+  accept.offer = 7;
+  ASSERT_EQ(decodeNote(encodeNote(accept), &back, &why), Status::Ok) << why;
+  EXPECT_EQ(back.type, NoteType::Accept);
+  EXPECT_EQ(back.offer, 7u);
+  EXPECT_EQ(back.qpns, offer.qpns);
+  FailoverNote refuse;
+  refuse.type = NoteType::Refuse;
+  refuse.link = 2;
+  refuse.offer = 0xfffffffe;
+  ASSERT_EQ(decodeNote(encodeNote(refuse), &back, &why), Status::Ok) << why;
+  EXPECT_EQ(back.type, NoteType::Refuse);
+  EXPECT_EQ(back.link, 2);
+  EXPECT_EQ(back.offer, 0xfffffffeu);
+  EXPECT_TRUE(back.qpns.empty());
+  refused({3, 1, 0, 0, 0, 0, 0}, "a rejoin offering no QP");
+  refused({4, 1, 0, 0, 0, 0, kMaxQps + 1}, "an accept of more QPs than a connection has");
+  refused({3, 1, 0, 0, 0, 0, 2, 1, 0, 0, 0}, "a rejoin cut short");
+  refused({3, 1, 0, 0}, "a rejoin without its whole offer number");
+  refused({5, 1, 9, 0}, "a refusal without its whole offer number");
+  refused({5, 1, 9, 0, 0, 0, 0}, "a refusal with a byte after its offer number");
 }
 
 }  // namespace

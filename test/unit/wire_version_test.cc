@@ -44,7 +44,7 @@ TEST(WireVersion, TcpTransport) {
 
 TEST(WireVersion, IbTransport) {
   expectRecorded("ib transport", "kBlobVersion (ib_wire.h)", icn::ib::kBlobVersion, icn::ib::kWireFingerprint,
-                 {{1, 0xc688f2a361cda4d6ull}, {2, 0xac884fac44e00e0eull}});
+                 {{1, 0xc688f2a361cda4d6ull}, {2, 0xac884fac44e00e0eull}, {3, 0xd259cd34dfd8edc3ull}});
 }
 
 TEST(WireVersion, Handshake) {

@@ -218,10 +218,12 @@ class IbSendComm final : public SendComm, public CommBase {
   Status onRejoinAnswer(const FailoverNote& n);
   struct Rejoin {
     std::vector<QpPtr> fresh;  // offered to the receiver, not yet connected
+    uint32_t offer = 0;        // the number of that offer: only its answer connects them
     std::chrono::steady_clock::time_point diedAt{}, nextTry{}, offeredAt{}, admittedAt{};
     std::chrono::milliseconds backoff{500};
   };
   std::array<Rejoin, kMaxVDevMembers> rejoin_;
+  uint32_t offers_ = 0;  // rejoin offers made on this connection
   std::string describeWr(uint64_t wrId) const override;
   void release(IbRequest* r) override;
 

@@ -24,6 +24,7 @@ Status IbRecvComm::onRejoin(const FailoverNote& n) {
   FailoverNote answer;
   answer.type = NoteType::Refuse;
   answer.link = n.link;
+  answer.offer = n.offer;
   std::string why;
   std::chrono::steady_clock::time_point setupStart{};
   const std::vector<int> idx = qpsOfLink(n.link);

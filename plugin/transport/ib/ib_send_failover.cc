@@ -115,6 +115,7 @@ Status IbSendComm::maybeRejoin() {
     FailoverNote offer;
     offer.type = NoteType::Rejoin;
     offer.link = uint8_t(l);
+    offer.offer = ++offers_;
     for (int i : qpsOfLink(l)) {
       QpPtr qp;
       if (makeQp(i, &qp, &why) != Status::Ok) {
@@ -130,6 +131,7 @@ Status IbSendComm::maybeRejoin() {
       continue;
     }
     if (!sendNote(offer)) return fail(Status::RemoteError, "could not offer link " + std::to_string(l) + " again");
+    j.offer = offer.offer;
     j.offeredAt = now;
   }
   return Status::Ok;
@@ -137,7 +139,14 @@ Status IbSendComm::maybeRejoin() {
 
 Status IbSendComm::onRejoinAnswer(const FailoverNote& n) {
   Rejoin& j = rejoin_[n.link];
-  if (!linkDead(n.link) || j.fresh.empty()) return Status::Ok;  // an answer to an offer given up: it dies unused
+  // An answer to an offer given up (the receiver was slow to answer, and another offer may be out since): its QPs
+  // are connected to ones we retired, and die unused; the receiver drops them at our next offer.
+  if (!linkDead(n.link) || j.fresh.empty() || n.offer != j.offer) {
+    if (n.type == NoteType::Accept)
+      ICN_INFO(subsys::Net, "ib send to %s: late answer to rejoin offer %u of link %d ignored", peer().c_str(),
+               n.offer, int(n.link));
+    return Status::Ok;
+  }
   const auto now = coarseNow();
   if (n.type == NoteType::Refuse) {  // the receiver's port is not back yet: ask again in a second
     j.fresh.clear();

@@ -19,7 +19,7 @@ namespace icn::ib {
 
 constexpr int kMaxQps = 16;             // per connection: 4 bits of the immediate
 constexpr int kFifoSlots = kMaxRequests;  // 32 receive requests in flight
-constexpr uint8_t kBlobVersion = 2;
+constexpr uint8_t kBlobVersion = 3;  // 3: rejoin offers and their answers carry the offer's number
 
 // One CTS entry: where the sender may write one message of a (possibly grouped) receive. The receiver writes
 // the whole slot (nreqs entries) with one RDMA write; `seq` (request sequence + 1) is last so a sender that
@@ -98,6 +98,10 @@ struct FailoverNote {
   NoteType type = NoteType::Fence;
   uint8_t link = 0;
   uint32_t nextSeq = 0;               // report only
+  // Rejoin: the sender's number for this offer; accept and refuse: the offer they answer. An answer that comes
+  // after its offer was given up must not connect the QPs of a later one (they would point at each other's
+  // retired QPs, and the first write on them would fail).
+  uint32_t offer = 0;
   std::vector<PendingRecv> pending;   // report only, at most kFifoSlots
   std::vector<uint32_t> qpns;         // rejoin and accept: the QPs of the link, in QP index order (<= kMaxQps)
 };

@@ -549,6 +549,7 @@ Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, st
     *why = "held eager message " + std::to_string(h.eager) + " was lost";
     return Status::InternalError;
   }
+  *out = Landing{};  // a new message: nothing of the lane's last landing carries over
   // The horizon counts the records the sender had read: only records written whole can have been.
   if (static_cast<int32_t>(ctsSent_.load(std::memory_order_relaxed) - h.seq) < 0) {
     *why = "eager message names clear-to-send record " + std::to_string(h.seq) + ", which was never sent";
@@ -579,6 +580,7 @@ Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, st
   e = Eager{h.eager, h.tag, h.seq, h.total, -1, false, false, Landing{}};
   TcpRecvRequest* r = nullptr;
   int i = 0;
+  bool handedOut = false;  // *out is a landing into a receive: its lane holds a count in that receive's users
   if (eagerTurn(at) && eagerTarget(h.tag, h.seq, &r, &i)) {  // its receive is posted: straight into it
     if (h.total > r->posted[i]) {
       *why = "eager message of " + std::to_string(h.total) + " bytes (tag " + std::to_string(h.tag) +
@@ -587,6 +589,7 @@ Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, st
     }
     if (!claimEager(r, i, h.total, why)) return Status::RemoteError;
     *out = landingFor(r, i, h.total);
+    handedOut = true;
     std::move(pending_.begin() + at + 1, pending_.begin() + npending_, pending_.begin() + at);
     npending_--;
     (lane0 ? creditsOwed_ : earlyOwed_)++;
@@ -614,7 +617,7 @@ Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, st
   const Status st = failure_.status();
   // A land() that fails hands out no landing: its lane stops without reading the payload, so nothing would
   // ever call landed() for it, and release() would wait for the count forever.
-  if (st != Status::Ok && out->eager && out->slot >= 0) {
+  if (st != Status::Ok && handedOut) {
     pool_.at(static_cast<size_t>(out->slot)).users.fetch_sub(1, std::memory_order_release);
     *out = Landing{};
   }
