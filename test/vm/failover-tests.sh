@@ -5,7 +5,8 @@
 if [ ! -x /opt/icn/bin/icn-reliability ]; then fail "verbs-failover (icn-reliability not in this build)"; else
   # The last run: four QPs per connection, two on each link.
   # The re-admission run (LinkBackIsReadmittedAndCarriesTheStream) is in cross-host-failover-tests.sh: here, with
-  # the other link dying after the return, it failed the connection once in six runs (host under load).
+  # the other link dying after the return, it once failed the connection in six runs (host under load), before
+  # rejoin answers named the offer they answer.
   for tc in OneLinkDownMidStreamLosesNothing LastLinkDownFailsBothSides OneLinkDownMidStreamLosesNothing/qps4; do
     qps=1
     case $tc in */qps4) tc=${tc%/qps4}; qps=4 ;; esac
