@@ -628,6 +628,40 @@ TEST_F(RecvSideTwoRails, PiecesOfAGivenUpLaneLandOnce) {
   EXPECT_EQ(whole.seq, cts.seq);
 }
 
+// A lane-down record (its landing: no payload, dropped) followed on lane 0 by an eager message whose receive is not
+// posted yet: the message is staged whole and placed when the receive comes, nothing of the record's landing
+// carrying over to it.
+TEST_F(RecvSideTwoRails, EagerMessageStagedAfterALaneDownArrivesWhole) {
+  Request* r = nullptr;
+  postTagSeven(&r);  // a receive that stays open: its tests read lane 0
+  ASSERT_NE(r, nullptr);
+  ChunkHeader down;
+  down.flags = kChunkLaneDown;
+  down.slot = 2;
+  sendChunk(wires2.lane(0), down, {});
+  auto data = pattern(50);
+  for (auto& x : data) x ^= 0x3c;
+  sendChunk(wires2.lane(0), eager(1, 9, 50), data);  // horizon 1: the one record sent so far was read
+  bool done = false;
+  for (int i = 0; i < 50; i++) {  // lane 0 read: the lane-down, then the eager message into its stage
+    ASSERT_EQ(r->test(&done, nullptr), Status::Ok);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_FALSE(done);
+  std::vector<uint8_t> other(kPosted + kGuard, 0xEE);
+  void* d = other.data();
+  size_t sz = kPosted;
+  int tag = 9;
+  Request* r9 = nullptr;
+  ASSERT_EQ(comm->irecv(1, &d, &sz, &tag, nullptr, &r9), Status::Ok);
+  int size = -1;
+  ASSERT_EQ(finish(r9, &size), Status::Ok);
+  EXPECT_EQ(size, 50);
+  EXPECT_EQ(memcmp(other.data(), data.data(), 50), 0) << "the staged eager message's bytes were dropped";
+  EXPECT_EQ(other[50], 0xEE);
+  EXPECT_TRUE(testing::takeWarnings().empty());
+}
+
 // A receive that took pieces from helper lanes tells the sender it is whole (a sender that gave up one of those
 // lanes waits for nothing more); one that came whole on lane 0 does not.
 TEST_F(RecvSideTwoRails, ReceiveWholeFromHelperLanesIsReportedDone) {
