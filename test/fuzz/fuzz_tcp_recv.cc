@@ -1,5 +1,6 @@
 // libFuzzer harness: a hostile sender against a real TcpRecvComm. The comm runs over socketpairs (control, lane 0
-// and 0-3 helper lanes, each helper lane read by the comm's own thread); the input is a script of the sender's
+// and 0-3 helper lanes, each helper lane read by the comm's own thread; with two or more, optionally over two rails,
+// where the failover messages are allowed: lane-down records and resent pieces); the input is a script of the sender's
 // actions, decoded by RecvHarness::act: post receives (as NCCL would: 1-8 grouped, tags, sizes), test them, write
 // message pieces and eager messages on any lane (header fields biased to what an honest sender would write:
 // the posted receive's sequence, slot, index, tag and size, the next eager number, the current horizon), write
@@ -10,7 +11,8 @@
 //  - a receive reported complete holds, in [0, size), exactly the bytes one message sent for that entry carries
 //    at those offsets (pieces for the entry, or one eager message with its tag and size), and nothing past size;
 //    its buffer is freed at once, so a later write into it is a use-after-free;
-//  - every clear-to-send record is the one its receive asked for (sequence, slot, count, tags, sizes), and the
+//  - every record on lane 0 is a clear-to-send record its receive asked for (sequence, slot, count, tags, sizes),
+//    a lane-closed record for a lane the script gave up, or a receive-done record for a posted receive; and the
 //    credits handed back never exceed the eager messages sent (those the harness wrote, plus as many as the raw
 //    bytes it wrote on the lanes could hold);
 //  - every error is an NCCL error code a peer may cause (RemoteError, InvalidUsage, SystemError), never a crash,
@@ -18,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <vector>
@@ -74,7 +77,9 @@ struct SentMessage {  // a message (or a piece of one) the harness wrote, for th
 class RecvHarness {
  public:
   explicit RecvHarness(Input& in) {
-    helpers_ = in.byte() % 4;
+    const uint8_t lanes = in.byte();
+    helpers_ = lanes % 4;
+    rails_ = (lanes & 0x80) && helpers_ >= 2;  // two rails: failover on (ICN_TCP_FAILOVER's default)
     const uint32_t eager = in.pick({16384, 2048, 0, 65536, 1024});
     Sockets s;
     s.eagerBytes = eager % (kMaxEagerBytes + 1);
@@ -86,6 +91,10 @@ class RecvHarness {
       if (i == 0) s.control = Fd(sv[0]);
       else s.lanes.emplace_back(sv[0]);
       peer_.emplace_back(sv[1]);
+    }
+    if (rails_) {
+      s.railNames = {"fuzz0 <- a", "fuzz1 <- b"};
+      for (int i = 0; i < 1 + helpers_; i++) s.laneRail.push_back(i % 2);
     }
     for (int i = kMaxRequests - 1; i >= 0; i--) freeSlots_.push_back(i);
     comm_ = std::make_unique<TcpRecvComm>(std::move(s), "fuzz-sender:1", NetCommInfo{});
@@ -106,6 +115,16 @@ class RecvHarness {
       case Post: post(in); break;
       case Test: test(in); break;
       case Piece: piece(in); break;
+      case Resend: piece(in, kChunkResend); break;
+      case LaneDown: {  // the sender gives up a helper lane (any lane number from 0xF0 on)
+        const uint8_t b = in.byte();
+        ChunkHeader h;
+        h.flags = kChunkLaneDown;
+        h.slot = static_cast<uint8_t>(b >= 0xF0 ? b : 1 + b % std::max(helpers_, 1));
+        if (h.slot >= 1 && h.slot <= helpers_) gaveUp_ |= 1u << h.slot;
+        writePiece(0, h, 0, false);
+        break;
+      }
       case Message: message(in); break;
       case Eager: eager(in); break;
       case Raw: {
@@ -328,11 +347,12 @@ class RecvHarness {
     memcpy(bytes.get(), &h, sizeof h);
     fillContent(bytes.get() + sizeof h, key, h.offset, payload);
     if (!lanePeer(lane).write(bytes.get(), sizeof h + payload)) return;
+    if (h.flags & (kChunkLaneDown | kChunkLaneOffer)) return;  // a record, not a message
     if (h.flags & kChunkEager) (lane == 0 ? eagerOnLane0_ : eagerOnHelpers_)++;
     sent_.push_back({h.seq, h.slot, h.index, h.total, h.tag, (h.flags & kChunkEager) != 0, h.eager});
   }
 
-  void piece(Input& in) {
+  void piece(Input& in, uint16_t flags = 0) {
     const int ln = lane(in.byte());
     Posted* t = target(in.byte());
     ChunkHeader h;
@@ -367,6 +387,7 @@ class RecvHarness {
     }
     const uint8_t mut = in.byte();
     if (mut >= 0xF8) h.magic = in.u32();
+    h.flags = flags;
     if (mut >= 0xF0 && mut < 0xF8) h.flags = in.u16();
     if (h.flags & kChunkEager) h.eager = in.u32();
     writePiece(ln, h, (h.flags & kChunkEager) ? eagerKey(h.eager) : directKey(h.seq, h.index), mut == 0xEF);
@@ -418,6 +439,12 @@ class RecvHarness {
     while (ctsIn_.size() - off >= sizeof(CtsHeader)) {
       CtsHeader h;
       memcpy(&h, ctsIn_.data() + off, sizeof h);
+      if (h.magic == kLaneMagic || h.magic == kDoneMagic) {  // the failover's records: the same size as a header
+        static_assert(sizeof(LaneRecord) == sizeof h && sizeof(DoneRecord) == sizeof h);
+        checkFailoverRecord(ctsIn_.data() + off);
+        off += sizeof h;
+        continue;
+      }
       if (h.magic != kCtsMagic || h.seq != ctsSeen_ || h.n < 1 || h.n > kMaxRecvs)
         broken("clear-to-send record %u: magic 0x%x, seq %u, %u receives", ctsSeen_, h.magic, h.seq, h.n);
       const size_t len = sizeof h + h.n * sizeof(CtsEntry);
@@ -447,7 +474,28 @@ class RecvHarness {
     ctsIn_.erase(ctsIn_.begin(), ctsIn_.begin() + static_cast<long>(off));
   }
 
+  // A lane-closed record names a lane the script gave up (once: a lane is closed once), and only over two rails; a
+  // receive-done record names a receive that was posted.
+  void checkFailoverRecord(const uint8_t* at) {
+    uint32_t magic = 0;
+    memcpy(&magic, at, sizeof magic);
+    if (!rails_) broken("a failover record (magic 0x%x) on a connection over one rail", magic);
+    if (magic == kLaneMagic) {
+      LaneRecord l;
+      memcpy(&l, at, sizeof l);
+      if (l.lane < 1 || l.lane > static_cast<uint32_t>(helpers_) || !(gaveUp_ >> l.lane & 1) || (closed_ >> l.lane & 1))
+        broken("lane-closed record for lane %u (given up: 0x%x, closed already: 0x%x)", l.lane, gaveUp_, closed_);
+      closed_ |= 1u << l.lane;
+      return;
+    }
+    DoneRecord d;
+    memcpy(&d, at, sizeof d);
+    if (d.seq >= nextSeq_) broken("receive-done record for receive %u, never posted (%u posted)", d.seq, nextSeq_);
+  }
+
   int helpers_ = 0;
+  bool rails_ = false;
+  uint32_t gaveUp_ = 0, closed_ = 0;  // bit per helper lane: a lane-down sent for it; its lane-closed record read
   uint32_t eagerBytes_ = 0;
   std::vector<PeerSocket> peer_;  // control, lane 0, helper lanes
   std::vector<int> commFds_;      // the comm's ends, same order (owned by the comm)

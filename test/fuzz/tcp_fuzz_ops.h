@@ -7,7 +7,7 @@ namespace icn::fuzz {
 
 namespace recv_ops {  // fuzz_tcp_recv: a hostile sender
 enum Op : uint8_t { Post, Test, Piece, Message, Eager, Raw, ReadCts, Reading, Shrink, ShutLane, CloseLane, Control,
-                    Pause, Repeat, kOps };
+                    Pause, Repeat, LaneDown, Resend, kOps };
 }
 namespace send_ops {  // fuzz_tcp_send: a hostile receiver
 enum Op : uint8_t { Isend, Test, Cts, Answer, Raw, ReadLane, Reading, Shrink, ShutLane, CloseLane, Control, Pause,

@@ -242,6 +242,27 @@ void recvSeeds() {
     test(s, 1);
     save(d, "early_out_of_order", s);
   }
+  {  // Two rails: a message split over the lanes, lane 2 given up, the whole message resent on lane 1.
+    Script s = recvConfig(0x82);
+    post1(s, 0, 1);
+    message(s, 0, 0, 3, 0);
+    s.op(rv::LaneDown, 1);                      // lane 1 + 1 % 2 = 2
+    s.op(rv::Resend, 1, 0, 0, 0, 0, 0, 0, 0, 0);  // lane 1, the receive's fields, all 1000 bytes
+    s.op(rv::Reading);
+    test(s, 0);
+    save(d, "rails_lane_down_resend", s);
+  }
+  {  // Two rails: a lane-down record, then an eager message on lane 0 for a receive not posted yet (staged).
+    Script s = recvConfig(0x82);
+    post1(s, 0, 1);                      // tag 1: its tests read lane 0
+    s.op(rv::LaneDown, 0);               // lane 1
+    s.op(rv::Eager, 0, 0, 0, 0, 2, 0);  // lane 0, number 0, horizon 1 (the next record), tag 2, 100 bytes
+    test(s, 0);
+    post1(s, 1, 1);  // tag 2
+    test(s, 1);
+    s.op(rv::ReadCts);
+    save(d, "rails_lane_down_staged_eager", s);
+  }
 }
 
 namespace sd = icn::fuzz::send_ops;
