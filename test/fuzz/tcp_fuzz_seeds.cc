@@ -263,6 +263,19 @@ void recvSeeds() {
     s.op(rv::ReadCts);
     save(d, "rails_lane_down_staged_eager", s);
   }
+  {  // Two rails: an empty eager message held on lane 2 (number 1 before 0), lane 2 given up while it holds it, then
+     // number 0 on lane 1 brings number 1's turn: its receive is whole without lane 2.
+    Script s = recvConfig(0x82);
+    post1(s, 0, 1);                           // tag 1
+    s.op(rv::Eager, 0xA0, 2, 2, 2, 0, 0, 1);  // lane 2, number 1, horizon 0, the receive's tag, 0 bytes
+    s.op(rv::Pause, 2);
+    s.op(rv::LaneDown, 1);                    // lane 2
+    test(s, 0, 0);                            // one test: it reads the lane-down; lane 2's reader stops after
+    s.op(rv::Eager, 0xA0, 1, 0, 2, 0, 2, 0);  // lane 1, number 0, horizon 0, tag 2, 100 bytes
+    s.op(rv::Pause, 2);
+    test(s, 0);
+    save(d, "rails_empty_eager_on_given_up_lane", s);
+  }
 }
 
 namespace sd = icn::fuzz::send_ops;

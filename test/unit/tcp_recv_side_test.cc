@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <regex>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -660,6 +661,43 @@ TEST_F(RecvSideTwoRails, EagerMessageStagedAfterALaneDownArrivesWhole) {
   EXPECT_EQ(memcmp(other.data(), data.data(), 50), 0) << "the staged eager message's bytes were dropped";
   EXPECT_EQ(other[50], 0xEE);
   EXPECT_TRUE(testing::takeWarnings().empty());
+}
+
+// An empty eager message held on a helper lane that the sender then gives up: the lane stops holding it. When an
+// eager message on another lane brings its turn, its receive is whole without the lane, and testing that receive
+// returns (before, the receive waited forever for the gone lane to land the message).
+TEST_F(RecvSideTwoRails, EmptyEagerMessageOfAGivenUpLaneDoesNotHangItsReceive) {
+  Request* r = nullptr;
+  postTagSeven(&r);
+  ASSERT_NE(r, nullptr);
+  sendChunk(wires2.lane(2), eager(0, 7, 0, 1), {});  // number 1 before number 0: lane 2 holds it
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ChunkHeader down;
+  down.flags = kChunkLaneDown;
+  down.slot = 2;
+  sendChunk(wires2.lane(0), down, {});
+  bool done = false;
+  for (int i = 0; i < 50; i++) {  // lane 0 read: lane 2 given up, its reader stops (failing the connection)
+    (void)r->test(&done, nullptr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_FALSE(done);
+  expectWarn("given up holding a message sent before its receive");
+  auto data = pattern(10);
+  sendChunk(wires2.lane(1), eager(0, 5, 10, 0), data);  // number 0 on lane 1: number 1's turn comes
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto tested = std::async(std::launch::async, [&] {
+    Status st = Status::Ok;
+    for (int i = 0; i < 100 && st == Status::Ok && !done; i++) st = r->test(&done, nullptr);
+    return st;
+  });
+  if (tested.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    ADD_FAILURE() << "test() of the receive did not return within 5 s";
+    fflush(stdout);
+    _exit(1);  // the test thread is stuck inside the comm: nothing can be torn down
+  }
+  const Status st = tested.get();
+  EXPECT_TRUE(done || st != Status::Ok) << "the receive neither completed nor failed";
 }
 
 // A receive that took pieces from helper lanes tells the sender it is whole (a sender that gave up one of those

@@ -671,7 +671,14 @@ void TcpRecvComm::assignEager() {
     }
     changed = true;
     if (e.stage < 0) {  // the holding lane takes it from here
-      e.landing = landingFor(r, i, e.size);
+      // An empty message is whole already: its lane only drops the header it holds, and the receive owes it nothing
+      // (its lane may be gone, given up while holding it).
+      if (e.size == 0) {
+        e.landing = Landing{};
+        e.landing.discard = true;
+      } else {
+        e.landing = landingFor(r, i, e.size);
+      }
       e.assigned = true;
       j++;
       continue;
