@@ -181,8 +181,8 @@ TEST(Agreement, EveryRankIsHeldOnce) {
   EXPECT_EQ(b.frozenFrom(), 0u);
 }
 
-// A follower's agreement freezes after the last decision it has received, whatever call a FREEZE names: an honest
-// leader names that very call, and nothing a leader says can void a decision this process may already have run.
+// On a FREEZE a follower keeps every decision it holds and takes no new one; the call number in the FREEZE is not
+// trusted: an honest leader sends exactly that number, and no leader can void a decision this process may have used.
 TEST(Agreement, FollowerStopsWhereItsStreamEnds) {
   Agreement f(0x1, 2, Agreement::Role::Follower, AgreeParams{});
   ASSERT_TRUE(f.onStart(1024, 2048, {AgreedDecision{4, 22, dec(1, 1)}}));

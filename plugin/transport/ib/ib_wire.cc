@@ -122,11 +122,15 @@ Status decodeBlob(std::span<const uint8_t> bytes, ConnBlob* out, std::string* wh
 // Layout: type u8 | link u8 | report: nextSeq u32 | count u8 | count x (slot u8 nsub u8 seq u32 nsub x u16)
 //                            | rejoin, accept: offer u32 | count u8 | count x qpn u32
 //                            | refuse: offer u32
+namespace {
+bool carriesOffer(NoteType t) { return t == NoteType::Rejoin || t == NoteType::Accept || t == NoteType::Refuse; }
+}  // namespace
+
 std::vector<uint8_t> encodeNote(const FailoverNote& n) {
   Writer w;
   w.put(uint8_t(n.type));
   w.put(n.link);
-  if (n.type == NoteType::Rejoin || n.type == NoteType::Accept || n.type == NoteType::Refuse) w.put(n.offer);
+  if (carriesOffer(n.type)) w.put(n.offer);
   if (n.type == NoteType::Rejoin || n.type == NoteType::Accept) {
     w.put(uint8_t(n.qpns.size()));
     for (uint32_t q : n.qpns) w.put(q);
@@ -154,8 +158,7 @@ Status decodeNote(std::span<const uint8_t> bytes, FailoverNote* out, std::string
   if (type < uint8_t(NoteType::Fence) || type > uint8_t(NoteType::Refuse)) return bad("type " + std::to_string(type));
   n.type = NoteType(type);
   if (n.link >= kMaxVDevMembers) return bad("link " + std::to_string(n.link));
-  if (n.type == NoteType::Rejoin || n.type == NoteType::Accept || n.type == NoteType::Refuse)
-    n.offer = r.get<uint32_t>();
+  if (carriesOffer(n.type)) n.offer = r.get<uint32_t>();
   if (n.type == NoteType::Rejoin || n.type == NoteType::Accept) {
     const uint8_t count = r.get<uint8_t>();
     if (count < 1 || count > kMaxQps) return bad(std::to_string(count) + " QPs");

@@ -339,6 +339,8 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   // Claims entry i of r whole for an eager message of `size` bytes (the caller checked it fits); false with *why
   // when a piece of another message claimed it first.
   bool claimEager(TcpRecvRequest* r, int i, uint32_t size, std::string* why);
+  // The landing of an eager message into entry i of r: a lane writing it holds a count in r's users until landed();
+  // an empty message's landing is only dropped and holds none.
   Landing landingFor(TcpRecvRequest* r, int i, uint32_t size);
   // Places every eager message whose turn has come and whose receive is posted. Under eagerMu_.
   void assignEager();

@@ -519,8 +519,14 @@ bool TcpRecvComm::claimEager(TcpRecvRequest* r, int i, uint32_t size, std::strin
 }
 
 Landing TcpRecvComm::landingFor(TcpRecvRequest* r, int i, uint32_t size) {
-  r->users.fetch_add(1);
   Landing l;
+  // An empty message is whole already: its lane only drops the header it read, and the receive owes that lane
+  // nothing (it may be gone, given up while holding the message).
+  if (size == 0) {
+    l.discard = true;
+    return l;
+  }
+  r->users.fetch_add(1);
   l.dest = r->bufs[i];
   l.slot = static_cast<int>(pool_.indexOf(r));
   l.index = i;
@@ -580,7 +586,6 @@ Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, st
   e = Eager{h.eager, h.tag, h.seq, h.total, -1, false, false, Landing{}};
   TcpRecvRequest* r = nullptr;
   int i = 0;
-  bool handedOut = false;  // *out is a landing into a receive: its lane holds a count in that receive's users
   if (eagerTurn(at) && eagerTarget(h.tag, h.seq, &r, &i)) {  // its receive is posted: straight into it
     if (h.total > r->posted[i]) {
       *why = "eager message of " + std::to_string(h.total) + " bytes (tag " + std::to_string(h.tag) +
@@ -589,7 +594,6 @@ Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, st
     }
     if (!claimEager(r, i, h.total, why)) return Status::RemoteError;
     *out = landingFor(r, i, h.total);
-    handedOut = true;
     std::move(pending_.begin() + at + 1, pending_.begin() + npending_, pending_.begin() + at);
     npending_--;
     (lane0 ? creditsOwed_ : earlyOwed_)++;
@@ -616,9 +620,10 @@ Status TcpRecvComm::landEager(const ChunkHeader& h, bool lane0, Landing* out, st
   assignEager();  // later messages may have waited for this number
   const Status st = failure_.status();
   // A land() that fails hands out no landing: its lane stops without reading the payload, so nothing would
-  // ever call landed() for it, and release() would wait for the count forever.
-  if (st != Status::Ok && handedOut) {
-    pool_.at(static_cast<size_t>(out->slot)).users.fetch_sub(1, std::memory_order_release);
+  // ever call landed() for one, and release() would wait for its count forever. (*out started empty: only a
+  // landing into a receive is marked eager.)
+  if (st != Status::Ok && out->eager) {
+    landed(*out, false);
     *out = Landing{};
   }
   return st;
@@ -671,14 +676,7 @@ void TcpRecvComm::assignEager() {
     }
     changed = true;
     if (e.stage < 0) {  // the holding lane takes it from here
-      // An empty message is whole already: its lane only drops the header it holds, and the receive owes it nothing
-      // (its lane may be gone, given up while holding it).
-      if (e.size == 0) {
-        e.landing = Landing{};
-        e.landing.discard = true;
-      } else {
-        e.landing = landingFor(r, i, e.size);
-      }
+      e.landing = landingFor(r, i, e.size);
       e.assigned = true;
       j++;
       continue;
