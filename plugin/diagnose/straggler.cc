@@ -12,14 +12,15 @@ namespace {
 
 // Thresholds of one finding: relaxed while the finding is raised.
 struct Limits {
-  double floorS, ownRatio, share, slowRatio, standOutRatio, stallShare;
+  double floorS, ownRatio, share, slowRatio, standOutRatio, stallShare, timedGapS;
 };
 
 Limits limitsFor(const DetectorConfig& c, bool raised) {
-  if (!raised) return {c.lateFloorS, c.ownRatio, c.lateShare, c.slowLinkRatio, c.standOutRatio, c.minStallShare};
+  if (!raised)
+    return {c.lateFloorS, c.ownRatio, c.lateShare, c.slowLinkRatio, c.standOutRatio, c.minStallShare, c.minTimedGapS};
   return {c.lateFloorS * c.exitRelax, c.ownRatio * c.exitRelax, c.lateShare * c.exitRelax,
           std::min(1.0, c.slowLinkRatio / c.exitRelax), std::max(1.0, c.standOutRatio * c.exitRelax),
-          c.minStallShare * c.exitRelax};
+          c.minStallShare * c.exitRelax, c.minTimedGapS * c.exitRelax};
 }
 
 double median(std::vector<double> v) { return quantile(v, 0.5); }
@@ -78,6 +79,11 @@ bool stalledOut(int x, const Comm& comm, const Limits& lim) {
   return others.size() >= 2 && mine->second >= lim.standOutRatio * median(others);
 }
 
+// How much longer a link's messages take, each, than at the group's median rate.
+double timedGapS(const PeerSummary& s, double groupMedianBps) {
+  return s.fig.rateBytes * (1.0 / s.fig.rateBps - 1.0 / groupMedianBps);
+}
+
 // Links are compared within a group of their kind: direction, both ends on one host or not, and message size
 // rounded to a power of two (a link carrying small messages times lower without being slow). Wire measures
 // (summary.h) are compared only with each other, and where a communicator has them its message timings are not
@@ -120,7 +126,9 @@ std::vector<Finding> slowLinks(const Comm& comm, const DetectorConfig& c, const 
     f.rateBps = s->fig.rateBps;
     f.groupMedianBps = m->second;
     f.historyRatio = s->fig.rateRatio;
-    if (s->fig.rateBps > limitsFor(c, isRaised(active, f)).slowRatio * m->second) continue;
+    const Limits lim = limitsFor(c, isRaised(active, f));
+    if (s->fig.rateBps > lim.slowRatio * m->second) continue;
+    if (!s->fig.rateWire && timedGapS(*s, m->second) < lim.timedGapS) continue;
     // Both ends may see it; the wire measure wins, then the receiver's figure (it timed the bytes arriving).
     auto prior = found.find({src, dst});
     const bool better = prior == found.end() || (s->fig.rateWire && !prior->second.wire) ||

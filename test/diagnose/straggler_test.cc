@@ -317,6 +317,38 @@ TEST(Straggler, SlowLinksAreComparedOnlyWithLinksOfTheirKind) {
   EXPECT_TRUE(detect(v, DetectorConfig{}, {}).empty());
 }
 
+// Four ranks on links fast enough that a 64 KiB message takes a few microseconds: the ring's links (pipelined
+// chunks) time at a quarter of the alltoall-only links' rate, 11-12 us more per message, which a busy host's
+// polling makes as easily as a link does: nothing is named. A link whose messages take 400 us each is. On the wire
+// (no polling in it) the ratio alone judges.
+TEST(Straggler, MessageTimedLinksApartByLessThanPollingAreNotSlow) {
+  std::vector<PeerSummary> v;
+  for (int to = 0; to < 4; to++)
+    for (int from = 0; from < 4; from++) {
+      if (from == to) continue;
+      PeerSummary recv = peer(to, from, Dir::Recv, 0, 0);
+      recv.fig.rateBytes = 64 << 10;
+      recv.fig.rateBps = (from + 1) % 4 == to ? 4.4e9 : 16e9;  // the ring: from -> from + 1
+      v.push_back(recv);
+    }
+  EXPECT_TRUE(detect(v, DetectorConfig{}, {}).empty());
+  DetectorConfig noGap;
+  noGap.minTimedGapS = 0;
+  EXPECT_EQ(detect(v, noGap, {}).size(), 4u) << "the same rates, judged by their ratio alone";
+  for (PeerSummary& s : v)
+    if (s.peerRank == 0 && s.rank == 2) s.fig.rateBps = 0.16e9;  // 0 -> 2: 410 us per message
+  const std::vector<Finding> f = detect(v, DetectorConfig{}, {});
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].kind, FindingKind::SlowLink);
+  EXPECT_EQ(f[0].rank, 0);
+  EXPECT_EQ(f[0].peerRank, 2);
+  for (PeerSummary& s : v) s.fig.rateWire = true;  // on the wire the ratio alone judges
+  const std::vector<Finding> wire = detect(v, DetectorConfig{}, {});
+  std::string all;
+  for (const Finding& x : wire) all += describe(x, wire) + "\n";
+  EXPECT_EQ(wire.size(), 5u) << all;
+}
+
 // Where the sending ends measured the wire, a link is judged by it alone: a receiver's message timings at 30% of
 // the others (its proxy polled late) name nothing, a wire rate at 40% names the link.
 TEST(Straggler, WireRatesAloneJudgeLinksWhereTheyExist) {
