@@ -15,10 +15,10 @@
 // A link is slow when its rate is at most slowLinkRatio of the median rate of comparable connections of the same
 // communicator (same direction, both ends on one host or not, message size rounded to the same power of two), among
 // at least minGroupLinks; one timed by its messages must also take at least minTimedGapS longer per message than
-// at the group's median rate (message timings include both hosts' polling, whose latency on a busy host reaches
-// tens of microseconds: on a link fast enough for that to be most of a message's time, connections that carry
-// different traffic, a ring's pipelined chunks beside an alltoall's, time apart by several times without a slow
-// link). The lateness a slow link causes is the link's, not its sender's: connections over a slow link do
+// at the group's median rate (message timings include both hosts' polling, which lags by tens of microseconds
+// where several ranks' threads share a host's cores: on a link fast enough for that to be most of a message's time,
+// connections that carry different traffic, a ring's pipelined chunks beside an alltoall's, time apart by several
+// times without a slow link). The lateness a slow link causes is the link's, not its sender's: connections over a slow link do
 // not count against their sending rank.
 //
 // Findings are raised after enterPeriods consecutive periods (a slow link timed by its messages, not on the wire,
@@ -53,7 +53,7 @@ struct DetectorConfig {
   // while a process that runs reads 0.
   double minStallShare = 0.05;
   double slowLinkRatio = 0.6;
-  double minTimedGapS = 30e-6;
+  double minTimedGapS = 80e-6;
   uint32_t minGroupLinks = 3;
   int enterPeriods = 2;
   int enterPeriodsTimed = 3;
