@@ -86,17 +86,22 @@ double timedGapS(const PeerSummary& s, double groupMedianBps) {
 
 // Links are compared within a group of their kind: direction, both ends on one host or not, and message size
 // rounded to a power of two (a link carrying small messages times lower without being slow). Wire measures
-// (summary.h) are compared only with each other, and where a communicator has them its message timings are not
-// read: those stretch whenever a busy host's threads poll late, which the wire measure does not see.
+// (summary.h) are compared only with each other, and where a link has one (from either end) its message timings
+// are not read: those stretch whenever a busy host's threads poll late, which the wire measure does not see. A link
+// without one is judged by its messages, also where other links of the communicator have one (a period's wire
+// measure covers only the connections that split messages over helper lanes).
 std::vector<Finding> slowLinks(const Comm& comm, const DetectorConfig& c, const std::map<FindingKey, Finding>& active) {
   using Group = std::tuple<bool, int, bool, long>;
   auto groupOf = [](const PeerSummary& s) {
     const long size = s.fig.rateWire ? 0 : std::lround(std::log2(std::max(1.0, s.fig.rateBytes)));
     return Group{s.fig.rateWire, static_cast<int>(s.dir), sameHost(s), size};
   };
-  bool wired = false;
-  for (const PeerSummary* s : comm.all) wired = wired || (s->fig.rateWire && s->fig.rateBps > 0);
-  auto compared = [&](const PeerSummary& s) { return s.fig.rateBps > 0 && (s.fig.rateWire || !wired); };
+  std::set<std::pair<int, int>> wired;  // data paths with a wire measure
+  for (const PeerSummary* s : comm.all)
+    if (s->fig.rateWire && s->fig.rateBps > 0) wired.insert(dataPath(*s));
+  auto compared = [&](const PeerSummary& s) {
+    return s.fig.rateBps > 0 && (s.fig.rateWire || wired.count(dataPath(s)) == 0);
+  };
   std::map<Group, std::vector<double>> rates;
   for (const PeerSummary* s : comm.all)
     if (compared(*s)) rates[groupOf(*s)].push_back(s->fig.rateBps);

@@ -377,6 +377,33 @@ TEST(Straggler, WireRatesAloneJudgeLinksWhereTheyExist) {
   EXPECT_NE(describe(f[0], f).find(", acknowledged on the wire"), std::string::npos) << describe(f[0], f);
 }
 
+// A period's wire measure covers only the connections that split messages over helper lanes: one link measured on
+// the wire leaves the others to their message timings, and one of them 100 times slower than the rest is named.
+TEST(Straggler, LinksWithoutAWireMeasureAreJudgedByTheirMessages) {
+  std::vector<PeerSummary> v;
+  for (int to = 0; to < 4; to++)
+    for (int from = 0; from < 4; from++) {
+      if (from == to) continue;
+      PeerSummary recv = peer(to, from, Dir::Recv, 0, 0);
+      recv.fig.rateBytes = 128 << 10;
+      recv.fig.rateBps = from == 1 && to == 0 ? 0.15e9 : 12e9;  // 1 -> 0: 870 us per message
+      v.push_back(recv);
+    }
+  PeerSummary wire = peer(0, 1, Dir::Send, 0, 0);  // 0 -> 1 on the wire
+  wire.fig.rateBps = 1e9;
+  wire.fig.rateWire = true;
+  v.push_back(wire);
+  std::vector<Finding> f = detect(v, DetectorConfig{}, {});
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rank, 1);
+  EXPECT_EQ(f[0].peerRank, 0);
+  EXPECT_FALSE(f[0].wire);
+  v.back() = peer(1, 0, Dir::Send, 0, 0);  // now 1 -> 0 itself has a wire figure, at its group's rate
+  v.back().fig.rateBps = 1e9;
+  v.back().fig.rateWire = true;
+  EXPECT_TRUE(detect(v, DetectorConfig{}, {}).empty()) << "the wire judges the link its messages timed slow";
+}
+
 // A link timed by its messages is raised a period later than one measured on the wire: message timings include
 // both hosts' threads, whose dips last a period or two on a busy host.
 TEST(Straggler, MessageTimedSlowLinkNeedsOnePeriodMoreThanAWireOne) {
