@@ -43,6 +43,7 @@ Settings settingsFromParams() {
   s.reportDir = params::getString(Id::HangReportDir);
   s.stragglerPeriodS = static_cast<double>(params::getInt(Id::StragglerReportS));
   s.detector.lateFloorS = static_cast<double>(params::getInt(Id::StragglerLateUs)) * 1e-6;
+  s.detector.minTimedGapS = static_cast<double>(params::getInt(Id::StragglerLinkGapUs)) * 1e-6;
   return s;
 }
 

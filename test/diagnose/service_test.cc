@@ -311,6 +311,7 @@ TEST(DiagnoseSettings, ParametersAndTheirBounds) {
   EXPECT_EQ(s.hangReportS, 20);
   EXPECT_EQ(s.stragglerPeriodS, 10);
   EXPECT_NEAR(s.detector.lateFloorS, 500e-6, 1e-12);
+  EXPECT_NEAR(s.detector.minTimedGapS, 80e-6, 1e-12);
   EXPECT_TRUE(s.reportDir.empty());
   icn::testing::setEnvAndReload("ICN_HANG_REPORT_S", "999999");
   icn::testing::setEnvAndReload("ICN_STRAGGLER_REPORT_S", "-5");
@@ -322,10 +323,13 @@ TEST(DiagnoseSettings, ParametersAndTheirBounds) {
   icn::testing::setEnvAndReload("ICN_HANG_REPORT_S", "0");
   icn::testing::setEnvAndReload("ICN_STRAGGLER_REPORT_S", "0");
   icn::testing::setEnvAndReload("ICN_STRAGGLER_LATE_US", "50");
+  icn::testing::setEnvAndReload("ICN_STRAGGLER_LINK_GAP_US", "0");
   s = settingsFromParams();
   EXPECT_EQ(s.hangReportS, 0);
   EXPECT_EQ(s.stragglerPeriodS, 0);
   EXPECT_NEAR(s.detector.lateFloorS, 50e-6, 1e-12);
+  EXPECT_EQ(s.detector.minTimedGapS, 0);
+  icn::testing::setEnvAndReload("ICN_STRAGGLER_LINK_GAP_US", nullptr);
   icn::testing::setEnvAndReload("ICN_HANG_REPORT_S", nullptr);
   icn::testing::setEnvAndReload("ICN_STRAGGLER_REPORT_S", nullptr);
   icn::testing::setEnvAndReload("ICN_STRAGGLER_LATE_US", nullptr);
