@@ -1,15 +1,20 @@
 // libFuzzer harness: a hostile receiver against a real TcpSendComm. The comm runs over socketpairs (control, lane 0
-// and 0-3 helper lanes, each helper lane written by the comm's own thread); the input is a script of the receiver's
-// actions, decoded by SendHarness::act: isend (sizes across the eager, inline and split paths, a few tags) and
-// test, clear-to-send records with fields from the input (biased to what an honest receiver writes: the next
-// sequence number, the sends' tags and sizes, the credits it owes) or answering the queued sends honestly, raw
-// bytes, reading or not reading each lane, shrinking socket buffers, half-closing or closing lanes and the control
-// socket. Every input ends with the comm closed, its threads joined and every socket closed.
+// and 0-3 helper lanes, each helper lane written by the comm's own thread; with two or more, optionally over two
+// rails, where the failover is on: a helper lane that fails is given up and its pieces resent); the input is a
+// script of the receiver's actions, decoded by SendHarness::act: isend (sizes across the eager, inline and split
+// paths, a few tags) and test, clear-to-send records with fields from the input (biased to what an honest receiver
+// writes: the next sequence number, the sends' tags and sizes, the credits it owes) or answering the queued sends
+// honestly, lane-closed and receive-done records (biased to the lanes given up and the records sent), raw bytes,
+// reading or not reading each lane, shrinking socket buffers, half-closing or closing lanes and the control socket.
+// Every input ends with the comm closed, its threads joined and every socket closed.
 //
 // Invariants checked on everything the comm writes (a broken one aborts, so libFuzzer keeps the input):
 //  - every piece header is well formed; a piece belongs to a clear-to-send record the receiver sent (sequence,
 //    slot, index, tag, a size within the entry), the pieces of one entry agree on its size and never add up to
 //    more, and the payload is the send buffer's bytes at the piece's offsets;
+//  - over two rails: a lane is given up (lane-down on lane 0) at most once, and offered again only after; a piece
+//    flagged resent comes only after a lane-closed record, on a helper lane, and is the only kind of piece whose
+//    bytes may repeat; over one rail no failover header or resent piece at all;
 //  - eager messages stay within the agreed limits: small ones on lane 0, large ones on helper lanes, numbers never
 //    repeated and rising on each lane, never more than the credits given, horizons never past the records sent;
 //  - a send reported done is never read again (its buffer is freed at once: ASan catches a later read);
@@ -22,6 +27,7 @@
 #include <set>
 #include <vector>
 
+#include "core/params.h"
 #include "tcp_fuzz_common.h"
 #include "tcp_fuzz_ops.h"
 #include "transport/tcp/tcp_comm.h"
@@ -64,11 +70,19 @@ struct LaneStream {
 class SendHarness {
  public:
   explicit SendHarness(Input& in) {
-    helpers_ = in.byte() % 4;
+    const uint8_t lanes = in.byte();
+    helpers_ = lanes % 4;
+    rails_ = (lanes & 0x80) && helpers_ >= 2;  // two rails: failover on (ICN_TCP_FAILOVER's default)
     const uint32_t eager = in.pick({16384, 2048, 0, 65536});
     Sockets s;
     s.eagerBytes = eager % (kMaxEagerBytes + 1);
     eagerBytes_ = s.eagerBytes;
+    if (rails_) {
+      s.railNames = {"fuzz0 -> a", "fuzz1 -> b"};
+      for (int i = 0; i < 1 + helpers_; i++) s.laneRail.push_back(i % 2);
+    }
+    useLaneEager(!rails_);
+    laneEagerBytes_ = rails_ ? 0 : kLaneEagerBytes;
     for (int i = 0; i < 2 + helpers_; i++) {
       int sv[2];
       if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) abort();
@@ -94,6 +108,22 @@ class SendHarness {
       case Test: test(in); break;
       case Cts: cts(in); break;
       case Answer: answer(in); break;
+      case LaneClosed: {  // the receiver closed a helper lane: honestly one the sender gave up, once
+        const uint8_t b = in.byte();
+        LaneRecord r;
+        r.lane = (b & 0x80) || downLanes_.empty() ? b % 6u : *std::next(downLanes_.begin(), b % downLanes_.size());
+        if (in.byte() >= 0xF8) r.reserved = in.u32();
+        if (writeLane0({reinterpret_cast<const uint8_t*>(&r), sizeof r})) closedWritten_++;
+        break;
+      }
+      case Done: {  // a receive is whole: honestly one whose record was sent
+        const uint32_t sent = static_cast<uint32_t>(records_.size());
+        DoneRecord r;
+        r.seq = in.pick({sent - 1, sent - 2, sent, 0});
+        if (in.byte() >= 0xF8) r.reserved = in.u32();
+        writeLane0({reinterpret_cast<const uint8_t*>(&r), sizeof r});
+        break;
+      }
       case Raw: {  // control or lane 0: the comm reads nothing else
         const uint8_t which = in.byte();
         auto bytes = in.bytes(in.byte() % 65);
@@ -225,13 +255,20 @@ class SendHarness {
   }
 
   // Queues bytes on lane 0 and follows them as the comm will parse them: the records it accepts, in order.
-  void writeLane0(std::span<const uint8_t> bytes) {
-    if (!peer_[1].write(bytes)) return;
+  bool writeLane0(std::span<const uint8_t> bytes) {
+    if (!peer_[1].write(bytes)) return false;
     ctsOut_.insert(ctsOut_.end(), bytes.begin(), bytes.end());
     size_t off = 0;
     while (!ctsDead_ && ctsOut_.size() - off >= sizeof(CtsHeader)) {
       CtsHeader r;
       memcpy(&r, ctsOut_.data() + off, sizeof r);
+      if (r.magic == kLaneMagic || r.magic == kDoneMagic) {
+        // The failover's records, as large as a header: whether the comm takes one depends on what it gave up by
+        // the time it reads it; one it refuses fails it, and it then answers no record after.
+        static_assert(sizeof(LaneRecord) == sizeof(CtsHeader) && sizeof(DoneRecord) == sizeof(CtsHeader));
+        off += sizeof r;
+        continue;
+      }
       std::string why;
       if (!validCts(r, static_cast<uint32_t>(records_.size()), &why)) {
         ctsDead_ = true;  // the comm fails on this record and reads no further
@@ -249,6 +286,7 @@ class SendHarness {
     }
     ctsOut_.erase(ctsOut_.begin(), ctsOut_.begin() + static_cast<long>(off));
     if (ctsDead_) ctsOut_.clear();
+    return true;
   }
 
   // Credits an honest receiver would hand back now: eager messages seen, less the credits already given.
@@ -315,7 +353,7 @@ class SendHarness {
         memcpy(&ls.h, ls.in.data() + off, sizeof ls.h);
         off += sizeof ls.h;
         checkHeader(i, ls);
-        ICN_FUZZ_TRACE("lane %zu: %s piece seq %u index %u tag %d [%u, +%u) of %u", i, ls.h.flags ? "eager" : "a",
+        ICN_FUZZ_TRACE("lane %zu: piece (flags %u) seq %u index %u tag %d [%u, +%u) of %u", i, ls.h.flags,
                        ls.h.seq, ls.h.index, ls.h.tag, ls.h.offset, ls.h.length, ls.h.total);
         ls.inPayload = ls.h.length > 0;
         ls.got = 0;
@@ -339,12 +377,18 @@ class SendHarness {
     const ChunkHeader& h = ls.h;
     std::string why;
     if (!validChunk(h, kMaxMessage, &why)) broken("lane %zu: the comm wrote a bad header: %s", lane, why.c_str());
+    if (h.flags & (kChunkLaneDown | kChunkLaneOffer)) return checkLaneNotice(lane, h);
+    if (h.flags & kChunkResend) {  // the comm resends only what a lane-closed record let go, on helper lanes
+      if (!rails_) broken("lane %zu: a resent piece on a connection over one rail", lane);
+      if (closedWritten_ == 0) broken("lane %zu: a resent piece before any lane-closed record", lane);
+      if (lane == 0) broken("lane 0: a resent piece");
+    }
     if (!sizes_.count({h.tag, h.total}))
       broken("lane %zu: a %u-byte message with tag %d was never sent", lane, h.total, h.tag);
     if (h.flags & kChunkEager) {
-      if (lane == 0 ? h.total > eagerBytes_ : (h.total <= eagerBytes_ || h.total > kLaneEagerBytes))
+      if (lane == 0 ? h.total > eagerBytes_ : (h.total <= eagerBytes_ || h.total > laneEagerBytes_))
         broken("lane %zu: eager message of %u bytes (limits: %u on lane 0, %u on helper lanes)", lane, h.total,
-               eagerBytes_, kLaneEagerBytes);
+               eagerBytes_, laneEagerBytes_);
       if (!eagerNumbers_.insert(h.eager).second) broken("eager number %u sent twice", h.eager);
       if (static_cast<int64_t>(h.eager) <= ls.lastEager) broken("lane %zu: eager number %u after %lld", lane, h.eager,
                                                                 static_cast<long long>(ls.lastEager));
@@ -367,17 +411,45 @@ class SendHarness {
     if (it->second.first != h.total)
       broken("record %u entry %u: pieces of %u and %u bytes (two sends on one entry)", h.seq, h.index,
              it->second.first, h.total);
+    if (h.flags & kChunkResend) return;  // bytes that may have come before on the lane given up
     it->second.second += h.length;
     if (it->second.second > h.total)
       broken("record %u entry %u: %llu bytes for a %u-byte message", h.seq, h.index,
              (unsigned long long)it->second.second, h.total);
   }
 
+  // A lane-down or lane-offer header: on lane 0, over two rails, for a helper lane; each lane given up once (an
+  // offer is never taken here, so a lane given up stays so) and offered only once given up.
+  void checkLaneNotice(size_t lane, const ChunkHeader& h) {
+    const bool down = h.flags & kChunkLaneDown;
+    ICN_FUZZ_TRACE("lane %zu: lane %s for lane %u", lane, down ? "down" : "offer", h.slot);
+    if (!rails_) broken("lane %zu: a lane %s header on a connection over one rail", lane, down ? "down" : "offer");
+    if (lane != 0) broken("lane %zu: a lane %s header on a helper lane", lane, down ? "down" : "offer");
+    if (h.slot > static_cast<uint32_t>(helpers_)) broken("lane %s for lane %u of %d", down ? "down" : "offer", h.slot,
+                                                         helpers_);
+    if (down && !downLanes_.insert(h.slot).second) broken("lane %u given up twice", h.slot);
+    if (!down && !downLanes_.count(h.slot)) broken("lane %u offered again, never given up", h.slot);
+  }
+
   struct Record {
     CtsHeader h;
     CtsEntry e[kMaxRecvs];
   };
+  // Failover needs no message held in a lane's socket: over two rails large messages never go eager. Between
+  // inputs no comm runs, so the parameters may be read again.
+  static void useLaneEager(bool on) {
+    static bool current = true;  // as LLVMFuzzerInitialize set it
+    if (on == current) return;
+    setenv("ICN_TCP_LANE_EAGER_BYTES", on ? "65536" : "0", 1);
+    params::reloadForTesting();
+    current = on;
+  }
+
   int helpers_ = 0;
+  bool rails_ = false;
+  uint32_t laneEagerBytes_ = kLaneEagerBytes;
+  std::set<uint32_t> downLanes_;  // helper lanes the comm gave up (lane-down headers read on lane 0)
+  uint32_t closedWritten_ = 0;    // lane-closed records written
   uint32_t eagerBytes_ = 0;
   std::vector<PeerSocket> peer_;  // control, lane 0, helper lanes
   std::vector<int> commFds_;      // the comm's ends, same order (owned by the comm)

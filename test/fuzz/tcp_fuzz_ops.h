@@ -11,7 +11,7 @@ enum Op : uint8_t { Post, Test, Piece, Message, Eager, Raw, ReadCts, Reading, Sh
 }
 namespace send_ops {  // fuzz_tcp_send: a hostile receiver
 enum Op : uint8_t { Isend, Test, Cts, Answer, Raw, ReadLane, Reading, Shrink, ShutLane, CloseLane, Control, Pause,
-                    Repeat, kOps };
+                    Repeat, LaneClosed, Done, kOps };
 }
 namespace setup_ops {  // fuzz_tcp_setup: a hostile connector or acceptor
 enum Op : uint8_t { Connect, HelloFrame, ReadyFrame, ChallengeFrame, Frame, Raw, Stream, Flush, ShutWr, Close, Reset,

@@ -420,6 +420,42 @@ void sendSeeds() {
     s.op(sd::Test, 0, 3);
     save(d, "partial_record_then_shut", s);
   }
+  {  // Two rails: helper lane 2 closed before the record, its pieces fail there, the lane is given up, closed by an
+     // honest lane-closed record, and its pieces resent on lane 1; then the receive reported whole.
+    Script s = sendConfig(0x82);
+    s.op(sd::Reading);
+    isend(s, 9);                   // 200000 bytes
+    s.op(sd::CloseLane, 2);        // helper lane 2
+    s.op(sd::Answer, 0, 1);
+    for (int i = 0; i < 3; i++) s.op(sd::Test, 0, 3);
+    s.op(sd::LaneClosed, 0, 0);    // the lane given up
+    for (int i = 0; i < 3; i++) s.op(sd::Test, 0, 3);
+    s.op(sd::Done, 0, 0);          // the latest record
+    s.op(sd::Test, 0, 3);
+    save(d, "rails_lane_given_up_resent", s);
+  }
+  {  // Two rails: lane 2 given up, then lane 1 closed too while its pieces are resent: every helper lane failed.
+    Script s = sendConfig(0x82);
+    s.op(sd::Reading);
+    isend(s, 9);
+    s.op(sd::CloseLane, 2);
+    s.op(sd::Answer, 0, 1);
+    s.op(sd::Test, 0, 3);
+    s.op(sd::CloseLane, 1);
+    s.op(sd::LaneClosed, 0x80, 0);  // lane 2, whether or not its lane-down was read yet
+    for (int i = 0; i < 4; i++) s.op(sd::Test, 0, 3);
+    save(d, "rails_second_failure_during_resend", s);
+  }
+  {  // Two rails: lane-closed for a lane never given up, then a receive-done record for a receive never posted.
+    Script s = sendConfig(0x83);
+    isend(s, 9);
+    s.op(sd::Answer, 0, 1);
+    s.op(sd::LaneClosed, 0x81, 0);  // lane 3
+    s.op(sd::Test, 0, 3);
+    s.op(sd::Done, 2, 0);           // sequence 1, none sent
+    s.op(sd::Test, 0, 3);
+    save(d, "rails_lane_closed_unasked", s);
+  }
 }
 
 namespace su = icn::fuzz::setup_ops;
