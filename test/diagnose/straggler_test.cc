@@ -317,20 +317,29 @@ TEST(Straggler, SlowLinksAreComparedOnlyWithLinksOfTheirKind) {
   EXPECT_TRUE(detect(v, DetectorConfig{}, {}).empty());
 }
 
+// The receivers' summaries of every link among n ranks, timed by messages of `bytes` at rateOf(from, to).
+template <class RateOf>
+std::vector<PeerSummary> timedLinks(int n, double bytes, RateOf rateOf) {
+  std::vector<PeerSummary> v;
+  for (int to = 0; to < n; to++)
+    for (int from = 0; from < n; from++) {
+      if (from == to) continue;
+      PeerSummary recv = peer(to, from, Dir::Recv, 0, 0);
+      recv.fig.rateBytes = bytes;
+      recv.fig.rateBps = rateOf(from, to);
+      v.push_back(recv);
+    }
+  return v;
+}
+
 // Four ranks on links fast enough that a 64 KiB message takes a few microseconds: the ring's links (pipelined
 // chunks) time at a sixteenth of the alltoall-only links' rate, 62 us more per message, which the polling of hosts
 // whose cores several ranks' threads share makes as easily as a link does: nothing is named. A link whose messages
 // take 400 us each is. On the wire (no polling in it) the ratio alone judges.
 TEST(Straggler, MessageTimedLinksApartByLessThanPollingAreNotSlow) {
-  std::vector<PeerSummary> v;
-  for (int to = 0; to < 4; to++)
-    for (int from = 0; from < 4; from++) {
-      if (from == to) continue;
-      PeerSummary recv = peer(to, from, Dir::Recv, 0, 0);
-      recv.fig.rateBytes = 64 << 10;
-      recv.fig.rateBps = (from + 1) % 4 == to ? 1e9 : 16e9;  // the ring: from -> from + 1
-      v.push_back(recv);
-    }
+  std::vector<PeerSummary> v = timedLinks(4, 64 << 10, [](int from, int to) {
+    return (from + 1) % 4 == to ? 1e9 : 16e9;  // the ring: from -> from + 1
+  });
   EXPECT_TRUE(detect(v, DetectorConfig{}, {}).empty());
   DetectorConfig noGap;
   noGap.minTimedGapS = 0;
@@ -380,15 +389,9 @@ TEST(Straggler, WireRatesAloneJudgeLinksWhereTheyExist) {
 // A period's wire measure covers only the connections that split messages over helper lanes: one link measured on
 // the wire leaves the others to their message timings, and one of them 100 times slower than the rest is named.
 TEST(Straggler, LinksWithoutAWireMeasureAreJudgedByTheirMessages) {
-  std::vector<PeerSummary> v;
-  for (int to = 0; to < 4; to++)
-    for (int from = 0; from < 4; from++) {
-      if (from == to) continue;
-      PeerSummary recv = peer(to, from, Dir::Recv, 0, 0);
-      recv.fig.rateBytes = 128 << 10;
-      recv.fig.rateBps = from == 1 && to == 0 ? 0.15e9 : 12e9;  // 1 -> 0: 870 us per message
-      v.push_back(recv);
-    }
+  std::vector<PeerSummary> v = timedLinks(4, 128 << 10, [](int from, int to) {
+    return from == 1 && to == 0 ? 0.15e9 : 12e9;  // 1 -> 0: 870 us per message
+  });
   PeerSummary wire = peer(0, 1, Dir::Send, 0, 0);  // 0 -> 1 on the wire
   wire.fig.rateBps = 1e9;
   wire.fig.rateWire = true;
