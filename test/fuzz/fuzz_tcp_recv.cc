@@ -362,7 +362,7 @@ class RecvHarness {
       const uint8_t ib = in.byte();
       h.index = static_cast<uint8_t>(ib < 0xF0 ? ib % t->n : ib);
       const int tag = t->tags[h.index % t->n];
-      h.tag = static_cast<int32_t>(in.pick({uint32_t(tag), uint32_t(tag), uint32_t(tag + 1)}));
+      h.tag = static_cast<int32_t>(in.pick({uint32_t(tag), uint32_t(tag), uint32_t(tag) + 1}));
       const uint32_t sz = static_cast<uint32_t>(t->sizes[h.index % t->n]);
       h.total = in.pick({sz, sz, sz / 2, sz + 1, 0, 1});
     } else {
