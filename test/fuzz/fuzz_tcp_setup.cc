@@ -237,8 +237,9 @@ class SetupHarness {
   Blob blobFrom(Input& in, const Blob* answerTo) {
     Blob b;
     const uint8_t kind = in.byte();
-    b.kind = kind < 0x80 ? kBlobControl : kind < 0xF0 ? kBlobLane : kind;
+    b.kind = kind < 0x80 ? kBlobControl : kind < 0xE8 ? kBlobLane : kind < 0xF0 ? kBlobLane0Copy : kind;
     if (answerTo && kind < 0xF0) b.kind = answerTo->kind;
+    if (b.kind == kBlobControl) b.flags = (kind & 1) ? kBlobFlagMirror : 0;  // an acceptor taking lane 0's copy
     const uint32_t v = answerTo ? answerTo->value : kLanes;
     b.value = static_cast<uint16_t>(in.pick({v, v, 0, 1, v + 1, kMaxLanes + 1u}));
     const uint32_t e = answerTo ? answerTo->eagerBytes : 16384;

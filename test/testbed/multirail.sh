@@ -18,6 +18,10 @@
 #     (retransmissions at most ICN_TCP_RTO_MAX_MS apart; under the kernel's doubling backoff the connections
 #     would wait up to 12.6 s for the next one and end at the 10 s user timeout); with ICN_PEER_TIMEOUT_MS=2000 the
 #     same gap fails the job cleanly instead: every rank exits with an error within 30 s, a WARN names the peer.
+#  5. the handshake's link of host 1 (rail 0: its control sockets, lane 0 and the helper lanes on it) down for 6 s
+#     with ICN_PEER_TIMEOUT_MS=2000: every socket on it fails, and lane 0's copy on rail 1 carries the small
+#     messages and records on (tcp_lane0.h). The job ends with every rank done and 0 wrong bytes, never still for
+#     more than 3 s, and a WARN names lane 0 over eth0.
 #   multirail.sh DRIVER PERF PLUGIN
 # Exit 77 when this machine cannot create emulated hosts.
 set -euo pipefail
@@ -184,4 +188,18 @@ all_links up
 [ "$took" -le 30 ] || fail "timeout: the ranks took $took s to fail"
 grep -qh "WARN ICN TCP connection with .* failed" "$work"/timeout/rank*.log || fail "timeout: no WARN names the peer"
 echo "multirail: every link of host 1 down with ICN_PEER_TIMEOUT_MS=2000: all 3 ranks failed within $took s, a WARN naming the peer"
+
+# --- 5. the handshake's link down past the peer timeout: lane 0 goes on over its copy ---
+job rail0 16 ICN_PEER_TIMEOUT_MS=2000
+sleep 4
+"$bed" link --name "$name" 1 0 down
+sleep 6
+"$bed" link --name "$name" 1 0 up
+job_ok rail0
+grep -qhE "WARN ICN TCP connection with .*: lane 0 over eth0 [-<>]+ 10\.88\.0\.[0-9]+: .*; lane 0 goes on over eth1" \
+  "$work"/rail0/rank*.log || fail "rail0: no WARN names lane 0 over eth0 going on over eth1"
+stall=$(longest_stall rail0)
+copies=$(grep -hc "lane 0 goes on over" "$work"/rail0/rank*.log | awk '{ s += $1 } END { print s + 0 }')
+echo "multirail: host 1's eth0 down for 6 s with ICN_PEER_TIMEOUT_MS=2000: every rank done, 0 wrong bytes, $copies lane 0 copies dropped, longest stall $stall s"
+[ "$stall" -le 3 ] || fail "rail0: the job stood still for $stall s"
 echo "multirail: PASS"

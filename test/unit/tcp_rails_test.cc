@@ -56,7 +56,7 @@ TEST(TcpRails, ControlBlobCarriesRailsBothWays) {
 TEST(TcpRails, MalformedRailsAreRefused) {
   Blob b = answerWith({v4("10.1.0.2", 4000)});
   std::vector<uint8_t> raw = encodeBlob(b);
-  const size_t railsAt = raw.size() - (1 + 1 + 2 + 16);  // nrails, then one rail: family, port, address
+  const size_t railsAt = raw.size() - (1 + 1 + 2 + 16 + 1);  // nrails, one rail (family, port, address), flags
   Blob out;
   std::string why;
   auto refused = [&](std::vector<uint8_t> bad, const char* what) {
@@ -72,14 +72,35 @@ TEST(TcpRails, MalformedRailsAreRefused) {
   std::vector<uint8_t> port = raw;
   port[railsAt + 2] = port[railsAt + 3] = 0;
   refused(port, "port 0");
-  std::vector<uint8_t> shortBlob(raw.begin(), raw.end() - 1);
+  std::vector<uint8_t> shortBlob(raw.begin(), raw.end() - 2);
   refused(shortBlob, "truncated rail");
+  std::vector<uint8_t> noFlags(raw.begin(), raw.end() - 1);
+  refused(noFlags, "no flags byte");
+  std::vector<uint8_t> flags = raw;
+  flags.back() = 2;
+  refused(flags, "a flag this version does not know");
   std::vector<uint8_t> longer = raw;
   longer.push_back(0);
   refused(longer, "trailing byte");
   std::vector<uint8_t> claimsTwo = raw;
   claimsTwo[railsAt] = 2;
   refused(claimsTwo, "count larger than the rails sent");
+}
+
+// An acceptor's offer to take lane 0's copy travels in its control answer; the copy's own blob names lane 0 only.
+TEST(TcpRails, LaneZeroCopyBlobs) {
+  Blob answer = answerWith({v4("10.1.0.2", 4000)});
+  answer.flags = kBlobFlagMirror;
+  Blob out;
+  std::string why;
+  ASSERT_EQ(decodeBlob(encodeBlob(answer), &out, &why), Status::Ok) << why;
+  EXPECT_EQ(out.flags, kBlobFlagMirror);
+  Blob copy;
+  copy.kind = kBlobLane0Copy;
+  ASSERT_EQ(decodeBlob(encodeBlob(copy), &out, &why), Status::Ok) << why;
+  EXPECT_EQ(out.kind, kBlobLane0Copy);
+  copy.value = 1;
+  EXPECT_NE(decodeBlob(encodeBlob(copy), &out, &why), Status::Ok) << "a copy of a lane other than lane 0";
 }
 
 TEST(TcpRails, PairsRailsBySubnetAndSkipsUnreachableOnes) {

@@ -39,7 +39,7 @@ void expectRecorded(const char* format, const char* versionName, unsigned versio
 
 TEST(WireVersion, TcpTransport) {
   expectRecorded("TCP transport", "kBlobVersion (tcp_wire.h)", icn::tcp::kBlobVersion, icn::tcp::kWireFingerprint,
-                 {{3, 0xc9dd131b98ab6b37ull}, {4, 0xd8fceac410383726ull}, {5, 0xda050176d20555b5ull}});
+                 {{3, 0xc9dd131b98ab6b37ull}, {4, 0xd8fceac410383726ull}, {5, 0xda050176d20555b5ull}, {6, 0x3407a56c418235e4ull}});
 }
 
 TEST(WireVersion, IbTransport) {

@@ -34,6 +34,8 @@ CommCore::CommCore(Sockets& s, std::string peer, NetCommInfo info)
     : failure_(peer),
       control_(std::move(s.control), peer),
       lane0_(std::move(s.lanes[0])),
+      lane0Copy_(std::move(s.lane0Copy)),
+      lane0Source_(lane0_.get()),
       tuning_(currentTuning()),
       peerTimeout_(params::getInt(params::Id::PeerTimeoutMs)),
       watch_(std::make_unique<diagnose::ConnectionWatch>(diagnose::linkInfoFor(info, lane0_.get()))) {
@@ -50,6 +52,18 @@ CommCore::CommCore(Sockets& s, std::string peer, NetCommInfo info)
     laneLocal_.push_back(local);
     lanePeer_.push_back(peer);
   }
+}
+
+void CommCore::startMirror(Sockets& s, size_t ringBytes) {
+  if (!lane0Copy_.valid()) return;
+  auto railName = [&](int rail) {
+    return rail >= 0 && static_cast<size_t>(rail) < s.railNames.size() ? s.railNames[static_cast<size_t>(rail)]
+                                                                       : std::string("?");
+  };
+  mirror_ = std::make_unique<Lane0Mirror>(std::array<int, 2>{lane0_.get(), lane0Copy_.get()},
+                                          std::array<std::string, 2>{railName(s.laneRail.empty() ? 0 : s.laneRail[0]),
+                                                                     railName(s.lane0CopyRail)},
+                                          ringBytes, failure_.peer());
 }
 
 std::vector<uint8_t> CommCore::laneBlob(int lane) const {
@@ -91,6 +105,15 @@ Status CommCore::checkPeer(bool peerClosed, int pending) {
     return Status::RemoteError;
   }
   if (control_.checkAlive() == Status::Ok) return Status::Ok;
+  // Lane 0 on two rails outlives the control socket's: its copies end when the peer closes or its host goes (their
+  // own keepalive and ICN_PEER_TIMEOUT_MS), which fails the connection there.
+  if (mirror_ && mirror_->liveCopies() > 0) {
+    if (!controlLost_)
+      ICN_INFO(subsys::Net, "TCP connection with %s: control socket lost (%s); lane 0 goes on over %d rail(s)",
+               failure_.peer().c_str(), control_.deadReason().c_str(), mirror_->liveCopies());
+    controlLost_ = true;
+    return Status::Ok;
+  }
   // A peer that closed its control socket may still have bytes in flight on the lanes, and when its process
   // exits its lanes close right after them (peerClosed above). Lanes left open past ICN_PEER_TIMEOUT_MS
   // without the control socket mean a broken peer.

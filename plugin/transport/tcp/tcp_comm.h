@@ -30,10 +30,17 @@ struct Sockets {
   std::vector<int> laneRail;           // per lane: its rail, an index into railNames
   std::vector<std::string> railNames;  // "eth1 -> 10.0.1.2"
   uint8_t token[kTokenSize] = {};      // the connection's, repeated by every lane's handshake
+  // Lane 0's second copy, on another rail (tcp_lane0.h); invalid when lane 0 runs on one socket.
+  Fd lane0Copy;
+  int lane0CopyRail = 0;  // its rail, an index into railNames
 };
 
 // Lane 0's staging buffer holds a whole small message with its header, so one read brings it in.
 constexpr size_t kLane0Stage = 64 * 1024 + sizeof(ChunkHeader);
+// How far lane 0's two copies (tcp_lane0.h) may drift apart, per direction: small messages one way, records the
+// other.
+constexpr size_t kMirrorSendRing = 256 * 1024;
+constexpr size_t kMirrorRecvRing = 64 * 1024;
 
 struct Tuning {
   size_t inlineBytes = 0;  // messages up to this size go on lane 0
@@ -55,9 +62,18 @@ class CommCore {
   // data lanes say the peer has closed its side.
   Status checkPeer(bool peerClosed, int pending);
 
+  // Lane 0 on two rails when the handshake set up its copy (a ring of ringBytes for what this end writes).
+  void startMirror(Sockets& s, size_t ringBytes);
+  // Where lane 0's bytes come from: its copies, or its one socket.
+  ByteSource& lane0In() { return mirror_ ? static_cast<ByteSource&>(*mirror_) : lane0Source_; }
+
   FailureState failure_;
   ControlChannel control_;
   Fd lane0_;
+  Fd lane0Copy_;
+  SocketSource lane0Source_;
+  std::unique_ptr<Lane0Mirror> mirror_;
+  bool controlLost_ = false;  // the control socket died while lane 0 went on over another rail (logged once)
   std::shared_ptr<NetCounters> counters_;
   Tuning tuning_;
   // How long a lane may wait on a peer that must be reading it (ICN_PEER_TIMEOUT_MS).
@@ -163,8 +179,14 @@ class TcpSendComm final : public SendComm, public CommCore {
   size_t ctsGot_ = 0;
   bool lane0Closed_ = false;
   // A job per send, and per lane a lane-down and a lane offer.
-  std::array<SendJob, kMaxRequests * kMaxRecvs + 2 * kMaxLanes> lane0Jobs_{};
+  static constexpr size_t kLane0Jobs = kMaxRequests * kMaxRecvs + 2 * kMaxLanes;
+  std::array<SendJob, kLane0Jobs> lane0Jobs_{};
   size_t lane0Head_ = 0, lane0Tail_ = 0;
+  // Lane 0 on two rails: jobs [lane0Head_, lane0Handed_) are in the mirror's ring, each done once a copy's socket
+  // took it up to its end.
+  size_t lane0Handed_ = 0;
+  std::array<uint64_t, kLane0Jobs> lane0End_{};
+  Status flushMirrored();
   ReadWatch lane0Watch_;  // lane 0 waiting on the receiver to read a message it posted the receive of
   unsigned nextHelper_ = 0;
   uint32_t eagerBytes_;
@@ -325,6 +347,7 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   bool queueNotice(const void* record, size_t bytes);
   // Writes the queued clear-to-send records that the socket takes; fails a peer that stopped reading them.
   Status sendRecords();
+  Status sendRecordsMirrored();
   // Whether clear-to-send record `seq` went out whole (only those can a sender have read).
   bool recordSent(uint32_t seq);
   void release(TcpRecvRequest* r);

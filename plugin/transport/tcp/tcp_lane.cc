@@ -316,33 +316,22 @@ double SendHelper::rate(std::chrono::steady_clock::time_point now) const {
 }
 
 Status ChunkReader::pump(int fd, ChunkSink& sink, bool* eof, bool* held, std::string* why) {
+  SocketSource src(fd);
+  return pump(src, sink, eof, held, why);
+}
+
+Status ChunkReader::pump(ByteSource& src, ChunkSink& sink, bool* eof, bool* held, std::string* why) {
   *eof = false;
   *held = false;
-  bool drained = false;  // a read came back short: the socket is (most likely) empty, stop before an EAGAIN
+  bool drained = false;  // a read came back short: the source is (most likely) empty, stop before an EAGAIN
   // Reads into [buf, buf + n): Ok with *got > 0, or Ok with *got == 0 when nothing is there (or at EOF: *closed).
   auto read = [&](uint8_t* buf, size_t n, size_t* got, bool* closed) {
     *got = 0;
     *closed = false;
     if (drained) return Status::Ok;
-    for (;;) {
-      ssize_t r = ::recv(fd, buf, n, MSG_DONTWAIT);
-      if (r > 0) {
-        *got = static_cast<size_t>(r);
-        drained = *got < n;
-        return Status::Ok;
-      }
-      if (r == 0) {
-        *closed = true;
-        return Status::Ok;
-      }
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        drained = true;
-        return Status::Ok;
-      }
-      if (errno == EINTR) continue;
-      *why = std::string("recv: ") + strerror(errno);
-      return Status::RemoteError;
-    }
+    ICN_CHECK(src.read(buf, n, got, closed, why));
+    drained = *got < n;
+    return Status::Ok;
   };
   for (;;) {
     size_t got = 0;

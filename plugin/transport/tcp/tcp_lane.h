@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "core/transport.h"
 #include "transport/tcp/tcp_info.h"
+#include "transport/tcp/tcp_lane0.h"
 #include "transport/tcp/tcp_wire.h"
 
 namespace icn::tcp {
@@ -271,6 +272,7 @@ class ChunkReader {
   // Reads what the socket has without blocking. *eof when the peer closed between two pieces; *held when it
   // stopped at an eager message whose receive is not posted yet (call again after the sink changes).
   Status pump(int fd, ChunkSink& sink, bool* eof, bool* held, std::string* why);
+  Status pump(ByteSource& src, ChunkSink& sink, bool* eof, bool* held, std::string* why);
   // Releases a piece cut short (the lane failed or closes).
   void abandon(ChunkSink& sink);
 

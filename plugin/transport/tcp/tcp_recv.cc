@@ -72,6 +72,7 @@ TcpRecvComm::TcpRecvComm(Sockets s, std::string peer, NetCommInfo info)
       initialCredits_((s.eagerBytes ? kEagerCredits : 0) + kEarlyCredits) {
   multiRail_ = s.railNames.size() >= 2 && s.lanes.size() >= 3;
   failover_ = multiRail_ && params::getBool(params::Id::TcpFailover);
+  startMirror(s, kMirrorRecvRing);
   for (size_t i = 1; i < s.lanes.size(); i++)
     helpers_.push_back(std::make_unique<RecvHelper>(std::move(s.lanes[i]), *this, failure_, closedLanes_,
                                                     static_cast<int>(i), failover_));
@@ -191,6 +192,7 @@ bool TcpRecvComm::queueNotice(const void* record, size_t bytes) {
 }
 
 Status TcpRecvComm::sendRecords() {
+  if (mirror_) return sendRecordsMirrored();
   if (ctsOutOff_ == ctsOutLen_) return Status::Ok;
   bool wrote = false;
   int err = 0;
@@ -233,6 +235,43 @@ Status TcpRecvComm::sendRecords() {
   return Status::Ok;
 }
 
+// Lane 0 on two rails: the queued records go into the mirror's ring (what it takes), the ring out to both copies;
+// a record counts as written once either copy's socket took it whole.
+Status TcpRecvComm::sendRecordsMirrored() {
+  if (ctsOutOff_ == ctsOutLen_ && !mirror_->pending()) return Status::Ok;
+  const uint64_t before = mirror_->sent();
+  std::string why;
+  Status st = Status::Ok;
+  {
+    std::lock_guard lk(eagerMu_);  // see ctsSent_
+    for (int round = 0; round < 2 && st == Status::Ok; round++) {  // a flush may make room for the rest
+      ctsOutOff_ += mirror_->append(ctsOut_.data() + ctsOutOff_, ctsOutLen_ - ctsOutOff_);
+      if (mirror_->pending()) st = mirror_->flush(&why);
+    }
+    ctsSentBytes_ = mirror_->sent();
+    uint32_t sent = ctsSent_.load(std::memory_order_relaxed);
+    while (sent != ctsQueued_ && ctsEnd_[sent % kCtsBacklog] <= ctsSentBytes_) sent++;
+    ctsSent_.store(sent, std::memory_order_release);
+  }
+  if (st != Status::Ok) {
+    failure_.fail(Status::RemoteError, why);
+    return Status::RemoteError;
+  }
+  if (ctsOutOff_ == ctsOutLen_) ctsOutOff_ = ctsOutLen_ = 0;
+  if (ctsSentBytes_ == ctsQueuedBytes_) {
+    ctsWatch_.reset();
+    return Status::Ok;
+  }
+  if (ctsWatch_.stalled(std::chrono::steady_clock::now(), true, ctsSentBytes_ != before, peerTimeout_)) {
+    failure_.fail(Status::RemoteError,
+                  "the peer stopped reading lane 0: " +
+                      ReadWatch::what(peerTimeout_, std::to_string(ctsQueued_ - ctsSent_.load()) +
+                                                        " clear-to-send records"));
+    return Status::RemoteError;
+  }
+  return Status::Ok;
+}
+
 bool TcpRecvComm::recordSent(uint32_t seq) {
   if (static_cast<int32_t>(ctsSent_.load(std::memory_order_acquire) - seq) > 0) return true;
   std::lock_guard lk(eagerMu_);  // a send() answered before it returned: its count is in by now
@@ -266,10 +305,10 @@ Status TcpRecvComm::progress() {
   if (!lane0Closed_) {
     bool eof = false, held = false;  // lane 0 stages eager messages: it never holds one
     std::string why;
-    if (Status st = reader0_.pump(lane0_.get(), *this, &eof, &held, &why); st != Status::Ok) {
+    if (Status st = reader0_.pump(lane0In(), *this, &eof, &held, &why); st != Status::Ok) {
       reader0_.abandon(*this);
       lane0Closed_ = true;
-      failure_.fail(st, "lane 0: " + why);
+      failure_.fail(st, mirror_ ? why : "lane 0: " + why);
       return failure_.status();
     }
     if (eof) {

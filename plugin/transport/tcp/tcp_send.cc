@@ -33,6 +33,7 @@ TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
               tuning_.laneEagerBytes == 0;
   laneStall_ = std::chrono::milliseconds(params::getInt(params::Id::TcpLaneStallMs));
   wireOn_ = params::getInt(params::Id::StragglerReportS) > 0;  // only the straggler check reads the wire measure
+  startMirror(s, kMirrorSendRing);
   for (size_t i = 1; i < s.lanes.size(); i++) helpers_.push_back(makeHelper(std::move(s.lanes[i]), static_cast<int>(i)));
 }
 
@@ -63,9 +64,10 @@ TcpSendComm::~TcpSendComm() {
              static_cast<unsigned long long>(full.count), full.us / 1000.0);
     if (railNames_.size() > 1)
       ICN_INFO(subsys::Net, "TCP connection to %s closed: %s; failover %s, lanes given up %llu times, %llu piece(s) "
-               "resent, lanes back %llu times", failure_.peer().c_str(), railShares().c_str(),
-               failover_ ? "on" : "off", static_cast<unsigned long long>(givenUp_),
-               static_cast<unsigned long long>(resent_), static_cast<unsigned long long>(rejoined_));
+               "resent, lanes back %llu times; lane 0 on %d rail(s) at close", failure_.peer().c_str(),
+               railShares().c_str(), failover_ ? "on" : "off", static_cast<unsigned long long>(givenUp_),
+               static_cast<unsigned long long>(resent_), static_cast<unsigned long long>(rejoined_),
+               mirror_ ? mirror_->liveCopies() : 1);
   }
   // Stopped before the requests they point into go away; the threads end on their own.
   for (auto& h : helpers_) h->stop();  // all of them before any moves: a running one may poke the others
@@ -75,8 +77,10 @@ TcpSendComm::~TcpSendComm() {
   // Unread clear-to-send bytes would make close() reset the connection, and a reset can destroy data the peer
   // has not read yet: read them first.
   uint8_t sink[4096];
-  while (!lane0Closed_ && ::recv(lane0_.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
-  }
+  if (mirror_) mirror_->drain();
+  else
+    while (!lane0Closed_ && ::recv(lane0_.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
 }
 
 Status TcpSendComm::isend(void* data, size_t size, int tag, void* mhandle, Request** request) {
@@ -147,17 +151,18 @@ Status TcpSendComm::progress() {
 Status TcpSendComm::readCts() {
   while (!lane0Closed_) {
     const size_t room = sizeof ctsIn_ - ctsGot_;
-    ssize_t n = ::recv(lane0_.get(), ctsIn_ + ctsGot_, room, MSG_DONTWAIT);
-    if (n == 0) {
+    size_t n = 0;
+    bool closed = false;
+    std::string why;
+    if (lane0In().read(ctsIn_ + ctsGot_, room, &n, &closed, &why) != Status::Ok) {
+      failure_.fail(Status::RemoteError, mirror_ ? why : "lane 0: " + why);
+      return Status::RemoteError;
+    }
+    if (closed) {
       lane0Closed_ = true;
       break;
     }
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      if (errno == EINTR) continue;
-      failure_.fail(Status::RemoteError, std::string("lane 0: recv: ") + strerror(errno));
-      return Status::RemoteError;
-    }
+    if (n == 0) break;
     ctsGot_ += static_cast<size_t>(n);
     size_t off = 0;
     while (ctsGot_ - off >= sizeof(CtsHeader)) {
@@ -511,6 +516,7 @@ size_t TcpSendComm::splitByRate(size_t size, std::array<int, kMaxLanes>& lanes, 
 }
 
 Status TcpSendComm::flushLane0() {
+  if (mirror_) return flushMirrored();
   while (lane0Head_ != lane0Tail_) {
     SendJob& j = lane0Jobs_[lane0Head_ % lane0Jobs_.size()];
     bool done = false;
@@ -531,6 +537,49 @@ Status TcpSendComm::flushLane0() {
     lane0Watch_.reset();
     if (j.pending) j.pending->fetch_sub(1, std::memory_order_release);
     lane0Head_++;
+  }
+  return Status::Ok;
+}
+
+// Lane 0 on two rails: the jobs' bytes go into the mirror's ring in order (as much as it takes), the ring out to
+// both copies; a job is done once either copy's socket took it whole (the ring keeps it for the other).
+Status TcpSendComm::flushMirrored() {
+  constexpr size_t kHeader = sizeof(ChunkHeader);
+  const uint64_t before = mirror_->sent();
+  for (int round = 0; round < 2; round++) {  // a flush may make room for the rest
+    while (lane0Handed_ != lane0Tail_) {
+      SendJob& j = lane0Jobs_[lane0Handed_ % kLane0Jobs];
+      const size_t total = kHeader + j.header.length;
+      while (j.sent < total) {
+        const uint8_t* from = j.sent < kHeader ? reinterpret_cast<const uint8_t*>(&j.header) + j.sent
+                                               : j.data + (j.sent - kHeader);
+        const size_t want = j.sent < kHeader ? kHeader - j.sent : total - j.sent;
+        const size_t took = mirror_->append(from, want);
+        j.sent += took;
+        if (took < want) break;
+      }
+      if (j.sent < total) break;
+      lane0End_[lane0Handed_ % kLane0Jobs] = mirror_->queued();
+      lane0Handed_++;
+    }
+    std::string why;
+    if (mirror_->pending() && mirror_->flush(&why) != Status::Ok) {
+      failure_.fail(Status::RemoteError, why);
+      return Status::RemoteError;
+    }
+  }
+  while (lane0Head_ != lane0Handed_ && lane0End_[lane0Head_ % kLane0Jobs] <= mirror_->sent()) {
+    SendJob& j = lane0Jobs_[lane0Head_ % kLane0Jobs];
+    if (j.pending) j.pending->fetch_sub(1, std::memory_order_release);
+    lane0Head_++;
+    lane0Watch_.reset();
+  }
+  if (lane0Head_ == lane0Tail_) return Status::Ok;
+  const SendJob& head = lane0Jobs_[lane0Head_ % kLane0Jobs];
+  if (lane0Watch_.stalled(std::chrono::steady_clock::now(), head.early == 0, mirror_->sent() != before, peerTimeout_)) {
+    failure_.fail(Status::RemoteError,
+                  "the peer stopped reading lane 0: " + ReadWatch::what(peerTimeout_, "a message whose receive it posted"));
+    return Status::RemoteError;
   }
   return Status::Ok;
 }

@@ -46,14 +46,17 @@ bool sameToken(const uint8_t* a, const uint8_t* b) {
   return diff == 0;
 }
 
-// What one connection holds while it is set up: its control socket and up to 1 + ICN_TCP_STREAMS lanes.
-size_t socketsPerConnection() { return 2u + static_cast<size_t>(wantedLanes()); }
+// What one connection holds while it is set up: its control socket, up to 1 + ICN_TCP_STREAMS lanes and lane 0's
+// copy.
+size_t socketsPerConnection() { return 3u + static_cast<size_t>(wantedLanes()); }
+// Lane 0 on two rails (tcp_lane0.h) where there is a second rail: with failover on.
+bool mirrorWanted() { return params::getBool(params::Id::TcpFailover); }
 
 // Every socket of a connection with the name of the rail it runs on.
 void nameLanes(Sockets& s, const std::vector<Rail>& rails, bool outgoing) {
   s.laneRail.clear();
   s.railNames.clear();
-  for (auto& f : s.lanes) {
+  auto railOf = [&](const Fd& f) {
     SockAddr local, peer;
     local.len = peer.len = sizeof local.storage;
     getsockname(f.get(), reinterpret_cast<sockaddr*>(&local.storage), &local.len);
@@ -69,10 +72,18 @@ void nameLanes(Sockets& s, const std::vector<Rail>& rails, bool outgoing) {
       idx = static_cast<int>(s.railNames.size());
       s.railNames.push_back(name);
     }
-    s.laneRail.push_back(idx);
-  }
+    return idx;
+  };
+  for (auto& f : s.lanes) s.laneRail.push_back(railOf(f));
+  if (s.lane0Copy.valid()) s.lane0CopyRail = railOf(s.lane0Copy);
 }
 
+// "; lane 0 also over eth1 -> 10.0.1.2" for a connection whose lane 0 runs on two rails.
+std::string describeCopy(const Sockets& s) {
+  if (!s.lane0Copy.valid() || s.lane0CopyRail < 0 || static_cast<size_t>(s.lane0CopyRail) >= s.railNames.size())
+    return "";
+  return "; lane 0 also over " + s.railNames[static_cast<size_t>(s.lane0CopyRail)] + " (failover)";
+}
 class TcpListenComm final : public ListenComm {
  public:
   TcpListenComm(std::unique_ptr<OobListener> l, std::vector<RailAddr> railAddrs, const std::vector<Rail>& rails)
@@ -91,6 +102,8 @@ class TcpListenComm final : public ListenComm {
     Blob blob;
     std::vector<std::unique_ptr<Handshake>> laneHs;
     std::vector<Fd> laneFds;
+    std::unique_ptr<Handshake> copyHs;  // lane 0's copy, when the connector opened one
+    Fd copyFd;
     std::chrono::steady_clock::time_point started;
     void closeAll();  // the ledger evicted it
   };
@@ -111,6 +124,8 @@ void TcpListenComm::Setup::closeAll() {
   controlFd.reset();
   for (auto& h : laneHs) h.reset();
   for (auto& f : laneFds) f.reset();
+  copyHs.reset();
+  copyFd.reset();
 }
 
 TcpListenComm::Setup* TcpListenComm::findSetup(const uint8_t* token) {
@@ -139,6 +154,7 @@ void TcpListenComm::onPeerKnown(AcceptedHandshake a) {
     s->blob.eagerBytes = std::min(b.eagerBytes, wantedEagerBytes());
     s->blob.nrails = static_cast<uint8_t>(railAddrs_.size());
     std::copy(railAddrs_.begin(), railAddrs_.end(), s->blob.rails);
+    s->blob.flags = mirrorWanted() && !railAddrs_.empty() ? kBlobFlagMirror : 0;
     s->laneHs.resize(s->blob.value + 1u);
     s->laneFds.resize(s->blob.value + 1u);
     s->started = std::chrono::steady_clock::now();
@@ -153,6 +169,17 @@ void TcpListenComm::onPeerKnown(AcceptedHandshake a) {
   if (!known) {
     ICN_WARN(subsys::Net, "handshake with %s: lane for a connection this listener does not know",
              hs->peerName().c_str());
+    return;
+  }
+  if (b.kind == kBlobLane0Copy) {
+    if (!(known->blob.flags & kBlobFlagMirror) || known->copyHs || known->copyFd.valid()) {
+      ICN_WARN(subsys::Net, "handshake with %s: lane 0's copy is not expected (not offered, or it arrived twice)",
+               hs->peerName().c_str());
+      return;
+    }
+    hs->confirm(encodeBlob(b));
+    known->copyHs = std::move(hs);
+    known->slot->addSocket();
     return;
   }
   if (b.value > known->blob.value || known->laneHs[b.value] || known->laneFds[b.value].valid()) {
@@ -189,6 +216,16 @@ Status TcpListenComm::advance(Setup& s, bool* ready) {
     }
     all = all && s.laneFds[i].valid();
   }
+  // The connector finishes lane 0's copy before its control READY, and its HELLO came before it: a copy not here
+  // now never comes.
+  if (s.copyHs) {
+    ICN_CHECK(s.copyHs->progress(&phase));
+    if (phase == Handshake::Phase::Done) {
+      s.copyFd = s.copyHs->takeFd();
+      s.copyHs.reset();
+    }
+  }
+  all = all && !s.copyHs;
   if (all) {
     *ready = true;
     return Status::Ok;
@@ -213,12 +250,16 @@ std::unique_ptr<RecvComm> TcpListenComm::makeComm(Setup& s) {
     tuneLane(f.get());
     socks.lanes.push_back(std::move(f));
   }
+  if (s.copyFd.valid()) {
+    tuneLane(s.copyFd.get());
+    socks.lane0Copy = std::move(s.copyFd);
+  }
   nameLanes(socks, rails_, false);
   NetCommInfo info = netCommInfo(s.peer, listener_->commId(), false);
   if (params::getInt(params::Id::LogDetail) >= 1)
-    ICN_INFO(subsys::Net, "TCP receive connection from %s (rank %d) ready: %zu lanes on %zu rail(s): %s; eager "
+    ICN_INFO(subsys::Net, "TCP receive connection from %s (rank %d) ready: %zu lanes on %zu rail(s): %s%s; eager "
              "messages <= %u bytes", s.peerName.c_str(), s.peer.rank, socks.lanes.size(), socks.railNames.size(),
-             describeLanes(socks.railNames, socks.laneRail).c_str(), socks.eagerBytes);
+             describeLanes(socks.railNames, socks.laneRail).c_str(), describeCopy(socks).c_str(), socks.eagerBytes);
   return std::make_unique<TcpRecvComm>(std::move(socks), s.peerName, info);
 }
 
@@ -256,6 +297,9 @@ struct PendingConnect {
   std::vector<std::unique_ptr<OobConnector>> lanes;
   std::vector<bool> laneConfirmed;
   std::vector<Fd> laneFds;
+  std::unique_ptr<OobConnector> copy;  // lane 0's copy on the second rail
+  bool copyConfirmed = false;
+  Fd copyFd;
 };
 
 class TcpTransport final : public Transport {
@@ -291,6 +335,9 @@ class TcpTransport final : public Transport {
  private:
   static Status progressControl(PendingConnect& pc, HandleBytes handle);
   static Status progressLanes(PendingConnect& pc, bool* done);
+  // One lane's connection (kind kBlobLane, or kBlobLane0Copy for lane 0's copy): *fd once its handshake is over.
+  static Status progressLane(PendingConnect& pc, std::unique_ptr<OobConnector>& c, uint8_t kind, size_t index,
+                             bool* confirmed, Fd* fd, bool* done);
   DeviceProps props_;
   std::vector<Rail> rails_;  // the handshake's interface first
 };
@@ -331,6 +378,14 @@ Status TcpTransport::progressControl(PendingConnect& pc, HandleBytes handle) {
     }
     pc.laneConfirmed.assign(pc.lanes.size(), false);
     pc.laneFds.resize(pc.lanes.size());
+    if ((answer.flags & kBlobFlagMirror) && mirrorWanted() && pc.paths.size() >= 2) {
+      Blob copy = pc.blob;
+      copy.kind = kBlobLane0Copy;
+      copy.value = 0;
+      const RailPath& path = pc.paths[1];
+      ICN_CHECK(OobConnector::startTo(path.dest, &path.source,
+                                      makeLocalHello(kTransportTcp, pc.config.commId, encodeBlob(copy)), &pc.copy));
+    }
     return Status::Ok;
   }
   if (phase != Handshake::Phase::Done) return Status::Ok;
@@ -342,34 +397,43 @@ Status TcpTransport::progressControl(PendingConnect& pc, HandleBytes handle) {
   return Status::Ok;
 }
 
+Status TcpTransport::progressLane(PendingConnect& pc, std::unique_ptr<OobConnector>& c, uint8_t kind, size_t index,
+                                  bool* confirmed, Fd* fd, bool* done) {
+  if (!c) return Status::Ok;
+  Handshake::Phase phase;
+  ICN_CHECK(c->progress(&phase));
+  Handshake& hs = c->handshake();
+  if (phase == Handshake::Phase::PeerKnown && !*confirmed) {
+    Blob answer;
+    std::string why;
+    if (decodeBlob(hs.peer().blob, &answer, &why) != Status::Ok || answer.kind != kind || answer.value != index ||
+        !sameToken(answer.token, pc.blob.token)) {
+      const std::string lane = kind == kBlobLane0Copy ? "lane 0's copy" : "lane " + std::to_string(index);
+      ICN_WARN(subsys::Net, "handshake with %s: %s: %s", hs.peerName().c_str(), lane.c_str(),
+               why.empty() ? "the answer does not match our lane" : why.c_str());
+      return Status::RemoteError;
+    }
+    *confirmed = true;
+    hs.confirm();
+    ICN_CHECK(c->progress(&phase));
+  }
+  if (phase == Handshake::Phase::Done) {
+    *fd = hs.takeFd();
+    c.reset();
+  } else {
+    *done = false;
+  }
+  return Status::Ok;
+}
+
 Status TcpTransport::progressLanes(PendingConnect& pc, bool* done) {
   *done = true;
   for (size_t i = 0; i < pc.lanes.size(); i++) {
-    if (!pc.lanes[i]) continue;
-    Handshake::Phase phase;
-    ICN_CHECK(pc.lanes[i]->progress(&phase));
-    Handshake& hs = pc.lanes[i]->handshake();
-    if (phase == Handshake::Phase::PeerKnown && !pc.laneConfirmed[i]) {
-      Blob answer;
-      std::string why;
-      if (decodeBlob(hs.peer().blob, &answer, &why) != Status::Ok || answer.kind != kBlobLane || answer.value != i ||
-          !sameToken(answer.token, pc.blob.token)) {
-        ICN_WARN(subsys::Net, "handshake with %s: lane %zu: %s", hs.peerName().c_str(), i,
-                 why.empty() ? "the answer does not match our lane" : why.c_str());
-        return Status::RemoteError;
-      }
-      pc.laneConfirmed[i] = true;
-      hs.confirm();
-      ICN_CHECK(pc.lanes[i]->progress(&phase));
-    }
-    if (phase == Handshake::Phase::Done) {
-      pc.laneFds[i] = hs.takeFd();
-      pc.lanes[i].reset();
-    } else {
-      *done = false;
-    }
+    bool confirmed = pc.laneConfirmed[i];
+    ICN_CHECK(progressLane(pc, pc.lanes[i], kBlobLane, i, &confirmed, &pc.laneFds[i], done));
+    pc.laneConfirmed[i] = confirmed;
   }
-  return Status::Ok;
+  return progressLane(pc, pc.copy, kBlobLane0Copy, 0, &pc.copyConfirmed, &pc.copyFd, done);
 }
 
 Status TcpTransport::connect(int dev, const CommConfig& config, HandleBytes handle, std::unique_ptr<SendComm>* out) {
@@ -412,12 +476,16 @@ Status TcpTransport::connect(int dev, const CommConfig& config, HandleBytes hand
     tuneLane(f.get());
     socks.lanes.push_back(std::move(f));
   }
+  if (pc->copyFd.valid()) {
+    tuneLane(pc->copyFd.get());
+    socks.lane0Copy = std::move(pc->copyFd);
+  }
   nameLanes(socks, pc->rails, true);
   NetCommInfo info = netCommInfo(pc->peer, pc->config.commId, true);
   if (params::getInt(params::Id::LogDetail) >= 1)
-    ICN_INFO(subsys::Net, "TCP send connection to %s (rank %d) ready: %zu lanes on %zu rail(s): %s; eager messages "
+    ICN_INFO(subsys::Net, "TCP send connection to %s (rank %d) ready: %zu lanes on %zu rail(s): %s%s; eager messages "
              "<= %u bytes", pc->peerName.c_str(), pc->peer.rank, socks.lanes.size(), socks.railNames.size(),
-             describeLanes(socks.railNames, socks.laneRail).c_str(), socks.eagerBytes);
+             describeLanes(socks.railNames, socks.laneRail).c_str(), describeCopy(socks).c_str(), socks.eagerBytes);
   *out = std::make_unique<TcpSendComm>(std::move(socks), pc->peerName, info);
   return Status::Ok;
 }

@@ -22,6 +22,7 @@ std::vector<uint8_t> encodeBlob(const Blob& b) {
       w.put<uint16_t>(b.rails[i].port);
       w.bytes(std::span<const uint8_t>(b.rails[i].addr, sizeof b.rails[i].addr));
     }
+    w.put<uint8_t>(b.flags);
   }
   return std::move(w.buffer());
 }
@@ -57,12 +58,14 @@ Status decodeBlob(std::span<const uint8_t> raw, Blob* out, std::string* why) {
   why->clear();
   bool ok = r.get(&out->kind) && r.get(&version) && r.get(&out->value) && r.get(&out->eagerBytes) &&
             r.bytes(kTokenSize, &token);
-  if (ok && version == kBlobVersion && out->kind == kBlobControl) ok = decodeRails(r, out, why);
+  out->flags = 0;
+  if (ok && version == kBlobVersion && out->kind == kBlobControl) ok = decodeRails(r, out, why) && r.get(&out->flags);
   if (!ok || !r.atEnd()) {
     if (why->empty()) *why = "malformed TCP connection blob (" + std::to_string(raw.size()) + " bytes)";
     return Status::RemoteError;
   }
-  if (version != kBlobVersion || (out->kind != kBlobControl && out->kind != kBlobLane)) {
+  if (version != kBlobVersion || (out->kind != kBlobControl && out->kind != kBlobLane && out->kind != kBlobLane0Copy) ||
+      (out->kind == kBlobLane0Copy && out->value != 0) || (out->flags & ~kBlobFlagMirror) != 0) {
     *why = "malformed TCP connection blob (version " + std::to_string(version) + ", kind " + std::to_string(out->kind) +
            ")";
     return Status::RemoteError;

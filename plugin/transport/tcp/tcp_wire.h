@@ -130,9 +130,15 @@ constexpr size_t kMaxCtsBytes = sizeof(CtsHeader) + kMaxRecvs * sizeof(CtsEntry)
 // also accepts lanes on, one per rail (interface) besides the handshake's. Lane connection: the token and the
 // lane's index (0 .. lanes). The connector puts a helper lane on a rail only when the rail's address lies in the
 // subnet of one of its own interfaces (so a peer's word never sends a connection off the hosts' shared links).
+// Lane 0 on two rails (transport/tcp/tcp_lane0.h): an acceptor with failover on says so in its control answer
+// (kBlobFlagMirror); a connector with failover on and a second rail to the peer then opens lane 0's copy there, a
+// lane connection of kind kBlobLane0Copy (value 0), before its control READY, and both ends write lane 0's bytes to
+// both sockets.
 constexpr uint8_t kBlobControl = 1;
 constexpr uint8_t kBlobLane = 2;
-constexpr uint8_t kBlobVersion = 5;
+constexpr uint8_t kBlobLane0Copy = 3;
+constexpr uint8_t kBlobFlagMirror = 1;
+constexpr uint8_t kBlobVersion = 6;
 constexpr size_t kTokenSize = 16;
 constexpr int kMaxRails = 4;  // interfaces one connection spreads its helper lanes over
 
@@ -150,6 +156,7 @@ struct Blob {
   uint8_t token[kTokenSize] = {};
   uint8_t nrails = 0;       // control: the acceptor's extra rails (the connector sends none)
   RailAddr rails[kMaxRails];
+  uint8_t flags = 0;        // control: kBlobFlagMirror (the acceptor takes lane 0's copy)
 };
 
 // What a peer's code assumes of ours: changing any value in this list changes the wire. Bump kBlobVersion with it
@@ -157,7 +164,7 @@ struct Blob {
 // test/unit/wire_version_test.cc (docs/adding.md, "A TCP wire constant").
 constexpr uint64_t kWireFingerprint = wireFingerprint({
     kBlobVersion, kMaxLanes, kMaxRails, sizeof(RailAddr::addr), kChunkMagic, kCtsMagic, kMaxMessage, kChunkEager, kEagerCredits, kEarlyCredits,
-    kMaxEagerBytes, kChunkResend, kChunkLaneDown, kChunkLaneOffer, kLaneMagic, sizeof(LaneRecord), kDoneMagic, sizeof(DoneRecord), kMaxRecvs, kMaxRequests, kBlobControl, kBlobLane, kTokenSize,
+    kMaxEagerBytes, kChunkResend, kChunkLaneDown, kChunkLaneOffer, kLaneMagic, sizeof(LaneRecord), kDoneMagic, sizeof(DoneRecord), kMaxRecvs, kMaxRequests, kBlobControl, kBlobLane, kBlobLane0Copy, kBlobFlagMirror, kTokenSize,
     sizeof(ChunkHeader), offsetof(ChunkHeader, seq), offsetof(ChunkHeader, slot), offsetof(ChunkHeader, index),
     offsetof(ChunkHeader, flags), offsetof(ChunkHeader, tag), offsetof(ChunkHeader, total),
     offsetof(ChunkHeader, offset), offsetof(ChunkHeader, length), offsetof(ChunkHeader, eager),

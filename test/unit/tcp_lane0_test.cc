@@ -1,0 +1,247 @@
+// Lane 0 on two rails (transport/tcp/tcp_lane0.h): the mirror over socketpairs, and a send comm and a receive comm
+// joined by socketpairs whose lane 0 has a copy, one copy failing mid-stream.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tcp_test_wire.h"
+#include "transport/tcp/tcp_lane0.h"
+
+namespace icn::tcp {
+namespace {
+using namespace testwire;
+
+struct Pair {
+  Fd a, b;
+  Pair() {
+    int sv[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    a = Fd(sv[0]);
+    b = Fd(sv[1]);
+  }
+};
+
+// Reads from a ByteSource until `want` bytes came or 10 s passed; false when it ended or failed first.
+bool readFrom(ByteSource& src, std::vector<uint8_t>* out, size_t want) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  uint8_t buf[8192];
+  while (out->size() < want && Clock::now() < deadline) {
+    size_t got = 0;
+    bool closed = false;
+    std::string why;
+    if (src.read(buf, std::min(sizeof buf, want - out->size()), &got, &closed, &why) != Status::Ok || closed)
+      return false;
+    out->insert(out->end(), buf, buf + got);
+  }
+  return out->size() == want;
+}
+
+Lane0Mirror mirrorOf(const Pair& p0, const Pair& p1, bool aSide, size_t ring = 64 * 1024) {
+  return Lane0Mirror({aSide ? p0.a.get() : p0.b.get(), aSide ? p1.a.get() : p1.b.get()}, {"eth0", "eth1"}, ring,
+                     kPeer);
+}
+
+TEST(Lane0Mirror, EachByteIsReadOnceFromWhicheverCopyBringsItFirst) {
+  Pair p0, p1;
+  Lane0Mirror in = mirrorOf(p0, p1, false);
+  std::vector<uint8_t> got;
+  writeAll(p1.a.get(), "abcdef", 6);  // copy 1 first
+  ASSERT_TRUE(readFrom(in, &got, 6));
+  writeAll(p0.a.get(), "abcdefgh", 8);  // copy 0 catches up and goes ahead: only its last two bytes are new
+  ASSERT_TRUE(readFrom(in, &got, 8));
+  writeAll(p1.a.get(), "ghij", 4);
+  ASSERT_TRUE(readFrom(in, &got, 10));
+  EXPECT_EQ(std::string(got.begin(), got.end()), "abcdefghij");
+  EXPECT_EQ(in.liveCopies(), 2);
+}
+
+// One copy fails while the stream runs (its socket shut down as a dead link leaves it: no more bytes either way):
+// every byte arrives once and in order over the other, and the writer names the failed copy's rail.
+void streamThroughAFailure(int failing) {
+  testing::installLogCapture();
+  testing::takeWarnings();
+  Pair p0, p1;
+  Lane0Mirror out = mirrorOf(p0, p1, true), in = mirrorOf(p0, p1, false);
+  const std::vector<uint8_t> data = pattern(3 << 20);
+  std::vector<uint8_t> got;
+  size_t queued = 0;
+  std::string why;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (got.size() < data.size() && Clock::now() < deadline) {
+    if (queued < data.size()) queued += out.append(data.data() + queued, std::min<size_t>(5000, data.size() - queued));
+    if (out.pending()) {
+      ASSERT_EQ(out.flush(&why), Status::Ok) << why;
+    }
+    if (got.size() >= data.size() / 3 && out.liveCopies() == 2) {
+      const Pair& dead = failing == 0 ? p0 : p1;
+      ::shutdown(dead.b.get(), SHUT_RDWR);  // what was in flight on it is lost with it
+    }
+    uint8_t buf[16384];
+    size_t n = 0;
+    bool closed = false;
+    ASSERT_EQ(in.read(buf, sizeof buf, &n, &closed, &why), Status::Ok) << why;
+    ASSERT_FALSE(closed);
+    got.insert(got.end(), buf, buf + n);
+  }
+  ASSERT_EQ(got.size(), data.size());
+  EXPECT_TRUE(got == data) << "bytes lost, repeated or out of order";
+  EXPECT_EQ(out.liveCopies(), 1);
+  EXPECT_FALSE(out.live(failing));
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(),
+                              {kPeer, failing == 0 ? "lane 0 over eth0" : "lane 0 over eth1", "goes on over"}));
+}
+
+TEST(Lane0Mirror, StreamOutlivesTheFirstCopy) { streamThroughAFailure(0); }
+TEST(Lane0Mirror, StreamOutlivesTheSecondCopy) { streamThroughAFailure(1); }
+
+// A copy whose peer end stops reading (a rail down: its socket takes bytes until its buffer is full) while the
+// other moves: dropped once it holds the ring full half a ring behind, with a WARN; the other copy has every byte.
+TEST(Lane0Mirror, ACopyThatFallsARingBehindIsDropped) {
+  testing::installLogCapture();
+  testing::takeWarnings();
+  Pair p0, p1;
+  shrinkSendBuffer(p0.a);
+  Lane0Mirror out = mirrorOf(p0, p1, true, 64 * 1024);
+  const std::vector<uint8_t> data = pattern(1 << 20);
+  std::vector<uint8_t> got;
+  size_t queued = 0;
+  std::string why;
+  SocketSource reader(p1.b.get());  // the peer reads copy 1 only
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (got.size() < data.size() && Clock::now() < deadline) {
+    if (queued < data.size()) queued += out.append(data.data() + queued, data.size() - queued);
+    if (out.pending()) {
+      ASSERT_EQ(out.flush(&why), Status::Ok) << why;
+    }
+    uint8_t buf[16384];
+    size_t n = 0;
+    bool closed = false;
+    ASSERT_EQ(reader.read(buf, sizeof buf, &n, &closed, &why), Status::Ok);
+    got.insert(got.end(), buf, buf + n);
+  }
+  EXPECT_TRUE(got == data);
+  EXPECT_FALSE(out.live(0)) << "the copy nobody read was kept";
+  EXPECT_TRUE(out.live(1));
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer, "lane 0 over eth0", "behind", "eth1"}));
+}
+
+// Both copies ended by the peer: the stream ended. Both failed: an error naming the last one.
+TEST(Lane0Mirror, EndsOnlyWhenBothCopiesAreGone) {
+  {
+    Pair p0, p1;
+    Lane0Mirror in = mirrorOf(p0, p1, false);
+    p0.a.reset();
+    uint8_t buf[16];
+    size_t n = 0;
+    bool closed = false;
+    std::string why;
+    ASSERT_EQ(in.read(buf, sizeof buf, &n, &closed, &why), Status::Ok);
+    EXPECT_FALSE(closed) << "one copy ended: the stream goes on over the other";
+    writeAll(p1.a.get(), "xy", 2);
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(readFrom(in, &got, 2));
+    p1.a.reset();
+    ASSERT_EQ(in.read(buf, sizeof buf, &n, &closed, &why), Status::Ok);
+    EXPECT_TRUE(closed);
+  }
+  {
+    testing::installLogCapture();
+    Pair p0, p1;
+    Lane0Mirror out = mirrorOf(p0, p1, true);
+    p0.b.reset();
+    p1.b.reset();
+    ASSERT_EQ(out.append("hello", 5), 5u);
+    std::string why;
+    EXPECT_EQ(out.flush(&why), Status::RemoteError);
+    EXPECT_NE(why.find("lane 0 over eth"), std::string::npos) << why;
+    EXPECT_EQ(out.liveCopies(), 0);
+  }
+}
+
+// A send comm and a receive comm, each with lane 0 on two "rails" and two helper lanes, joined by socketpairs.
+// `failing` (0 or 1): lane 0's copy that is shut down once a third of the messages arrived.
+void commsThroughAFailure(int failing) {
+  testing::installLogCapture();
+  testing::takeWarnings();
+  Sockets send, recv;  // the two comms are each other's peer
+  auto join = [](Fd* x, Fd* y) {
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    *x = Fd(sv[0]);
+    *y = Fd(sv[1]);
+  };
+  join(&send.control, &recv.control);
+  for (int i = 0; i < 3; i++) {
+    send.lanes.emplace_back();
+    recv.lanes.emplace_back();
+    join(&send.lanes.back(), &recv.lanes.back());
+  }
+  join(&send.lane0Copy, &recv.lane0Copy);
+  const int copyFds[2] = {dup(send.lanes[0].get()), dup(send.lane0Copy.get())};
+  for (Sockets* k : {&send, &recv}) {
+    k->eagerBytes = 2048;
+    k->railNames = {"eth0 -> 10.0.0.2", "eth1 -> 10.0.1.2"};
+    k->laneRail = {0, 0, 1};
+    k->lane0CopyRail = 1;
+  }
+  auto tx = std::make_unique<TcpSendComm>(std::move(send), kPeer, NetCommInfo{});
+  auto rx = std::make_unique<TcpRecvComm>(std::move(recv), kPeer, NetCommInfo{});
+  constexpr int kMessages = 300;
+  size_t sent = 0, received = 0;
+  std::vector<std::vector<uint8_t>> in(kMessages);
+  auto sizeOf = [](int i) { return static_cast<size_t>(i % 3 == 0 ? 40000 : 1 + i * 13 % 2048); };
+  std::vector<std::vector<uint8_t>> data;
+  for (int i = 0; i < kMessages; i++) {
+    data.push_back(pattern(sizeOf(i)));
+    data.back()[0] = static_cast<uint8_t>(i);
+  }
+  Request* sreq = nullptr;
+  Request* rreq = nullptr;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (received < kMessages && Clock::now() < deadline) {
+    if (!rreq && static_cast<int>(received) < kMessages) {
+      in[received].assign(sizeOf(static_cast<int>(received)), 0);
+      void* d = in[received].data();
+      size_t n = in[received].size();
+      int tag = 7;
+      ASSERT_EQ(rx->irecv(1, &d, &n, &tag, nullptr, &rreq), Status::Ok);
+    }
+    if (!sreq && static_cast<int>(sent) < kMessages) {
+      ASSERT_EQ(tx->isend(data[sent].data(), data[sent].size(), 7, nullptr, &sreq), Status::Ok);
+    }
+    bool done = false;
+    if (sreq) {
+      ASSERT_EQ(sreq->test(&done, nullptr), Status::Ok);
+      if (done) sreq = nullptr, sent++;
+    }
+    if (rreq) {
+      int size = 0;
+      ASSERT_EQ(rreq->test(&done, &size), Status::Ok);
+      if (done) {
+        EXPECT_EQ(static_cast<size_t>(size), data[received].size());
+        EXPECT_TRUE(in[received] == data[received]) << "message " << received;
+        rreq = nullptr;
+        received++;
+      }
+    }
+    if (received == kMessages / 3 && copyFds[failing] >= 0) ::shutdown(copyFds[failing], SHUT_RDWR);
+  }
+  EXPECT_EQ(received, static_cast<size_t>(kMessages));
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(),
+                              {kPeer, failing == 0 ? "lane 0 over eth0" : "lane 0 over eth1", "goes on over"}));
+  tx.reset();
+  rx.reset();
+  for (int fd : copyFds) close(fd);
+}
+
+TEST(Lane0OnTwoRails, MessagesAndRecordsOutliveLaneZerosFirstCopy) { commsThroughAFailure(0); }
+TEST(Lane0OnTwoRails, MessagesAndRecordsOutliveLaneZerosSecondCopy) { commsThroughAFailure(1); }
+
+}  // namespace
+}  // namespace icn::tcp
