@@ -20,8 +20,9 @@
 #     same gap fails the job cleanly instead: every rank exits with an error within 30 s, a WARN names the peer.
 #  5. the handshake's link of host 1 (rail 0: its control sockets, lane 0 and the helper lanes on it) down for 6 s
 #     with ICN_PEER_TIMEOUT_MS=2000: every socket on it fails, and lane 0's copy on rail 1 carries the small
-#     messages and records on (tcp_lane0.h). The job ends with every rank done and 0 wrong bytes, never still for
-#     more than 3 s, and a WARN names lane 0 over eth0.
+#     messages and records on (tcp_lane0.h); a WARN names lane 0 over eth0. Once eth0 is back, lane 0's copy on
+#     it comes back (INFO "lane 0 over eth0 ... is back"), and then rail 1 goes down for 6 s: lane 0 goes on over
+#     the copy that came back. The job ends with every rank done and 0 wrong bytes, never still for more than 3 s.
 #   multirail.sh DRIVER PERF PLUGIN
 # Exit 77 when this machine cannot create emulated hosts.
 set -euo pipefail
@@ -189,17 +190,26 @@ all_links up
 grep -qh "WARN ICN TCP connection with .* failed" "$work"/timeout/rank*.log || fail "timeout: no WARN names the peer"
 echo "multirail: every link of host 1 down with ICN_PEER_TIMEOUT_MS=2000: all 3 ranks failed within $took s, a WARN naming the peer"
 
-# --- 5. the handshake's link down past the peer timeout: lane 0 goes on over its copy ---
-job rail0 16 ICN_PEER_TIMEOUT_MS=2000
-sleep 4
+# --- 5. the handshake's link down past the peer timeout: lane 0 goes on over its copy, which then comes back ---
+job rail0 24 ICN_PEER_TIMEOUT_MS=2000
+sleep 3
 "$bed" link --name "$name" 1 0 down
 sleep 6
 "$bed" link --name "$name" 1 0 up
+copies_back() { grep -hcE "lane 0 over eth0 [-<>]+ 10\.88\.0\.[0-9]+ is back" "$work"/rail0/rank*.log | awk '{ s += $1 } END { print s + 0 }'; }
+for _ in $(seq 80); do [ "$(copies_back)" -ge 8 ] && break; sleep 0.1; done  # host 1's 4 connections, both ends
+back=$(copies_back)
+"$bed" link --name "$name" 1 1 down
+sleep 6
+"$bed" link --name "$name" 1 1 up
 job_ok rail0
 grep -qhE "WARN ICN TCP connection with .*: lane 0 over eth0 [-<>]+ 10\.88\.0\.[0-9]+: .*; lane 0 goes on over eth1" \
   "$work"/rail0/rank*.log || fail "rail0: no WARN names lane 0 over eth0 going on over eth1"
+grep -qhE "WARN ICN TCP connection with .*: lane 0 over eth1 [-<>]+ 10\.88\.1\.[0-9]+: .*; lane 0 goes on over eth0" \
+  "$work"/rail0/rank*.log || fail "rail0: no WARN names lane 0 over eth1 going on over eth0 (the copy that came back)"
 stall=$(longest_stall rail0)
-copies=$(grep -hc "lane 0 goes on over" "$work"/rail0/rank*.log | awk '{ s += $1 } END { print s + 0 }')
-echo "multirail: host 1's eth0 down for 6 s with ICN_PEER_TIMEOUT_MS=2000: every rank done, 0 wrong bytes, $copies lane 0 copies dropped, longest stall $stall s"
+dropped=$(grep -hc "lane 0 goes on over" "$work"/rail0/rank*.log | awk '{ s += $1 } END { print s + 0 }')
+echo "multirail: host 1's eth0 down 6 s, then eth1 down 6 s (ICN_PEER_TIMEOUT_MS=2000): every rank done, 0 wrong bytes; $dropped lane 0 copies dropped (WARNs), $back of 8 ends saw their copy over eth0 come back before eth1 went down; longest stall $stall s"
+[ "$back" -ge 8 ] || fail "rail0: lane 0's copies over eth0 did not come back within 8 s of its return ($back of 8 ends)"
 [ "$stall" -le 3 ] || fail "rail0: the job stood still for $stall s"
 echo "multirail: PASS"

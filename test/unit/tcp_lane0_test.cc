@@ -243,5 +243,82 @@ void commsThroughAFailure(int failing) {
 TEST(Lane0OnTwoRails, MessagesAndRecordsOutliveLaneZerosFirstCopy) { commsThroughAFailure(0); }
 TEST(Lane0OnTwoRails, MessagesAndRecordsOutliveLaneZerosSecondCopy) { commsThroughAFailure(1); }
 
+// Over loopback TCP (a dropped copy is offered again from its own address): copy 0 fails, comes back on a new
+// socket (an INFO on each side), then copy 1 fails, and the stream goes on over the copy that came back. Every
+// message intact, in order.
+TEST(Lane0OnTwoRails, ADroppedCopyComesBackAndCarriesTheStream) {
+  testing::installLogCapture();
+  testing::takeWarnings();
+  testing::takeInfos();
+  Sockets send, recv;
+  loopbackTcpPair(&send.control, &recv.control);
+  for (int i = 0; i < 3; i++) {
+    send.lanes.emplace_back();
+    recv.lanes.emplace_back();
+    loopbackTcpPair(&send.lanes.back(), &recv.lanes.back());
+  }
+  loopbackTcpPair(&send.lane0Copy, &recv.lane0Copy);
+  const int copy0 = dup(send.lanes[0].get()), copy1 = dup(send.lane0Copy.get());
+  for (Sockets* k : {&send, &recv}) {
+    k->eagerBytes = 2048;
+    k->railNames = {"lo -> 127.0.0.1", "lo2 -> 127.0.0.1"};
+    k->laneRail = {0, 0, 1};
+    k->lane0CopyRail = 1;
+  }
+  auto tx = std::make_unique<TcpSendComm>(std::move(send), kPeer, NetCommInfo{});
+  auto rx = std::make_unique<TcpRecvComm>(std::move(recv), kPeer, NetCommInfo{});
+  std::vector<uint8_t> out = pattern(3000), in(3000);
+  uint64_t messages = 0;
+  int phase = 0;  // 0: both copies; 1: copy 0 failed; 2: it is back, copy 1 failed
+  size_t backLines = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  auto phaseAt = Clock::now();
+  while (Clock::now() < deadline && !(phase == 2 && Clock::now() - phaseAt > std::chrono::milliseconds(300))) {
+    out[0] = static_cast<uint8_t>(messages);
+    void* d = in.data();
+    size_t n = in.size();
+    int tag = 3;
+    Request *rr = nullptr, *sr = nullptr;
+    ASSERT_EQ(rx->irecv(1, &d, &n, &tag, nullptr, &rr), Status::Ok);
+    ASSERT_EQ(tx->isend(out.data(), out.size(), 3, nullptr, &sr), Status::Ok);
+    ASSERT_NE(rr, nullptr);
+    ASSERT_NE(sr, nullptr);
+    bool sdone = false, rdone = false;
+    while (!(sdone && rdone) && Clock::now() < deadline) {
+      if (!sdone) {
+        ASSERT_EQ(sr->test(&sdone, nullptr), Status::Ok) << "message " << messages;
+      }
+      if (!rdone) {
+        ASSERT_EQ(rr->test(&rdone, nullptr), Status::Ok) << "message " << messages;
+      }
+    }
+    ASSERT_TRUE(sdone && rdone) << "message " << messages << " never finished";
+    ASSERT_TRUE(in == out) << "message " << messages;
+    messages++;
+    if (phase == 0 && messages == 50) {
+      ::shutdown(copy0, SHUT_RDWR);
+      phase = 1;
+    }
+    if (phase == 1) {
+      for (const std::string& line : testing::takeInfos())
+        backLines += line.find("lane 0 over lo -> 127.0.0.1 is back") != std::string::npos;
+      if (backLines == 2) {  // both ends
+        ::shutdown(copy1, SHUT_RDWR);
+        phase = 2;
+        phaseAt = Clock::now();
+      }
+    }
+  }
+  EXPECT_EQ(phase, 2) << "copy 0 never came back (" << backLines << " of 2 ends said so)";
+  printf("%llu messages over lane 0 through both copies' failures\n", static_cast<unsigned long long>(messages));
+  const std::vector<std::string> warns = testing::takeWarnings();
+  EXPECT_TRUE(testing::warned(warns, {kPeer, "lane 0 over lo -> 127.0.0.1:", "goes on over lo2"}));
+  EXPECT_TRUE(testing::warned(warns, {kPeer, "lane 0 over lo2 -> 127.0.0.1:", "goes on over lo ->"}));
+  tx.reset();
+  rx.reset();
+  close(copy0);
+  close(copy1);
+}
+
 }  // namespace
 }  // namespace icn::tcp

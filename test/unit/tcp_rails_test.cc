@@ -77,7 +77,7 @@ TEST(TcpRails, MalformedRailsAreRefused) {
   std::vector<uint8_t> noFlags(raw.begin(), raw.end() - 1);
   refused(noFlags, "no flags byte");
   std::vector<uint8_t> flags = raw;
-  flags.back() = 2;
+  flags[railsAt + 20] = 2;  // the flags byte, after the rail
   refused(flags, "a flag this version does not know");
   std::vector<uint8_t> longer = raw;
   longer.push_back(0);

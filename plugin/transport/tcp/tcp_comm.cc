@@ -52,6 +52,21 @@ CommCore::CommCore(Sockets& s, std::string peer, NetCommInfo info)
     laneLocal_.push_back(local);
     lanePeer_.push_back(peer);
   }
+  copyLocal_[0] = laneLocal_[0];
+  copyPeer_[0] = lanePeer_[0];
+  if (lane0Copy_.valid()) {
+    copyLocal_[1].len = copyPeer_[1].len = sizeof copyLocal_[1].storage;
+    getsockname(lane0Copy_.get(), reinterpret_cast<sockaddr*>(&copyLocal_[1].storage), &copyLocal_[1].len);
+    getpeername(lane0Copy_.get(), reinterpret_cast<sockaddr*>(&copyPeer_[1].storage), &copyPeer_[1].len);
+  }
+}
+
+void CommCore::readmitCopy(int c, Fd fd, int64_t downAtNs, bool speakFirst) {
+  tuneLane(fd.get());
+  mirror_->readmit(c, fd.get(), speakFirst);
+  copyFd(c) = std::move(fd);  // closes the socket the copy had before
+  ICN_INFO(subsys::Net, "TCP connection with %s: lane 0 over %s is back, %.1f s after it was dropped",
+           failure_.peer().c_str(), mirror_->rail(c).c_str(), static_cast<double>(steadyNowNs() - downAtNs) / 1e9);
 }
 
 void CommCore::startMirror(Sockets& s, size_t ringBytes) {
@@ -68,8 +83,8 @@ void CommCore::startMirror(Sockets& s, size_t ringBytes) {
 
 std::vector<uint8_t> CommCore::laneBlob(int lane) const {
   Blob b;
-  b.kind = kBlobLane;
-  b.value = static_cast<uint16_t>(lane);
+  b.kind = lane < 0 ? kBlobLane0Copy : kBlobLane;
+  b.value = static_cast<uint16_t>(lane < 0 ? 0 : lane);
   memcpy(b.token, token_, kTokenSize);
   return encodeBlob(b);
 }
@@ -77,7 +92,9 @@ std::vector<uint8_t> CommCore::laneBlob(int lane) const {
 bool CommCore::isLaneBlob(const Hello& peer, int lane) const {
   Blob b;
   std::string why;
-  if (decodeBlob(peer.blob, &b, &why) != Status::Ok || b.kind != kBlobLane || b.value != lane) return false;
+  if (decodeBlob(peer.blob, &b, &why) != Status::Ok || b.kind != (lane < 0 ? kBlobLane0Copy : kBlobLane) ||
+      b.value != (lane < 0 ? 0 : lane))
+    return false;
   uint8_t diff = 0;
   for (size_t i = 0; i < kTokenSize; i++) diff |= b.token[i] ^ token_[i];
   return diff == 0;

@@ -86,9 +86,16 @@ class CommCore {
   uint8_t token_[kTokenSize] = {};
   uint64_t commId_ = 0;
   std::vector<SockAddr> laneLocal_, lanePeer_;
-  // The lane blob that a lane's handshake carries (kind lane, its index, the token).
+  // The lane blob that a lane's handshake carries (kind lane, its index, the token); lane -1: lane 0's copy (kind
+  // kBlobLane0Copy).
   std::vector<uint8_t> laneBlob(int lane) const;
   bool isLaneBlob(const Hello& peer, int lane) const;
+  // Lane 0's copy c (0: lane 0's own socket, 1: the other rail's): its two ends as set up, and its socket now.
+  SockAddr copyLocal_[2], copyPeer_[2];
+  Fd& copyFd(int c) { return c == 0 ? lane0_ : lane0Copy_; }
+  // Copy c is back on `fd` (its handshake done): the mirror writes to and reads from it again. speakFirst: this end
+  // accepted (its handshake reads the connector's READY last, so it may write at once).
+  void readmitCopy(int c, Fd fd, int64_t downAtNs, bool speakFirst);
 };
 
 class TcpSendComm;
@@ -224,8 +231,18 @@ class TcpSendComm final : public SendComm, public CommCore {
   enum class LaneState : uint8_t { Live, Down, Closed, Offered };
   Status rejoinLanes(int64_t nowNs);
   Status offerLane(int lane);
-  // A lane-down or lane-offer header (tcp_wire.h) queued on lane 0.
-  void queueLaneNotice(uint16_t flags, int lane, uint32_t port);
+  // A lane-down or lane-offer header (tcp_wire.h) queued on lane 0 (lane 0 with index: an offer of that copy).
+  void queueLaneNotice(uint16_t flags, int lane, uint32_t port, int index = 0);
+  // Recovery of lane 0's copies (tcp_lane0.h), as for helper lanes: a dropped copy is offered again after its
+  // hold-back and joined by the receiver. Per copy: when it was dropped (0: live), its hold-back, when it last came
+  // back, the offer's listener and the handshake on it.
+  Status rejoinCopies(int64_t nowNs);
+  Status acceptCopy(int c);
+  std::array<int64_t, 2> copyDownAtNs_{}, copyHoldBackNs_{}, copyAdmittedAtNs_{};
+  std::array<std::unique_ptr<OobListener>, 2> copyListener_;
+  std::array<std::unique_ptr<Handshake>, 2> copyHs_;
+  uint64_t copiesBack_ = 0;  // logged at close
+  int copyRail_ = 0;         // the rail of lane 0's copy 1
   Status acceptRejoin(int lane);
   std::array<std::unique_ptr<OobListener>, kMaxLanes + 1> rejoinListener_;
   std::array<std::unique_ptr<Handshake>, kMaxLanes + 1> rejoinHs_;
@@ -419,11 +436,15 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   std::atomic<uint64_t> discarded_{0};  // resent pieces dropped (the receiver had them), logged at close
   Status handleLaneDown(const ChunkHeader& h, bool lane0, Landing* out, std::string* why);
   Status handleLaneOffer(const ChunkHeader& h, bool lane0, Landing* out, std::string* why);
+  Status handleCopyOffer(const ChunkHeader& h, bool lane0, Landing* out, std::string* why);
   // Recovery (proxy thread): connects offered lanes again, with backoff.
   void rejoinLanes(int64_t nowNs);
   void finishRejoin(int lane, Fd fd);
+  // rejoin_[0]: lane 0's copy `copy` (tcp_lane0.h).
   struct Rejoin {
     uint16_t port = 0;  // 0: no offer
+    int copy = 0;
+    int64_t offeredNs = 0;
     std::unique_ptr<OobConnector> connector;
     bool confirmed = false;
     int64_t attemptNs = 0, nextNs = 0, backoffNs = 0;

@@ -60,13 +60,13 @@ int Lane0Mirror::liveCopies() const {
 uint64_t Lane0Mirror::lowestWritten() const {
   uint64_t low = queued_;
   for (const Copy& c : copies_)
-    if (c.live) low = std::min(low, c.written);
+    if (writing(c)) low = std::min(low, c.written);
   return low;
 }
 
 bool Lane0Mirror::pending() const {
   for (const Copy& c : copies_)
-    if (c.live && c.written < queued_) return true;
+    if (c.joining ? c.live : writing(c) && c.written < queued_) return true;
   return false;
 }
 
@@ -128,7 +128,7 @@ Status Lane0Mirror::writeCopy(Copy& c) {
 // waiting for it would hold lane 0 to its pace, and the other copy has every byte. Two copies close together
 // with the ring full wait: then the peer is not reading, which the caller's own watch judges.
 void Lane0Mirror::dropLaggard() {
-  if (!copies_[0].live || !copies_[1].live) return;
+  if (!writing(copies_[0]) || !writing(copies_[1])) return;
   Copy& lag = copies_[0].written <= copies_[1].written ? copies_[0] : copies_[1];
   const Copy& lead = other(lag);
   if (queued_ - lag.written < cap_ || lead.written - lag.written < cap_ / 2) return;
@@ -140,15 +140,59 @@ void Lane0Mirror::dropLaggard() {
 
 Status Lane0Mirror::flush(std::string* why) {
   for (Copy& c : copies_)
-    if (c.live && c.written < queued_) writeCopy(c);
+    if (c.live && c.joining && haveStart(c)) speak(c);  // the peer's start came: our answer
+  for (Copy& c : copies_)
+    if (writing(c) && c.written < queued_) writeCopy(c);
   dropLaggard();
   if (liveCopies() > 0) return Status::Ok;
   *why = ended_ ? "send: the peer closed lane 0 over every rail" : lastError_;
   return Status::RemoteError;
 }
 
+void Lane0Mirror::readmit(int index, int fd, bool speakFirst) {
+  Copy& c = copies_[static_cast<size_t>(index)];
+  c = Copy{fd, c.rail};
+  c.startGot = 0;
+  c.joining = true;
+  if (speakFirst) speak(c);
+}
+
+void Lane0Mirror::speak(Copy& c) {
+  const uint64_t from = lowestWritten();  // the oldest byte the ring holds (c does not count yet)
+  uint8_t pos[8];
+  for (int i = 0; i < 8; i++) pos[i] = static_cast<uint8_t>(from >> (8 * i));
+  // The copy's buffer is empty: the 8 bytes go at once, or the socket has already failed.
+  const ssize_t w = ::send(c.fd, pos, sizeof pos, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (w != static_cast<ssize_t>(sizeof pos)) {
+    drop(static_cast<int>(&c - copies_.data()),
+         std::string("send: ") + (w < 0 ? strerror(errno) : "its start position did not fit"), true);
+    return;
+  }
+  c.written = from;
+  c.joining = false;
+}
+
+bool Lane0Mirror::haveStart(Copy& c) {
+  while (c.live && c.startGot < sizeof c.start) {
+    size_t n = 0;
+    std::string why;
+    switch (recvSome(c.fd, c.start + c.startGot, sizeof c.start - c.startGot, &n, &why)) {
+      case Io::Moved: c.startGot += n; break;
+      case Io::Empty: return false;
+      case Io::Ended: drop(static_cast<int>(&c - copies_.data()), "ended by the peer", false); return false;
+      case Io::Failed: drop(static_cast<int>(&c - copies_.data()), why, true); return false;
+    }
+    if (c.startGot == sizeof c.start) {
+      c.read = 0;
+      for (int i = 0; i < 8; i++) c.read |= uint64_t{c.start[i]} << (8 * i);
+    }
+  }
+  return c.live;
+}
+
 void Lane0Mirror::skipBehind(Copy& c) {
   uint8_t scratch[16384];
+  if (!haveStart(c)) return;
   while (c.live && c.read < consumed_) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof scratch, consumed_ - c.read));
     size_t n = 0;
@@ -167,7 +211,7 @@ Status Lane0Mirror::read(uint8_t* buf, size_t n, size_t* got, bool* closed, std:
   *closed = false;
   for (Copy& c : copies_) skipBehind(c);
   for (Copy& c : copies_) {
-    if (!c.live || c.read != consumed_) continue;
+    if (!c.live || c.startGot < sizeof c.start || c.read != consumed_) continue;
     std::string err;
     switch (recvSome(c.fd, buf, n, got, &err)) {
       case Io::Moved:
@@ -178,6 +222,20 @@ Status Lane0Mirror::read(uint8_t* buf, size_t n, size_t* got, bool* closed, std:
       case Io::Ended: drop(static_cast<int>(&c - copies_.data()), "ended by the peer", false); break;
       case Io::Failed: drop(static_cast<int>(&c - copies_.data()), err, true); break;
     }
+  }
+  // Every live copy starts past what was read: the bytes between went with a copy that failed.
+  bool behind = false, waiting = false;
+  uint64_t gapEnd = UINT64_MAX;
+  for (const Copy& c : copies_) {
+    if (!c.live) continue;
+    waiting = waiting || c.startGot < sizeof c.start;
+    behind = behind || (c.startGot == sizeof c.start && c.read <= consumed_);
+    if (c.startGot == sizeof c.start) gapEnd = std::min(gapEnd, c.read);
+  }
+  if (liveCopies() > 0 && !behind && !waiting) {
+    *why = "lane 0: bytes " + std::to_string(consumed_) + " to " + std::to_string(gapEnd) +
+           " of the peer's stream went with a copy that failed, and the copy left starts after them";
+    return Status::RemoteError;
   }
   if (liveCopies() > 0) return Status::Ok;
   if (ended_) {

@@ -6,6 +6,11 @@
 // is shut down, so the peer drops it too), on a socket error, when the peer ended it, or when it fell half a ring
 // behind the other copy with the ring full (its rail is down, or far slower). Bytes stay in the ring until every
 // live copy's socket took them, so the copy left behind loses none; the ring is the only buffer, its size fixed.
+// A dropped copy comes back on a new socket (the comm's recovery, as for helper lanes): each end writes the
+// position of its stream that the new socket starts at (8 bytes, little-endian), then its stream from there on:
+// from the oldest byte its ring still holds, so whatever the peer has not read from the other copy yet and the
+// ring still has comes again (and is skipped where the peer has it). A copy whose start lies past what the reader
+// has, once it is the only one left, can never fill the gap: the stream fails rather than wait.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -60,8 +65,13 @@ class Lane0Mirror final : public ByteSource {
 
   int liveCopies() const;
   bool live(int c) const { return copies_[static_cast<size_t>(c)].live; }
+  const std::string& rail(int c) const { return copies_[static_cast<size_t>(c)].rail; }
   // Drops a copy from outside (a rail known dead): logged with `why`.
   void drop(int c, const std::string& why, bool failed);
+  // Copy c, dropped, comes back on `fd` (not owned; the old socket may be closed after this); the peer's start
+  // position is read before its first byte. speakFirst: write ours now (the end whose handshake finished last);
+  // else only once the peer's has arrived, so nothing reaches the peer's handshake while it may still read.
+  void readmit(int c, int fd, bool speakFirst);
   // Reads and drops whatever the copies hold (at close: unread bytes would make close() reset the connection).
   void drain();
 
@@ -72,7 +82,15 @@ class Lane0Mirror final : public ByteSource {
     bool live = true;
     uint64_t written = 0;  // bytes of our stream its socket took
     uint64_t read = 0;     // bytes of the peer's stream read from it
+    uint8_t start[8] = {};  // a re-admitted copy: the peer's start position, as it arrives
+    size_t startGot = 8;    // of those bytes (8: known, or the copy's first socket, which starts at 0)
+    bool joining = false;   // re-admitted, our start not written yet: nothing goes out on it
   };
+  bool writing(const Copy& c) const { return c.live && !c.joining; }
+  // Writes our start position on c (from the oldest byte the ring holds) and lets the ring out on it.
+  void speak(Copy& c);
+  // Reads what is missing of c's start position; false while it is not all there (or c went).
+  bool haveStart(Copy& c);
   Status writeCopy(Copy& c);
   void dropLaggard();
   void skipBehind(Copy& c);  // reads and drops what c holds of bytes already consumed from the other copy

@@ -34,6 +34,7 @@ TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
   laneStall_ = std::chrono::milliseconds(params::getInt(params::Id::TcpLaneStallMs));
   wireOn_ = params::getInt(params::Id::StragglerReportS) > 0;  // only the straggler check reads the wire measure
   startMirror(s, kMirrorSendRing);
+  copyRail_ = s.lane0CopyRail;
   for (size_t i = 1; i < s.lanes.size(); i++) helpers_.push_back(makeHelper(std::move(s.lanes[i]), static_cast<int>(i)));
 }
 
@@ -64,10 +65,11 @@ TcpSendComm::~TcpSendComm() {
              static_cast<unsigned long long>(full.count), full.us / 1000.0);
     if (railNames_.size() > 1)
       ICN_INFO(subsys::Net, "TCP connection to %s closed: %s; failover %s, lanes given up %llu times, %llu piece(s) "
-               "resent, lanes back %llu times; lane 0 on %d rail(s) at close", failure_.peer().c_str(),
-               railShares().c_str(), failover_ ? "on" : "off", static_cast<unsigned long long>(givenUp_),
-               static_cast<unsigned long long>(resent_), static_cast<unsigned long long>(rejoined_),
-               mirror_ ? mirror_->liveCopies() : 1);
+               "resent, lanes back %llu times; lane 0 on %d rail(s) at close, back %llu times",
+               failure_.peer().c_str(), railShares().c_str(), failover_ ? "on" : "off",
+               static_cast<unsigned long long>(givenUp_), static_cast<unsigned long long>(resent_),
+               static_cast<unsigned long long>(rejoined_), mirror_ ? mirror_->liveCopies() : 1,
+               static_cast<unsigned long long>(copiesBack_));
   }
   // Stopped before the requests they point into go away; the threads end on their own.
   for (auto& h : helpers_) h->stop();  // all of them before any moves: a running one may poke the others
@@ -139,6 +141,7 @@ Status TcpSendComm::progress() {
     lookAtLanes(now);
     if (failover_) ICN_CHECK(checkLanes(now));
   }
+  if (mirror_ && mirror_->liveCopies() < 2) ICN_CHECK(rejoinCopies(steadyNowNs()));
   ICN_CHECK(match());  // with the records already read: no system call when they suffice
   if (queued_ > 0 || awaitingClose_ > 0) {  // sends waiting for their records, or lanes for the receiver's close
     ICN_CHECK(readCts());

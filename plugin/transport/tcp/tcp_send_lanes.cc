@@ -136,10 +136,11 @@ Status TcpSendComm::offerLane(int lane) {
   return Status::Ok;
 }
 
-void TcpSendComm::queueLaneNotice(uint16_t flags, int lane, uint32_t port) {
+void TcpSendComm::queueLaneNotice(uint16_t flags, int lane, uint32_t port, int index) {
   ChunkHeader h;
   h.flags = flags;
   h.slot = static_cast<uint8_t>(lane);
+  h.index = static_cast<uint8_t>(index);
   h.offset = port;
   SendJob& j = lane0Jobs_[lane0Tail_++ % lane0Jobs_.size()];  // room: kMaxLanes of each kind besides the sends
   j.header = h;
@@ -148,6 +149,75 @@ void TcpSendComm::queueLaneNotice(uint16_t flags, int lane, uint32_t port) {
   j.streamEnd = nullptr;
   j.sent = 0;
   j.early = 0;
+}
+
+// A dropped copy of lane 0 is offered again once its hold-back has passed (longer each time it fails within 10 s
+// of its return), from its own address, the offer going out on the copy that is left.
+Status TcpSendComm::rejoinCopies(int64_t nowNs) {
+  for (int c = 0; c < 2; c++) {
+    const size_t i = static_cast<size_t>(c);
+    if (mirror_->live(c)) continue;
+    if (copyDownAtNs_[i] == 0) {
+      copyDownAtNs_[i] = nowNs;
+      const bool flapping = copyAdmittedAtNs_[i] != 0 && nowNs - copyAdmittedAtNs_[i] < kFlapNs;
+      copyHoldBackNs_[i] = flapping ? std::min(2 * std::max(copyHoldBackNs_[i], kFirstHoldBackNs), kMaxHoldBackNs)
+                                    : kFirstHoldBackNs;
+      if (RailCounters* rc = railCounters_[static_cast<size_t>(c == 0 ? laneRail_[0] : copyRail_)].get())
+        rc->givenUp++;
+    }
+    if (copyListener_[i]) {
+      ICN_CHECK(acceptCopy(c));
+      continue;
+    }
+    if (nowNs - copyDownAtNs_[i] < copyHoldBackNs_[i] || mirror_->liveCopies() == 0) continue;
+    std::unique_ptr<OobListener> l;
+    if (OobListener::openAt(kTransportTcp, commId_, 1, copyLocal_[i], &l) != Status::Ok) {
+      copyHoldBackNs_[i] = std::min(2 * copyHoldBackNs_[i], kMaxHoldBackNs);  // its address is gone for now
+      copyDownAtNs_[i] = nowNs;
+      continue;
+    }
+    const SockAddr& at = l->address();
+    const uint16_t port = at.family() == AF_INET6
+                              ? ntohs(reinterpret_cast<const sockaddr_in6*>(&at.storage)->sin6_port)
+                              : ntohs(reinterpret_cast<const sockaddr_in*>(&at.storage)->sin_port);
+    copyListener_[i] = std::move(l);
+    queueLaneNotice(kChunkLaneOffer, 0, port, c);
+  }
+  return Status::Ok;
+}
+
+Status TcpSendComm::acceptCopy(int c) {
+  const size_t i = static_cast<size_t>(c);
+  if (!copyHs_[i]) {
+    std::vector<AcceptedHandshake> ready;
+    if (copyListener_[i]->poll(1, &ready) != Status::Ok) return Status::Ok;  // logged; the offer stands
+    for (AcceptedHandshake& a : ready) {
+      if (!isLaneBlob(a.hs->peer(), -1)) {
+        ICN_WARN(subsys::Net, "TCP connection to %s: a connection to lane 0's offer from %s names another lane or "
+                 "connection", failure_.peer().c_str(), a.hs->peerName().c_str());
+        continue;
+      }
+      a.hs->confirm(laneBlob(-1));
+      copyHs_[i] = std::move(a.hs);
+      break;
+    }
+    if (!copyHs_[i]) return Status::Ok;
+  }
+  Handshake::Phase phase;
+  if (copyHs_[i]->progress(&phase) != Status::Ok) {  // logged with the peer's name; the offer stands
+    copyHs_[i].reset();
+    return Status::Ok;
+  }
+  if (phase != Handshake::Phase::Done) return Status::Ok;
+  Fd fd = copyHs_[i]->takeFd();
+  copyHs_[i].reset();
+  copyListener_[i].reset();
+  readmitCopy(c, std::move(fd), copyDownAtNs_[i], true);
+  copyAdmittedAtNs_[i] = steadyNowNs();
+  copyDownAtNs_[i] = 0;
+  copiesBack_++;
+  if (RailCounters* rc = railCounters_[static_cast<size_t>(c == 0 ? laneRail_[0] : copyRail_)].get()) rc->back++;
+  return Status::Ok;
 }
 
 Status TcpSendComm::acceptRejoin(int lane) {

@@ -109,8 +109,9 @@ bool validChunk(const ChunkHeader& h, uint32_t eagerLimit, std::string* why) {
     return false;
   }
   if (h.flags & kChunkLaneOffer) {
-    if (h.slot == 0 || h.slot > kMaxLanes || h.offset == 0 || h.offset > 65535 || h.index || h.tag || h.total ||
-        h.length || h.seq) {
+    // slot 0: lane 0's copy `index` (tcp_lane0.h)
+    if (h.slot > kMaxLanes || h.offset == 0 || h.offset > 65535 || (h.slot == 0 ? h.index > 1 : h.index != 0) ||
+        h.tag || h.total || h.length || h.seq) {
       *why = "lane offer for lane " + std::to_string(h.slot) + " with stray fields";
       return false;
     }

@@ -64,7 +64,8 @@ constexpr uint16_t kChunkLaneDown = 4;
 // Recovery: the sender listens on the given-up lane's local address again and offers it in a lane-offer header on
 // lane 0 (slot: the lane; offset: the port); the receiver connects there from its own end of the lane, with
 // backoff, and the two run the lane handshake again (token, lane index, the job key). Then the lane carries
-// pieces again.
+// pieces again. Lane 0's copies (tcp_lane0.h) come back the same way: a lane offer with slot 0 and index the copy
+// (0: the handshake's rail, 1: the other), answered by a handshake of kind kBlobLane0Copy.
 constexpr uint16_t kChunkLaneOffer = 8;
 constexpr uint32_t kLaneMagic = 0x4c544349;  // "ICTL": a lane-closed record, receiver to sender on lane 0
 // A receive-done record (receiver to sender on lane 0, with failover): the receive with this sequence number has
