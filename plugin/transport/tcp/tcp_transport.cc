@@ -49,8 +49,8 @@ bool sameToken(const uint8_t* a, const uint8_t* b) {
 // What one connection holds while it is set up: its control socket, up to 1 + ICN_TCP_STREAMS lanes and lane 0's
 // copy.
 size_t socketsPerConnection() { return 3u + static_cast<size_t>(wantedLanes()); }
-// Lane 0 on two rails (tcp_lane0.h) where there is a second rail: with failover on.
-bool mirrorWanted() { return params::getBool(params::Id::TcpFailover); }
+// Lane 0 on two rails (tcp_lane0.h) where there is a second rail.
+bool mirrorWanted() { return params::getBool(params::Id::TcpFailover) && params::getBool(params::Id::TcpLane0Copy); }
 
 // Every socket of a connection with the name of the rail it runs on.
 void nameLanes(Sockets& s, const std::vector<Rail>& rails, bool outgoing) {

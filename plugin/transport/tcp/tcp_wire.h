@@ -1,6 +1,7 @@
 // Wire formats of the TCP transport. A connection is a control socket (the handshake's, watched for peer
 // death), lane 0 (written and read by NCCL's proxy thread itself: clear-to-send records from the receiver,
-// small messages from the sender) and N helper lanes (one thread each; large messages are split across them).
+// small messages from the sender; with failover over two rails, on two sockets carrying the same bytes:
+// tcp_lane0.h) and N helper lanes (one thread each; large messages are split across them).
 //
 //   receiver irecv: CTS {seq, slot, n, credits returned (small, large), (tag, posted size) x n} on lane 0
 //   sender isend:   takes the CTS entry with its tag, then sends chunks {seq, slot, index, tag, total, offset,
