@@ -46,11 +46,11 @@ bool sameToken(const uint8_t* a, const uint8_t* b) {
   return diff == 0;
 }
 
-// What one connection holds while it is set up: its control socket, up to 1 + ICN_TCP_STREAMS lanes and lane 0's
-// copy.
-size_t socketsPerConnection() { return 3u + static_cast<size_t>(wantedLanes()); }
 // Lane 0 on two rails (tcp_lane0.h) where there is a second rail.
 bool mirrorWanted() { return params::getBool(params::Id::TcpFailover) && params::getBool(params::Id::TcpLane0Copy); }
+// What one connection holds while it is set up: its control socket, up to 1 + ICN_TCP_STREAMS lanes, and lane 0's
+// copy where the listener takes one (a second rail).
+size_t socketsPerConnection(bool copy) { return 2u + static_cast<size_t>(wantedLanes()) + (copy ? 1u : 0u); }
 
 // Every socket of a connection with the name of the rail it runs on.
 void nameLanes(Sockets& s, const std::vector<Rail>& rails, bool outgoing) {
@@ -318,7 +318,8 @@ class TcpTransport final : public Transport {
       return Status::InvalidArgument;
     }
     std::unique_ptr<OobListener> l;
-    ICN_CHECK(OobListener::open(kTransportTcp, config.commId, socketsPerConnection(), handle, &l));
+    ICN_CHECK(OobListener::open(kTransportTcp, config.commId, socketsPerConnection(rails_.size() > 1 && mirrorWanted()),
+                                handle, &l));
     std::vector<RailAddr> railAddrs;
     for (size_t r = 1; r < rails_.size() && railAddrs.size() < static_cast<size_t>(kMaxRails); r++) {
       SockAddr bound;
