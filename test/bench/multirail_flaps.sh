@@ -23,6 +23,7 @@ RANK_ENV=${RANK_ENV:-}
 DRIVER=$(realpath "$BUILD/test/diagnose/icn-diag-cluster-driver")
 PLUGIN=$(realpath "$BUILD/plugin/libnccl-net-icn.so")
 OUT=${ICN_BENCH_OUT:-$(mktemp -d /tmp/icn-flaps.XXXXXX)}
+mkdir -p "$OUT"
 bed="$(cd "$(dirname "$0")" && pwd)/../../tools/testbed/icn-testbed"
 name="icnfl$$"
 trap '"$bed" down --name "$name" >/dev/null 2>&1 || true' EXIT

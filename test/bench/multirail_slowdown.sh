@@ -12,6 +12,7 @@ R1=${3:-400}
 DRIVER=$(realpath "$BUILD/test/diagnose/icn-diag-cluster-driver")
 PLUGIN=$(realpath "$BUILD/plugin/libnccl-net-icn.so")
 OUT=${ICN_BENCH_OUT:-$(mktemp -d /tmp/icn-slow.XXXXXX)}
+mkdir -p "$OUT"
 bed="$(cd "$(dirname "$0")" && pwd)/../../tools/testbed/icn-testbed"
 name="icnsl$$"
 trap '"$bed" down --name "$name" >/dev/null 2>&1 || true' EXIT

@@ -13,6 +13,7 @@ RATE1=${5:-1gbit}
 PERF=$(realpath "$BUILD/tools/perf/icn-perf")
 PLUGIN=$(realpath "$BUILD/plugin/libnccl-net-icn.so")
 OUT=${ICN_BENCH_OUT:-$(mktemp -d /tmp/icn-mrbench.XXXXXX)}
+mkdir -p "$OUT"
 bed="$(cd "$(dirname "$0")" && pwd)/../../tools/testbed/icn-testbed"
 name="icnmb$$"
 trap '"$bed" down --name "$name" >/dev/null 2>&1 || true' EXIT

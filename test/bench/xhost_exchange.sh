@@ -17,6 +17,7 @@ ROUNDS=${2:-5}
 PERF=$(realpath "$BUILD/tools/perf/icn-perf")
 PLUGIN=$(realpath "$BUILD/plugin/libnccl-net-icn.so")
 OUT=${ICN_BENCH_OUT:-$(mktemp -d /tmp/icn-xchg.XXXXXX)}
+mkdir -p "$OUT"
 VARIANTS=${ICN_XCHG_VARIANTS:-"default:ICN_TRANSPORT=tcp no-lane-eager:ICN_TCP_LANE_EAGER_BYTES=0"}
 SLICES=${ICN_XCHG_SLICES:-"0 2000"}
 mkdir -p "$OUT"

@@ -164,34 +164,59 @@ TEST(Lane0Mirror, EndsOnlyWhenBothCopiesAreGone) {
   }
 }
 
-// A send comm and a receive comm, each with lane 0 on two "rails" and two helper lanes, joined by socketpairs.
+// A send comm and a receive comm joined by socketpairs (or loopback TCP, where a dropped copy must be offered
+// again from an address), each with lane 0 on two "rails" and two helper lanes; `copyFd` dups of the send comm's
+// lane 0 copies, to fail them from outside.
+struct CommPair {
+  std::unique_ptr<TcpSendComm> tx;
+  std::unique_ptr<TcpRecvComm> rx;
+  int copyFd[2] = {-1, -1};
+  CommPair(bool overTcp, std::vector<std::string> rails) {
+    Sockets send, recv;  // the two comms are each other's peer
+    auto join = [overTcp](Fd* x, Fd* y) {
+      if (overTcp) {
+        loopbackTcpPair(x, y);
+        return;
+      }
+      int sv[2];
+      ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+      *x = Fd(sv[0]);
+      *y = Fd(sv[1]);
+    };
+    join(&send.control, &recv.control);
+    for (int i = 0; i < 3; i++) {
+      send.lanes.emplace_back();
+      recv.lanes.emplace_back();
+      join(&send.lanes.back(), &recv.lanes.back());
+    }
+    join(&send.lane0Copy, &recv.lane0Copy);
+    copyFd[0] = dup(send.lanes[0].get());
+    copyFd[1] = dup(send.lane0Copy.get());
+    for (Sockets* k : {&send, &recv}) {
+      k->eagerBytes = 2048;
+      k->railNames = rails;
+      k->laneRail = {0, 0, 1};
+      k->lane0CopyRail = 1;
+    }
+    tx = std::make_unique<TcpSendComm>(std::move(send), kPeer, NetCommInfo{});
+    rx = std::make_unique<TcpRecvComm>(std::move(recv), kPeer, NetCommInfo{});
+  }
+  ~CommPair() {
+    tx.reset();
+    rx.reset();
+    for (int fd : copyFd) close(fd);
+  }
+};
+
+// Messages of mixed sizes, all on lane 0 (eager and after their records), between a CommPair over socketpairs;
 // `failing` (0 or 1): lane 0's copy that is shut down once a third of the messages arrived.
 void commsThroughAFailure(int failing) {
   testing::installLogCapture();
   testing::takeWarnings();
-  Sockets send, recv;  // the two comms are each other's peer
-  auto join = [](Fd* x, Fd* y) {
-    int sv[2];
-    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    *x = Fd(sv[0]);
-    *y = Fd(sv[1]);
-  };
-  join(&send.control, &recv.control);
-  for (int i = 0; i < 3; i++) {
-    send.lanes.emplace_back();
-    recv.lanes.emplace_back();
-    join(&send.lanes.back(), &recv.lanes.back());
-  }
-  join(&send.lane0Copy, &recv.lane0Copy);
-  const int copyFds[2] = {dup(send.lanes[0].get()), dup(send.lane0Copy.get())};
-  for (Sockets* k : {&send, &recv}) {
-    k->eagerBytes = 2048;
-    k->railNames = {"eth0 -> 10.0.0.2", "eth1 -> 10.0.1.2"};
-    k->laneRail = {0, 0, 1};
-    k->lane0CopyRail = 1;
-  }
-  auto tx = std::make_unique<TcpSendComm>(std::move(send), kPeer, NetCommInfo{});
-  auto rx = std::make_unique<TcpRecvComm>(std::move(recv), kPeer, NetCommInfo{});
+  CommPair comms(false, {"eth0 -> 10.0.0.2", "eth1 -> 10.0.1.2"});
+  TcpSendComm* tx = comms.tx.get();
+  TcpRecvComm* rx = comms.rx.get();
+  const int* copyFds = comms.copyFd;
   constexpr int kMessages = 300;
   size_t sent = 0, received = 0;
   std::vector<std::vector<uint8_t>> in(kMessages);
@@ -235,9 +260,6 @@ void commsThroughAFailure(int failing) {
   EXPECT_EQ(received, static_cast<size_t>(kMessages));
   EXPECT_TRUE(testing::warned(testing::takeWarnings(),
                               {kPeer, failing == 0 ? "lane 0 over eth0" : "lane 0 over eth1", "goes on over"}));
-  tx.reset();
-  rx.reset();
-  for (int fd : copyFds) close(fd);
 }
 
 TEST(Lane0OnTwoRails, MessagesAndRecordsOutliveLaneZerosFirstCopy) { commsThroughAFailure(0); }
@@ -250,23 +272,10 @@ TEST(Lane0OnTwoRails, ADroppedCopyComesBackAndCarriesTheStream) {
   testing::installLogCapture();
   testing::takeWarnings();
   testing::takeInfos();
-  Sockets send, recv;
-  loopbackTcpPair(&send.control, &recv.control);
-  for (int i = 0; i < 3; i++) {
-    send.lanes.emplace_back();
-    recv.lanes.emplace_back();
-    loopbackTcpPair(&send.lanes.back(), &recv.lanes.back());
-  }
-  loopbackTcpPair(&send.lane0Copy, &recv.lane0Copy);
-  const int copy0 = dup(send.lanes[0].get()), copy1 = dup(send.lane0Copy.get());
-  for (Sockets* k : {&send, &recv}) {
-    k->eagerBytes = 2048;
-    k->railNames = {"lo -> 127.0.0.1", "lo2 -> 127.0.0.1"};
-    k->laneRail = {0, 0, 1};
-    k->lane0CopyRail = 1;
-  }
-  auto tx = std::make_unique<TcpSendComm>(std::move(send), kPeer, NetCommInfo{});
-  auto rx = std::make_unique<TcpRecvComm>(std::move(recv), kPeer, NetCommInfo{});
+  CommPair comms(true, {"lo -> 127.0.0.1", "lo2 -> 127.0.0.1"});
+  TcpSendComm* tx = comms.tx.get();
+  TcpRecvComm* rx = comms.rx.get();
+  const int copy0 = comms.copyFd[0], copy1 = comms.copyFd[1];
   std::vector<uint8_t> out = pattern(3000), in(3000);
   uint64_t messages = 0;
   int phase = 0;  // 0: both copies; 1: copy 0 failed; 2: it is back, copy 1 failed
@@ -314,10 +323,6 @@ TEST(Lane0OnTwoRails, ADroppedCopyComesBackAndCarriesTheStream) {
   const std::vector<std::string> warns = testing::takeWarnings();
   EXPECT_TRUE(testing::warned(warns, {kPeer, "lane 0 over lo -> 127.0.0.1:", "goes on over lo2"}));
   EXPECT_TRUE(testing::warned(warns, {kPeer, "lane 0 over lo2 -> 127.0.0.1:", "goes on over lo ->"}));
-  tx.reset();
-  rx.reset();
-  close(copy0);
-  close(copy1);
 }
 
 }  // namespace

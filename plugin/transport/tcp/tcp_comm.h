@@ -244,6 +244,9 @@ class TcpSendComm final : public SendComm, public CommCore {
   uint64_t copiesBack_ = 0;  // logged at close
   int copyRail_ = 0;         // the rail of lane 0's copy 1
   Status acceptRejoin(int lane);
+  // Accepts the receiver's connection to an offer of `lane` (-1: lane 0's copy) and runs its handshake: *fd once
+  // it is done. A connection that names another lane or connection is refused with a WARN; the offer stands.
+  void acceptOffer(OobListener& listener, std::unique_ptr<Handshake>& hs, int lane, Fd* fd);
   std::array<std::unique_ptr<OobListener>, kMaxLanes + 1> rejoinListener_;
   std::array<std::unique_ptr<Handshake>, kMaxLanes + 1> rejoinHs_;
   std::array<int64_t, kMaxLanes + 1> downAtNs_{}, closedAtNs_{}, admittedAtNs_{}, holdBackNs_{};
@@ -365,6 +368,9 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   // Writes the queued clear-to-send records that the socket takes; fails a peer that stopped reading them.
   Status sendRecords();
   Status sendRecordsMirrored();
+  // Fails the connection once the records have waited ICN_PEER_TIMEOUT_MS on a peer that reads none (wrote: some
+  // went out since the last look).
+  Status watchRecords(bool wrote);
   // Whether clear-to-send record `seq` went out whole (only those can a sender have read).
   bool recordSent(uint32_t seq);
   void release(TcpRecvRequest* r);

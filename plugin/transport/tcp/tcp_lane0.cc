@@ -100,7 +100,7 @@ size_t Lane0Mirror::append(const void* p, size_t n) {
   return take;
 }
 
-Status Lane0Mirror::writeCopy(Copy& c) {
+void Lane0Mirror::writeCopy(Copy& c) {
   while (c.written < queued_) {
     const size_t at = static_cast<size_t>(c.written % cap_);
     const size_t len = static_cast<size_t>(queued_ - c.written);
@@ -121,7 +121,6 @@ Status Lane0Mirror::writeCopy(Copy& c) {
          true);
     break;
   }
-  return Status::Ok;
 }
 
 // A copy that holds the ring full while the other is half a ring ahead is on a rail that is down or far slower:

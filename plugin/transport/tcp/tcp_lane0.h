@@ -91,7 +91,7 @@ class Lane0Mirror final : public ByteSource {
   void speak(Copy& c);
   // Reads what is missing of c's start position; false while it is not all there (or c went).
   bool haveStart(Copy& c);
-  Status writeCopy(Copy& c);
+  void writeCopy(Copy& c);  // what its socket takes; drops it on an error
   void dropLaggard();
   void skipBehind(Copy& c);  // reads and drops what c holds of bytes already consumed from the other copy
   uint64_t lowestWritten() const;

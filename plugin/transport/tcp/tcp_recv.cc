@@ -224,15 +224,17 @@ Status TcpRecvComm::sendRecords() {
     ctsWatch_.reset();
     return Status::Ok;
   }
-  // An honest sender leaves few enough records unread for the socket buffers to hold them (kCtsBacklog).
-  if (ctsWatch_.stalled(std::chrono::steady_clock::now(), true, wrote, peerTimeout_)) {
-    failure_.fail(Status::RemoteError,
-                  "the peer stopped reading lane 0: " +
-                      ReadWatch::what(peerTimeout_, std::to_string(ctsQueued_ - ctsSent_.load()) +
-                                                        " clear-to-send records"));
-    return Status::RemoteError;
-  }
-  return Status::Ok;
+  return watchRecords(wrote);
+}
+
+// An honest sender leaves few enough records unread for the socket buffers to hold them (kCtsBacklog).
+Status TcpRecvComm::watchRecords(bool wrote) {
+  if (!ctsWatch_.stalled(std::chrono::steady_clock::now(), true, wrote, peerTimeout_)) return Status::Ok;
+  failure_.fail(Status::RemoteError,
+                "the peer stopped reading lane 0: " +
+                    ReadWatch::what(peerTimeout_, std::to_string(ctsQueued_ - ctsSent_.load()) +
+                                                      " clear-to-send records"));
+  return Status::RemoteError;
 }
 
 // Lane 0 on two rails: the queued records go into the mirror's ring (what it takes), the ring out to both copies;
@@ -262,14 +264,7 @@ Status TcpRecvComm::sendRecordsMirrored() {
     ctsWatch_.reset();
     return Status::Ok;
   }
-  if (ctsWatch_.stalled(std::chrono::steady_clock::now(), true, ctsSentBytes_ != before, peerTimeout_)) {
-    failure_.fail(Status::RemoteError,
-                  "the peer stopped reading lane 0: " +
-                      ReadWatch::what(peerTimeout_, std::to_string(ctsQueued_ - ctsSent_.load()) +
-                                                        " clear-to-send records"));
-    return Status::RemoteError;
-  }
-  return Status::Ok;
+  return watchRecords(ctsSentBytes_ != before);
 }
 
 bool TcpRecvComm::recordSent(uint32_t seq) {

@@ -188,29 +188,9 @@ Status TcpSendComm::rejoinCopies(int64_t nowNs) {
 
 Status TcpSendComm::acceptCopy(int c) {
   const size_t i = static_cast<size_t>(c);
-  if (!copyHs_[i]) {
-    std::vector<AcceptedHandshake> ready;
-    if (copyListener_[i]->poll(1, &ready) != Status::Ok) return Status::Ok;  // logged; the offer stands
-    for (AcceptedHandshake& a : ready) {
-      if (!isLaneBlob(a.hs->peer(), -1)) {
-        ICN_WARN(subsys::Net, "TCP connection to %s: a connection to lane 0's offer from %s names another lane or "
-                 "connection", failure_.peer().c_str(), a.hs->peerName().c_str());
-        continue;
-      }
-      a.hs->confirm(laneBlob(-1));
-      copyHs_[i] = std::move(a.hs);
-      break;
-    }
-    if (!copyHs_[i]) return Status::Ok;
-  }
-  Handshake::Phase phase;
-  if (copyHs_[i]->progress(&phase) != Status::Ok) {  // logged with the peer's name; the offer stands
-    copyHs_[i].reset();
-    return Status::Ok;
-  }
-  if (phase != Handshake::Phase::Done) return Status::Ok;
-  Fd fd = copyHs_[i]->takeFd();
-  copyHs_[i].reset();
+  Fd fd;
+  acceptOffer(*copyListener_[i], copyHs_[i], -1, &fd);
+  if (!fd.valid()) return Status::Ok;
   copyListener_[i].reset();
   readmitCopy(c, std::move(fd), copyDownAtNs_[i], true);
   copyAdmittedAtNs_[i] = steadyNowNs();
@@ -220,30 +200,37 @@ Status TcpSendComm::acceptCopy(int c) {
   return Status::Ok;
 }
 
-Status TcpSendComm::acceptRejoin(int lane) {
-  if (!rejoinHs_[lane]) {
+void TcpSendComm::acceptOffer(OobListener& listener, std::unique_ptr<Handshake>& hs, int lane, Fd* fd) {
+  if (!hs) {
     std::vector<AcceptedHandshake> ready;
-    if (rejoinListener_[lane]->poll(1, &ready) != Status::Ok) return Status::Ok;  // logged; the offer stands
+    if (listener.poll(1, &ready) != Status::Ok) return;  // logged; the offer stands
     for (AcceptedHandshake& a : ready) {
       if (!isLaneBlob(a.hs->peer(), lane)) {
-        ICN_WARN(subsys::Net, "TCP connection to %s: a connection to lane %d's offer from %s names another lane or "
-                 "connection", failure_.peer().c_str(), lane, a.hs->peerName().c_str());
+        const std::string what = lane < 0 ? "lane 0's copy" : "lane " + std::to_string(lane);
+        ICN_WARN(subsys::Net, "TCP connection to %s: a connection to %s's offer from %s names another lane or "
+                 "connection", failure_.peer().c_str(), what.c_str(), a.hs->peerName().c_str());
         continue;
       }
       a.hs->confirm(laneBlob(lane));
-      rejoinHs_[lane] = std::move(a.hs);
+      hs = std::move(a.hs);
       break;
     }
-    if (!rejoinHs_[lane]) return Status::Ok;
+    if (!hs) return;
   }
   Handshake::Phase phase;
-  if (rejoinHs_[lane]->progress(&phase) != Status::Ok) {  // logged with the peer's name; the offer stands
-    rejoinHs_[lane].reset();
-    return Status::Ok;
+  if (hs->progress(&phase) != Status::Ok) {  // logged with the peer's name; the offer stands
+    hs.reset();
+    return;
   }
-  if (phase != Handshake::Phase::Done) return Status::Ok;
-  Fd fd = rejoinHs_[lane]->takeFd();
-  rejoinHs_[lane].reset();
+  if (phase != Handshake::Phase::Done) return;
+  *fd = hs->takeFd();
+  hs.reset();
+}
+
+Status TcpSendComm::acceptRejoin(int lane) {
+  Fd fd;
+  acceptOffer(*rejoinListener_[lane], rejoinHs_[lane], lane, &fd);
+  if (!fd.valid()) return Status::Ok;
   rejoinListener_[lane].reset();
   tuneLane(fd.get());
   const size_t i = static_cast<size_t>(lane - 1);
