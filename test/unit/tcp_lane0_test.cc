@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <memory>
@@ -323,6 +324,76 @@ TEST(Lane0OnTwoRails, ADroppedCopyComesBackAndCarriesTheStream) {
   const std::vector<std::string> warns = testing::takeWarnings();
   EXPECT_TRUE(testing::warned(warns, {kPeer, "lane 0 over lo -> 127.0.0.1:", "goes on over lo2"}));
   EXPECT_TRUE(testing::warned(warns, {kPeer, "lane 0 over lo2 -> 127.0.0.1:", "goes on over lo ->"}));
+}
+
+// A hostile sender on a receive comm whose lane 0 has two copies: whatever the two copies say, the comm parses one
+// stream, each byte taken once from the copy that brought it first; bytes a copy repeats differently are dropped
+// unread, and garbage ahead of what was read fails the connection with a WARN naming the peer.
+TEST(Lane0OnTwoRails, ReceiverParsesOneStreamWhateverTheCopiesSay) {
+  testing::installLogCapture();
+  testing::takeWarnings();
+  Sockets s;
+  std::vector<Fd> peer;  // control, lane 0, two helper lanes, lane 0's copy
+  auto pair = [&](Fd* mine) {
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    *mine = Fd(sv[0]);
+    peer.emplace_back(sv[1]);
+  };
+  pair(&s.control);
+  for (int i = 0; i < 3; i++) {
+    s.lanes.emplace_back();
+    pair(&s.lanes.back());
+  }
+  pair(&s.lane0Copy);
+  s.eagerBytes = 2048;
+  s.railNames = {"eth0 <- 10.0.0.1", "eth1 <- 10.0.1.1"};
+  s.laneRail = {0, 0, 1};
+  s.lane0CopyRail = 1;
+  auto rx = std::make_unique<TcpRecvComm>(std::move(s), kPeer, NetCommInfo{});
+  const int copy[2] = {peer[1].get(), peer[4].get()};
+  auto postOne = [&](std::vector<uint8_t>* buf, CtsHeader* cts) {
+    void* d = buf->data();
+    size_t n = buf->size();
+    int tag = 5;
+    Request* r = nullptr;
+    EXPECT_EQ(rx->irecv(1, &d, &n, &tag, nullptr, &r), Status::Ok);
+    CtsEntry e;
+    for (int c : copy) {  // the record goes out on both copies
+      EXPECT_TRUE(readAll(c, cts, sizeof *cts));
+      EXPECT_TRUE(readAll(c, &e, sizeof e));
+    }
+    return r;
+  };
+  const std::vector<uint8_t> data = pattern(100);
+  std::vector<uint8_t> wrong(100, 0xEE), buf(100);
+  CtsHeader cts;
+  Request* r = postOne(&buf, &cts);
+  ASSERT_NE(r, nullptr);
+  const ChunkHeader h = chunk(cts, 0, 5, 100, 0, 100);
+  sendChunk(copy[0], h, data);  // copy 0 brings the message first
+  EXPECT_EQ(finish(r), Status::Ok);
+  EXPECT_TRUE(buf == data);
+  sendChunk(copy[1], h, wrong);  // copy 1 repeats those bytes, differently: dropped unread
+  std::vector<uint8_t> buf2(100);
+  CtsHeader cts2;
+  Request* r2 = postOne(&buf2, &cts2);
+  ASSERT_NE(r2, nullptr);
+  sendChunk(copy[1], chunk(cts2, 0, 5, 100, 0, 100), data);  // now copy 1 is first: it is read
+  EXPECT_EQ(finish(r2), Status::Ok);
+  EXPECT_TRUE(buf2 == data) << "the second message did not come from copy 1 whole";
+  EXPECT_TRUE(testing::takeWarnings().empty());
+  std::vector<uint8_t> buf3(100);
+  CtsHeader cts3;
+  Request* r3 = postOne(&buf3, &cts3);
+  ASSERT_NE(r3, nullptr);
+  const std::vector<uint8_t> garbage(sizeof(ChunkHeader), 0x5A);
+  writeAll(copy[0], wrong.data(), sizeof(ChunkHeader) + 100);  // copy 0 catches up on message 2: dropped
+  writeAll(copy[0], garbage.data(), garbage.size());            // then garbage ahead of what was read
+  EXPECT_EQ(finish(r3), Status::RemoteError);
+  EXPECT_TRUE(std::all_of(buf3.begin(), buf3.end(), [](uint8_t b) { return b == 0; })) << "garbage landed";
+  EXPECT_TRUE(testing::warned(testing::takeWarnings(), {kPeer}));
+  rx.reset();
 }
 
 }  // namespace
