@@ -387,8 +387,8 @@ TEST(Lane0OnTwoRails, ReceiverParsesOneStreamWhateverTheCopiesSay) {
   CtsHeader cts3;
   Request* r3 = postOne(&buf3, &cts3);
   ASSERT_NE(r3, nullptr);
-  const std::vector<uint8_t> garbage(sizeof(ChunkHeader), 0x5A);
-  writeAll(copy[0], wrong.data(), sizeof(ChunkHeader) + 100);  // copy 0 catches up on message 2: dropped
+  const std::vector<uint8_t> garbage(sizeof(ChunkHeader), 0x5A), stale(sizeof(ChunkHeader) + 100, 0xEE);
+  writeAll(copy[0], stale.data(), stale.size());  // copy 0 catches up on message 2, wrongly: dropped
   writeAll(copy[0], garbage.data(), garbage.size());            // then garbage ahead of what was read
   EXPECT_EQ(finish(r3), Status::RemoteError);
   EXPECT_TRUE(std::all_of(buf3.begin(), buf3.end(), [](uint8_t b) { return b == 0; })) << "garbage landed";
