@@ -78,11 +78,13 @@ TcpSendComm::~TcpSendComm() {
   reaper().adopt(std::move(stopped));
   // Unread clear-to-send bytes would make close() reset the connection, and a reset can destroy data the peer
   // has not read yet: read them first.
-  uint8_t sink[4096];
-  if (mirror_) mirror_->drain();
-  else
+  if (mirror_) {
+    mirror_->drain();
+  } else {
+    uint8_t sink[4096];
     while (!lane0Closed_ && ::recv(lane0_.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
     }
+  }
 }
 
 Status TcpSendComm::isend(void* data, size_t size, int tag, void* mhandle, Request** request) {
