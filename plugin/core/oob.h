@@ -117,6 +117,8 @@ class OobConnector {
   Status progress(Handshake::Phase* phase);
   Handshake& handshake() { return *hs_; }
   const std::string& peerName() const { return peerName_; }
+  // Whether the TCP connect completed (the handshake runs or ran).
+  bool connected() const { return hs_ != nullptr; }
 
  private:
   Fd fd_;  // until the TCP connect completes

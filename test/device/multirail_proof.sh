@@ -2,20 +2,22 @@
 # Two links per host on the one-GPU cluster: N NCCL nodes share the GPU under CUDA MPS, each process in its own
 # emulated host with two links (tools/testbed/icn-testbed --rails 2: eth0 and eth1 on two bridges and subnets, each
 # shaped to RATE both ways, like two NICs on two fabrics). Two parts, per node count:
-#   bandwidth  icn-cluster-bench (every collective's data checked before it is timed): ICN's TCP transport over
-#              both links, ICN over eth0 alone, NCCL's Socket transport over both interfaces and over eth0 alone;
-#              process groups interleaved ROUNDS times, ICN_TUNER=off so every group runs NCCL's own choices.
+#   bandwidth  icn-cluster-bench (every collective's data checked before it is timed), the BW_GROUPS: ICN's TCP
+#              transport over both links (icn; icn-nocopy: lane 0 on eth0 alone, ICN_TCP_LANE0_COPY=0), ICN over
+#              eth0 alone, NCCL's Socket transport over both interfaces and over eth0 alone; groups interleaved
+#              ROUNDS times, ICN_TUNER=off so every group runs NCCL's own choices.
 #   flaps      icn-straggler-driver (all_reduce AR_BYTES + alltoall A2A_BYTES per iteration, data checked every 50,
-#              PROGRESS every 100 ms) over both links, ICN and then Socket, while one host's eth1 goes down for each
-#              of DOWNS seconds, GAP_S apart (the host rotating over 1..N-1). Per event: the longest time without
+#              PROGRESS every 100 ms) over both links, ICN and then Socket, while one host's link goes down for each
+#              of DOWNS seconds (SECONDS or SECONDS@LINK: eth1 unless named; eth0 carries the handshake and ICN's
+#              lane 0), GAP_S apart (the host rotating over 1..N-1). Per event: the longest time without
 #              an iteration, the rate while the link is down and 2-4 s after it is back, against the rate before
 #              the first event. An ICN job must finish with every element right; what Socket does is recorded (a
 #              job that stops moving is ended STUCK_S after the last event and counted as not finished).
 #
 #   OUT=dir test/device/multirail_proof.sh PLUGIN_SO NETTOOLS_DIR BENCH_BIN DRIVER_BIN
 # Env: NODES ("2 4"), PARTS ("bandwidth flaps"), RATE (5gbit per link), ROUNDS (2), BW_ARGS (icn-cluster-bench
-#      options), AR_BYTES (8M), A2A_BYTES (8M), DOWNS ("1 3 0.5 10 2"), GAP_S (6), WARM_S (5), STUCK_S (40),
-#      FLAP_GROUPS ("icn socket").
+#      options), BW_GROUPS ("icn icn-nocopy icn-1 socket socket-1"), AR_BYTES (8M), A2A_BYTES (8M),
+#      DOWNS ("1 3 0.5 10 2 4@0"), GAP_S (6), WARM_S (5), STUCK_S (40), FLAP_GROUPS ("icn socket").
 # Writes $OUT/summary.md, $OUT/results.txt (CLUSTER lines), $OUT/flaps.jsonl (events and progress), $OUT/logs.tar.gz.
 # Exit 1 when an ICN rank failed, erred, did not use ICN over two rails, or counted wrong elements, or a Socket
 # bandwidth group failed (test/device/checks.sh). MPS and the hosts are always removed.
@@ -35,7 +37,8 @@ ROUNDS=${ROUNDS:-2}
 BW_ARGS=${BW_ARGS:-"-O all_reduce,alltoall -b 16M -e 64M -f 4 -n 10 -w 3 -R 2"}
 AR_BYTES=${AR_BYTES:-8M}
 A2A_BYTES=${A2A_BYTES:-8M}
-DOWNS=${DOWNS:-"1 3 0.5 10 2"}
+DOWNS=${DOWNS:-"1 3 0.5 10 2 4@0"}
+BW_GROUPS=${BW_GROUPS:-"icn icn-nocopy icn-1 socket socket-1"}
 GAP_S=${GAP_S:-6}
 WARM_S=${WARM_S:-5}
 STUCK_S=${STUCK_S:-40}
@@ -61,6 +64,7 @@ now() { date +%s.%N; }
 group_env() {
   case $1 in
     icn) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off ICN_LOG_DETAIL=1" ;;
+    icn-nocopy) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off ICN_TCP_LANE0_COPY=0" ;;
     icn-1) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth0 ICN_TUNER=off" ;;
     socket) echo "NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_SOCKET_IFNAME=eth" ;;
     socket-1) echo "NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_SOCKET_IFNAME=eth0" ;;
@@ -69,7 +73,7 @@ group_env() {
 # The line that proves the transport and its links: ICN names both rails on each connection.
 group_expect() {
   case $1 in
-    icn) echo 'on 2 rail\(s\): eth0 .* eth1' ;;
+    icn|icn-nocopy) echo 'on 2 rail\(s\): eth0 .* eth1' ;;
     icn-1) echo 'Using network ICN' ;;
     socket) echo 'NET/Socket : Using \[0\]eth0:.* \[1\]eth1:' ;;
     socket-1) echo 'Using network Socket' ;;
@@ -104,7 +108,7 @@ run_bench() {  # NODES ROUND GROUP
 ev() { echo "$1" >> "$OUT/flaps.jsonl"; }
 
 run_flaps() {  # NODES GROUP
-  local nodes=$1 group=$2 tag pids=() rcs=() rank p st envs i=0 host d t0 finished
+  local nodes=$1 group=$2 tag pids=() rcs=() rank p st envs i=0 host d t0 finished spec link
   tag="flaps_n${nodes}_$group"
   envs=$(group_env "$group")
   for rank in $(seq 0 $((nodes - 1))); do
@@ -121,12 +125,14 @@ run_flaps() {  # NODES GROUP
   done
   sleep "$WARM_S"
   ev "{\"kind\":\"start\",\"tag\":\"$tag\",\"nodes\":$nodes,\"group\":\"$group\",\"t\":$(now)}"
-  for d in $DOWNS; do
+  for spec in $DOWNS; do
+    d=${spec%@*}; link=1
+    [ "$spec" = "$d" ] || link=${spec#*@}
     host=$((1 + i % (nodes - 1))); i=$((i + 1))
-    "$bed" link --name $name "$host" 1 down
-    ev "{\"kind\":\"down\",\"tag\":\"$tag\",\"host\":$host,\"t\":$(now),\"planned_s\":$d}"
+    "$bed" link --name $name "$host" "$link" down
+    ev "{\"kind\":\"down\",\"tag\":\"$tag\",\"host\":$host,\"link\":$link,\"t\":$(now),\"planned_s\":$d}"
     sleep "$d"
-    "$bed" link --name $name "$host" 1 up
+    "$bed" link --name $name "$host" "$link" up
     ev "{\"kind\":\"up\",\"tag\":\"$tag\",\"host\":$host,\"t\":$(now)}"
     sleep "$GAP_S"
   done
@@ -147,8 +153,9 @@ run_flaps() {  # NODES GROUP
     sed "s|^PROGRESS {|{\"kind\":\"progress\",\"tag\":\"$tag\",|" >> "$OUT/flaps.jsonl"
   if is_icn "$group"; then
     for rank in $(seq 0 $((nodes - 1))); do
-      # ICN's failover WARNs (a lane given up, naming its rail) are the expected notices of this case.
-      DEVICE_BENIGN_RE="$DEVICE_BENIGN_RE|NCCL WARN ICN TCP connection to .*: lane [0-9]+ on eth[0-9]+( -> [0-9.]+)? failed" check_run "$tag rank $rank" \
+      # ICN's failover WARNs (a lane given up, a copy of lane 0 dropped, each naming its rail) are the expected
+      # notices of this case.
+      DEVICE_BENIGN_RE="$DEVICE_BENIGN_RE|NCCL WARN ICN TCP connection to .*: lane [0-9]+ on eth[0-9]+( -> [0-9.]+)? failed|NCCL WARN ICN TCP connection with .*: lane 0 over eth[0-9]+.*; lane 0 goes on over eth[0-9]+" check_run "$tag rank $rank" \
         "${rcs[$rank]}" "$W/${tag}_rank$rank.log" --expect "$(group_expect "$group")" --expect '^DONE .*"wrong":0'
     done
   fi
@@ -164,7 +171,7 @@ for nodes in $NODES; do
     case $part in
       bandwidth)
         for round in $(seq 1 "$ROUNDS"); do
-          for g in icn icn-1 socket socket-1; do run_bench "$nodes" "$round" "$g"; done
+          for g in $BW_GROUPS; do run_bench "$nodes" "$round" "$g"; done
         done ;;
       flaps) for g in $FLAP_GROUPS; do run_flaps "$nodes" "$g"; done ;;
     esac

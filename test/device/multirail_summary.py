@@ -10,7 +10,8 @@ import statistics
 import sys
 from collections import defaultdict
 
-GROUPS = ["icn", "icn-1", "socket", "socket-1"]
+GROUPS = ["icn", "icn-nocopy", "icn-1", "socket", "socket-1"]
+SMALL = 1 << 20  # below this size the table gives the time per collective, not the bandwidth
 
 
 def rate_bits(rate):
@@ -35,18 +36,20 @@ def bandwidth(path, rate):
             continue
         r = json.loads(line[len("CLUSTER "):])
         group = r["label"].split("@")[0]
-        rows[(r["nranks"], r["op"], r["bytes"], group)].append(r["busbw_gbs"])
+        rows[(r["nranks"], r["op"], r["bytes"], group)].append(r["us"] if r["bytes"] < SMALL else r["busbw_gbs"])
     if not rows:
         return []
     link = 2 * rate_bits(rate) / 8e9  # two links per host, GB/s
     out = ["## Bandwidth: two links per host against one",
            "",
            f"Each link shaped to {rate} both ways (two links: {link:.2f} GB/s per host and direction). Bus bandwidth "
-           "in GB/s, median of rounds and repeats; ratios of the medians.",
+           f"in GB/s from {human(SMALL)} (ratios: higher is better), time per collective in us below it (ratios: "
+           "lower is better); median of rounds and repeats; ratios of the medians. ICN 2 links: lane 0 on both "
+           "links (ICN_TCP_LANE0_COPY=1, the default); no copy: lane 0 on eth0 alone.",
            "",
-           "| nodes | op | size | ICN 2 links | ICN 1 link | Socket 2 ifs | Socket 1 if | ICN 2/1 | ICN 2 / Socket 2 "
-           "| Socket 2/1 | ICN 2 / capacity |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| nodes | op | size | unit | ICN 2 links | ICN 2, no copy | ICN 1 link | Socket 2 ifs | Socket 1 if "
+           "| ICN 2/1 | ICN copy / no copy | ICN 2 / Socket 2 | Socket 2/1 | ICN 2 / capacity |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     keys = sorted({(n, op, b) for (n, op, b, _) in rows})
     for n, op, b in keys:
         med = {g: statistics.median(rows[(n, op, b, g)]) if rows.get((n, op, b, g)) else None for g in GROUPS}
@@ -57,10 +60,11 @@ def bandwidth(path, rate):
         def ratio(a, c):
             return f"{med[a] / med[c]:.2f}x" if med[a] and med[c] else "-"
 
-        cap = f"{med['icn'] / link:.2f}" if med["icn"] and link else "-"
-        out.append(f"| {n} | {op} | {human(b)} | {cell('icn')} | {cell('icn-1')} | {cell('socket')} | "
-                   f"{cell('socket-1')} | {ratio('icn', 'icn-1')} | {ratio('icn', 'socket')} | "
-                   f"{ratio('socket', 'socket-1')} | {cap} |")
+        small = b < SMALL
+        cap = f"{med['icn'] / link:.2f}" if med["icn"] and link and not small else "-"
+        out.append(f"| {n} | {op} | {human(b)} | {'us' if small else 'GB/s'} | {cell('icn')} | {cell('icn-nocopy')} | "
+                   f"{cell('icn-1')} | {cell('socket')} | {cell('socket-1')} | {ratio('icn', 'icn-1')} | "
+                   f"{ratio('icn', 'icn-nocopy')} | {ratio('icn', 'socket')} | {ratio('socket', 'socket-1')} | {cap} |")
     return out + [""]
 
 
@@ -111,9 +115,10 @@ def flaps(path):
     if not runs:
         return []
     out = ["## A link down and back during the job", "",
-           "Per event: the link's planned outage, the longest time without a finished iteration from the link going "
-           "down until the next event, the iteration rate while it was down (from 1.5 s after the cut, outages of "
-           "2.5 s or more) and 2-4 s after it came back, as ratios of the rate over the 4 s before the first event.",
+           "Per event: the link that went down (eth0 carries the handshake and ICN's lane 0), its outage, the longest "
+           "time without a finished iteration from the link going down until the next event, the iteration rate "
+           "while it was down (from 1.5 s after the cut, outages of 2.5 s or more), 1-2 s and 2-4 s after it came "
+           "back, as ratios of the rate over the 4 s before the first event.",
            ""]
     for tag, r in runs.items():
         ev = r["events"]
@@ -128,27 +133,34 @@ def flaps(path):
         out.append(f"### {tag}: {start['nodes'] if start else '?'} nodes, {group}: {verdict}"
                    f" (exit codes {end['rcs'] if end else '?'}); before the first event {base or 0:.1f} iterations/s")
         out.append("")
-        out.append("| event | host | outage s | longest stall s | while down | 2-4 s after back |")
-        out.append("|---|---|---|---|---|---|")
-        stalls, afters = [], []
+        out.append("| event | host | link | outage s | longest stall s | while down | 1-2 s after back "
+                   "| 2-4 s after back |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        stalls, afters, soon = [], [], []
         for k, (d, u) in enumerate(zip(downs, ups)):
             nxt = downs[k + 1]["t"] if k + 1 < len(downs) else (end["t"] if end else u["t"] + 6)
             stall = longest_stall(pts, d["t"], nxt)
             during = rate(pts, d["t"] + 1.5, u["t"]) if u["t"] - d["t"] >= 2.5 else None
             after = rate(pts, u["t"] + 2, u["t"] + 4)
+            early = rate(pts, u["t"] + 1, u["t"] + 2)
             stalls.append(stall)
             if after is not None and base:
                 afters.append(after / base)
+            if early is not None and base:
+                soon.append(early / base)
 
             def fmt(x):
                 return f"{x / base:.2f}x" if x is not None and base else "-"
 
-            out.append(f"| {k + 1} | {d['host']} | {u['t'] - d['t']:.1f} | {stall:.2f} | {fmt(during)} | "
-                       f"{fmt(after)} |")
+            out.append(f"| {k + 1} | {d['host']} | eth{d.get('link', 1)} | {u['t'] - d['t']:.1f} | {stall:.2f} | "
+                       f"{fmt(during)} | {fmt(early)} | {fmt(after)} |")
         if stalls:
             out.append("")
             out.append(f"Longest stall median {statistics.median(stalls):.2f} s, max {max(stalls):.2f} s; "
-                       f"2-4 s after back median {statistics.median(afters) if afters else 0:.2f}x.")
+                       f"1-2 s after back median {statistics.median(soon) if soon else 0:.2f}x, "
+                       f"{sum(x >= 0.95 for x in soon)}/{len(soon)} events >= 0.95x; "
+                       f"2-4 s after back median {statistics.median(afters) if afters else 0:.2f}x, "
+                       f"{sum(x >= 0.95 for x in afters)}/{len(afters)} >= 0.95x.")
         out.append("")
     return out
 

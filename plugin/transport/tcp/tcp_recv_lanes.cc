@@ -39,6 +39,7 @@ Status TcpRecvComm::handleLaneOffer(const ChunkHeader& h, bool lane0, Landing* o
     return Status::RemoteError;
   }
   rejoin_[lane].port = static_cast<uint16_t>(h.offset);
+  rejoin_[lane].offeredNs = steadyNowNs();
   rejoin_[lane].nextNs = 0;
   rejoin_[lane].backoffNs = 0;
   rejoins_.fetch_add(1, std::memory_order_relaxed);
@@ -74,11 +75,18 @@ Status TcpRecvComm::handleCopyOffer(const ChunkHeader& h, bool lane0, Landing* o
 }
 
 namespace {
-constexpr int64_t kRejoinAttemptNs = 2'000'000'000;  // one connect attempt to an offered lane
-constexpr int64_t kFirstRejoinBackoffNs = 250'000'000;
-// At most a second between attempts: a link that returns is found within about a second (an attempt that fails at
-// once costs next to nothing; one whose SYN goes unanswered waits kRejoinAttemptNs).
+// One attempt on an offered lane: its TCP connect within kRejoinConnectNs (a SYN over a link that works is answered
+// within a round trip; one over a link still down is not answered at all), the handshake after it within
+// kRejoinAttemptNs of the start.
+constexpr int64_t kRejoinConnectNs = 300'000'000;
+constexpr int64_t kRejoinAttemptNs = 2'000'000'000;
+// Between attempts: from 100 ms up to 200 ms while the offer is younger than kRejoinEagerNs, so a link back from an
+// outage of seconds carries again within about half a second (an attempt every 0.5 s at most); after that up to a
+// second, so a link gone for good costs its peers under one SYN a second per lane.
+constexpr int64_t kFirstRejoinBackoffNs = 100'000'000;
+constexpr int64_t kEagerRejoinBackoffNs = 200'000'000;
 constexpr int64_t kMaxRejoinBackoffNs = 1'000'000'000;
+constexpr int64_t kRejoinEagerNs = 10'000'000'000;
 }  // namespace
 
 // Connects each offered lane from its own end to the sender's offer, one attempt at a time, backing off while its
@@ -91,7 +99,8 @@ void TcpRecvComm::rejoinLanes(int64_t nowNs) {
     const SockAddr& local = lane == 0 ? copyLocal_[j.copy] : laneLocal_[lane];
     auto retryLater = [&] {
       j.connector.reset();
-      j.backoffNs = std::min(std::max(2 * j.backoffNs, kFirstRejoinBackoffNs), kMaxRejoinBackoffNs);
+      const int64_t cap = nowNs - j.offeredNs < kRejoinEagerNs ? kEagerRejoinBackoffNs : kMaxRejoinBackoffNs;
+      j.backoffNs = std::min(std::max(2 * j.backoffNs, kFirstRejoinBackoffNs), cap);
       j.nextNs = nowNs + j.backoffNs;
     };
     if (!j.connector) {
@@ -107,7 +116,9 @@ void TcpRecvComm::rejoinLanes(int64_t nowNs) {
       continue;
     }
     Handshake::Phase phase;
-    if (j.connector->progress(&phase) != Status::Ok || nowNs - j.attemptNs > kRejoinAttemptNs) {
+    const int64_t took = nowNs - j.attemptNs;
+    if (j.connector->progress(&phase) != Status::Ok || took > kRejoinAttemptNs ||
+        (!j.connector->connected() && took > kRejoinConnectNs)) {
       retryLater();
       continue;
     }

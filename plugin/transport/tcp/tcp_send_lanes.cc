@@ -105,7 +105,10 @@ Status TcpSendComm::checkLanes(int64_t now) {
 namespace {
 constexpr int64_t kFirstHoldBackNs = 500'000'000;  // a lane given up is offered again this soon
 constexpr int64_t kMaxHoldBackNs = 30'000'000'000;
-constexpr int64_t kFlapNs = 10'000'000'000;       // failing again within this of its return: a flapping rail
+// Failing again within this of its return: a flapping rail, held back twice as long as the last time. A rail that
+// carried for longer paid for its next failure's stall (at most about ICN_TCP_LANE_STALL_MS and a resend) with
+// seconds of its share, so it is offered again as soon as the first time.
+constexpr int64_t kFlapNs = 3'000'000'000;
 }  // namespace
 
 // A closed lane is offered again once its hold-back has passed: listening on its own address, the offer on lane 0.
@@ -151,7 +154,7 @@ void TcpSendComm::queueLaneNotice(uint16_t flags, int lane, uint32_t port, int i
   j.early = 0;
 }
 
-// A dropped copy of lane 0 is offered again once its hold-back has passed (longer each time it fails within 10 s
+// A dropped copy of lane 0 is offered again once its hold-back has passed (longer each time it fails within 3 s
 // of its return), from its own address, the offer going out on the copy that is left.
 Status TcpSendComm::rejoinCopies(int64_t nowNs) {
   for (int c = 0; c < 2; c++) {
