@@ -14,7 +14,8 @@
 #              the first event. An ICN job must finish with every element right; what Socket does is recorded (a
 #              job that stops moving is ended STUCK_S after the last event and counted as not finished).
 #
-#   OUT=dir test/device/multirail_proof.sh PLUGIN_SO NETTOOLS_DIR BENCH_BIN DRIVER_BIN
+# A second build of the plugin in PLUGIN_B runs as group icn-b (as icn), to compare two builds in one run.
+#   OUT=dir [PLUGIN_B=other.so] test/device/multirail_proof.sh PLUGIN_SO NETTOOLS_DIR BENCH_BIN DRIVER_BIN
 # Env: NODES ("2 4"), PARTS ("bandwidth flaps"), RATE (5gbit per link), ROUNDS (2), BW_ARGS (icn-cluster-bench
 #      options), BW_GROUPS ("icn icn-nocopy icn-1 socket socket-1"), AR_BYTES (8M), A2A_BYTES (8M),
 #      DOWNS ("1 3 0.5 10 2 4@0"), GAP_S (6), WARM_S (5), STUCK_S (40), FLAP_GROUPS ("icn socket").
@@ -64,6 +65,7 @@ now() { date +%s.%N; }
 group_env() {
   case $1 in
     icn) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off ICN_LOG_DETAIL=1" ;;
+    icn-b) echo "NCCL_NET_PLUGIN=$(realpath "${PLUGIN_B:?icn-b needs PLUGIN_B}") ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off" ;;
     icn-nocopy) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off ICN_TCP_LANE0_COPY=0" ;;
     icn-1) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth0 ICN_TUNER=off" ;;
     socket) echo "NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_SOCKET_IFNAME=eth" ;;
@@ -73,7 +75,7 @@ group_env() {
 # The line that proves the transport and its links: ICN names both rails on each connection.
 group_expect() {
   case $1 in
-    icn|icn-nocopy) echo 'on 2 rail\(s\): eth0 .* eth1' ;;
+    icn|icn-b|icn-nocopy) echo 'on 2 rail\(s\): eth0 .* eth1' ;;
     icn-1) echo 'Using network ICN' ;;
     socket) echo 'NET/Socket : Using \[0\]eth0:.* \[1\]eth1:' ;;
     socket-1) echo 'Using network Socket' ;;

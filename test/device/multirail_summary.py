@@ -10,7 +10,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-GROUPS = ["icn", "icn-nocopy", "icn-1", "socket", "socket-1"]
+GROUPS = ["icn", "icn-b", "icn-nocopy", "icn-1", "socket", "socket-1"]
 SMALL = 1 << 20  # below this size the table gives the time per collective, not the bandwidth
 
 
@@ -50,6 +50,10 @@ def bandwidth(path, rate):
            "| nodes | op | size | unit | ICN 2 links | ICN 2, no copy | ICN 1 link | Socket 2 ifs | Socket 1 if "
            "| ICN 2/1 | ICN copy / no copy | ICN 2 / Socket 2 | Socket 2/1 | ICN 2 / capacity |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    with_b = any(g == "icn-b" for (_, _, _, g) in rows)  # a second build (PLUGIN_B) ran
+    if with_b:
+        out[-2] += " ICN build B | ICN / build B |"
+        out[-1] += "---|---|"
     keys = sorted({(n, op, b) for (n, op, b, _) in rows})
     for n, op, b in keys:
         med = {g: statistics.median(rows[(n, op, b, g)]) if rows.get((n, op, b, g)) else None for g in GROUPS}
@@ -62,9 +66,11 @@ def bandwidth(path, rate):
 
         small = b < SMALL
         cap = f"{med['icn'] / link:.2f}" if med["icn"] and link and not small else "-"
+        b_cells = f" {cell('icn-b')} | {ratio('icn', 'icn-b')} |" if with_b else ""
         out.append(f"| {n} | {op} | {human(b)} | {'us' if small else 'GB/s'} | {cell('icn')} | {cell('icn-nocopy')} | "
                    f"{cell('icn-1')} | {cell('socket')} | {cell('socket-1')} | {ratio('icn', 'icn-1')} | "
-                   f"{ratio('icn', 'icn-nocopy')} | {ratio('icn', 'socket')} | {ratio('socket', 'socket-1')} | {cap} |")
+                   f"{ratio('icn', 'icn-nocopy')} | {ratio('icn', 'socket')} | {ratio('socket', 'socket-1')} | {cap} |"
+                   + b_cells)
     return out + [""]
 
 

@@ -1,6 +1,7 @@
 // Lane 0 on two rails (transport/tcp/tcp_lane0.h): the mirror over socketpairs, and a send comm and a receive comm
 // joined by socketpairs whose lane 0 has a copy, one copy failing mid-stream.
 #include <gtest/gtest.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -59,6 +60,38 @@ TEST(Lane0Mirror, EachByteIsReadOnceFromWhicheverCopyBringsItFirst) {
   writeAll(p1.a.get(), "ghij", 4);
   ASSERT_TRUE(readFrom(in, &got, 10));
   EXPECT_EQ(std::string(got.begin(), got.end()), "abcdefghij");
+  EXPECT_EQ(in.liveCopies(), 2);
+}
+
+// Reads look at the copy that brought the last bytes; the other is looked at within a few reads when that one is
+// quiet, and its duplicates are read and dropped before they pile up in its socket.
+TEST(Lane0Mirror, TheOtherCopyIsReadWithinAFewPollsAndDrainedAsItGoes) {
+  Pair p0, p1;
+  Lane0Mirror in = mirrorOf(p0, p1, false);
+  uint8_t buf[256];
+  size_t got = 0;
+  bool closed = false;
+  std::string why;
+  writeAll(p1.a.get(), "xyz", 3);  // copy 1 alone; copy 0 (the first lead) stays quiet
+  int polls = 0;
+  for (; polls < 64 && got == 0; polls++) ASSERT_EQ(in.read(buf, sizeof buf, &got, &closed, &why), Status::Ok);
+  EXPECT_EQ(got, 3u);
+  EXPECT_LE(polls, 9) << "the quiet copy kept the other waiting";
+  writeAll(p0.a.get(), "xyz", 3);  // copy 0's duplicates
+  const std::vector<uint8_t> msg = pattern(100);
+  size_t most = 0;
+  for (int i = 0; i < 400; i++) {  // 40 KB over both copies, 100 bytes at a time, each read as it comes
+    writeAll(p0.a.get(), msg.data(), msg.size());
+    writeAll(p1.a.get(), msg.data(), msg.size());
+    std::vector<uint8_t> one;
+    ASSERT_TRUE(readFrom(in, &one, msg.size()));
+    ASSERT_TRUE(one == msg) << "message " << i;
+    int queued0 = 0, queued1 = 0;
+    ASSERT_EQ(::ioctl(p0.b.get(), FIONREAD, &queued0), 0);
+    ASSERT_EQ(::ioctl(p1.b.get(), FIONREAD, &queued1), 0);
+    most = std::max(most, static_cast<size_t>(std::max(queued0, queued1)));
+  }
+  EXPECT_LE(most, 8u * 1024) << "duplicates piled up in a copy's socket";
   EXPECT_EQ(in.liveCopies(), 2);
 }
 

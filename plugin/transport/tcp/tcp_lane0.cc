@@ -205,23 +205,58 @@ void Lane0Mirror::skipBehind(Copy& c) {
   }
 }
 
+namespace {
+// Reads that look at the lead copy alone between two that look at both, and how far the other copy may hold bytes
+// already read from the lead before it is drained regardless.
+constexpr int kLeadOnlyReads = 8;
+constexpr uint64_t kDrainBehindBytes = 4 * 1024;
+// Reads after the last bytes came that still look at both copies: while bytes stream, either copy may be ahead.
+constexpr int kStreamingReads = 4;
+}  // namespace
+
+// Most reads find nothing (the caller polls); looking at both sockets each time would double their cost. While bytes
+// stream (the last kStreamingReads reads brought some) both copies are read, whichever is ahead. Once quiet, the
+// lead copy (the one that brought the last bytes) is read every time; the other every kLeadOnlyReads reads, when it
+// holds kDrainBehindBytes of duplicates, and whenever the lead is not readable (dropped, or re-admitted and its
+// start position not known yet). Its duplicates wait in its socket meanwhile, a few KiB, far under what a socket
+// holds, so the sender never sees that copy fall behind (the peer's ring may be as small as 64 KiB, its laggard
+// bound half that). A lead that died costs at most kLeadOnlyReads polls before the other copy takes over.
+bool Lane0Mirror::everyCopyNow() {
+  const Copy& lead = copies_[static_cast<size_t>(lead_)];
+  const Copy& o = other(lead);
+  const bool must = !lead.live || lead.startGot < sizeof lead.start || lead.read != consumed_ ||
+                    quietReads_ < kStreamingReads ||
+                    (o.live && consumed_ - std::min(o.read, consumed_) >= kDrainBehindBytes);
+  if (must || ++leadOnly_ >= kLeadOnlyReads) {
+    leadOnly_ = 0;
+    return true;
+  }
+  return false;
+}
+
 Status Lane0Mirror::read(uint8_t* buf, size_t n, size_t* got, bool* closed, std::string* why) {
   *got = 0;
   *closed = false;
-  for (Copy& c : copies_) skipBehind(c);
-  for (Copy& c : copies_) {
+  const int looks = everyCopyNow() ? kCopies : 1;
+  for (int k = 0; k < looks; k++) skipBehind(copies_[static_cast<size_t>((lead_ + k) % kCopies)]);
+  for (int k = 0; k < looks; k++) {
+    const int index = (lead_ + k) % kCopies;
+    Copy& c = copies_[static_cast<size_t>(index)];
     if (!c.live || c.startGot < sizeof c.start || c.read != consumed_) continue;
     std::string err;
     switch (recvSome(c.fd, buf, n, got, &err)) {
       case Io::Moved:
         c.read += *got;
         consumed_ += *got;
+        lead_ = index;
+        quietReads_ = 0;
         return Status::Ok;
       case Io::Empty: break;
       case Io::Ended: drop(static_cast<int>(&c - copies_.data()), "ended by the peer", false); break;
       case Io::Failed: drop(static_cast<int>(&c - copies_.data()), err, true); break;
     }
   }
+  quietReads_ = std::min(quietReads_ + 1, kStreamingReads);
   // Every live copy starts past what was read: the bytes between went with a copy that failed.
   bool behind = false, waiting = false;
   uint64_t gapEnd = UINT64_MAX;

@@ -94,6 +94,8 @@ class Lane0Mirror final : public ByteSource {
   void writeCopy(Copy& c);  // what its socket takes; drops it on an error
   void dropLaggard();
   void skipBehind(Copy& c);  // reads and drops what c holds of bytes already consumed from the other copy
+  // Whether this read looks at every copy, not the lead's alone (see read()).
+  bool everyCopyNow();
   uint64_t lowestWritten() const;
   const Copy& other(const Copy& c) const { return &c == &copies_[0] ? copies_[1] : copies_[0]; }
 
@@ -102,6 +104,9 @@ class Lane0Mirror final : public ByteSource {
   size_t cap_;
   uint64_t queued_ = 0, furthest_ = 0;
   uint64_t consumed_ = 0;  // bytes of the peer's stream handed to the reader
+  int lead_ = 0;           // the copy that brought the last bytes
+  int leadOnly_ = 0;       // reads since the last that looked at every copy
+  int quietReads_ = 0;     // reads in a row that brought nothing (counted up to a bound)
   std::string peer_;
   bool ended_ = true;      // every copy gone so far ended by the peer's close (none failed)
   std::string lastError_;  // why the last failed copy failed
