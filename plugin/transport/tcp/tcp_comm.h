@@ -256,6 +256,13 @@ class TcpSendComm final : public SendComm, public CommCore {
   // Delivery watch (proxy thread): each lane's acknowledged bytes at the last look, and when they last moved.
   std::array<uint64_t, kMaxLanes + 1> ackSeen_{};
   std::array<int64_t, kMaxLanes + 1> ackMovedNs_{};
+  std::array<int64_t, kMaxLanes + 1> lastAckNs_{};  // when its acknowledged bytes last grew (or it was admitted)
+  // Lanes on a path another connection found dead (tcp_paths.h): given up here too. pathGen_: the registry's
+  // failures already looked at; pathRecheck_: a lane on such a path was still within its quiet bound.
+  void followPathFailures(int64_t nowNs);
+  uint64_t pathGen_ = 0;
+  bool pathRecheck_ = false;
+  std::array<bool, kMaxLanes + 1> pathFollowed_{};  // given up on another connection's word: not a failure of ours
   // Each lane socket's acknowledged bytes and busy time (tcpBusy), read once per look for the failover watch and
   // the wire measure (tcp_send_lanes.cc): the last look's, and whether there was one since the lane (re)started.
   struct LaneLook {

@@ -7,6 +7,7 @@
 
 #include "core/log.h"
 #include "transport/tcp/tcp_comm.h"
+#include "transport/tcp/tcp_paths.h"
 
 namespace icn::tcp {
 
@@ -72,6 +73,7 @@ void TcpSendComm::watchDelivery(int64_t nowNs, const LaneLook& look) {
     if (laneState_[lane] != LaneState::Live || helpers_[i]->failed()) continue;
     const uint64_t acked = helpers_[i]->delivered();
     waiting[lane] = acked < helpers_[i]->written();
+    if (acked != ackSeen_[lane]) lastAckNs_[lane] = nowNs;
     const TcpBusy& b = look.now[lane];
     const TcpBusy& last = lookBusy_[lane];
     if (look.got[lane] && looked_[lane] && b.busyUs > last.busyUs && b.bytesAcked >= last.bytesAcked)
@@ -94,12 +96,44 @@ void TcpSendComm::watchDelivery(int64_t nowNs, const LaneLook& look) {
 }
 
 Status TcpSendComm::checkLanes(int64_t now) {
+  followPathFailures(now);
   for (size_t i = 0; i < helpers_.size(); i++) {
     const int lane = static_cast<int>(i) + 1;
     if (laneState_[lane] == LaneState::Live && helpers_[i]->failed()) ICN_CHECK(retireLane(lane));
   }
   if (deadLanes_ > 0) ICN_CHECK(rejoinLanes(now));
   return Status::Ok;
+}
+
+namespace {
+// A lane waiting for acknowledgements on a path found dead elsewhere is given up once none came for this long: one
+// whose acknowledgements flow shows it within two looks (10 ms apart).
+constexpr int64_t kPathQuietNs = 50'000'000;
+}  // namespace
+
+// Another connection's lane on the same two addresses failed: this connection's lanes there, admitted before that
+// and acknowledged by nothing since, are given up now rather than each after a piece stalls on it
+// (ICN_TCP_LANE_STALL_MS, one connection after another while a collective waits on each in turn). A lane acknowledged
+// since works and stays; one holding a message sent before its receive is left to its own watch (giving it up
+// fails the connection).
+void TcpSendComm::followPathFailures(int64_t nowNs) {
+  const uint64_t gen = paths().generation();
+  if (gen == pathGen_ && !pathRecheck_) return;
+  pathGen_ = gen;
+  pathRecheck_ = false;
+  for (size_t i = 0; i < helpers_.size(); i++) {
+    const size_t lane = i + 1;
+    if (laneState_[lane] != LaneState::Live || helpers_[i]->failed() || heldOn_[lane] > 0) continue;
+    const int64_t at = paths().failedAt(laneLocal_[lane], lanePeer_[lane]);
+    if (at == 0 || at <= admittedAtNs_[lane] || lastAckNs_[lane] > at) continue;
+    if (helpers_[i]->delivered() < helpers_[i]->written() && nowNs - lastAckNs_[lane] < kPathQuietNs) {
+      pathRecheck_ = true;
+      continue;
+    }
+    pathFollowed_[lane] = true;
+    helpers_[i]->giveUp("a lane between the same two addresses failed " + std::to_string((nowNs - at) / 1'000'000) +
+                        " ms ago, and this one had no acknowledgement since");
+  }
 }
 
 namespace {
@@ -247,6 +281,7 @@ Status TcpSendComm::acceptRejoin(int lane) {
            static_cast<double>(now - downAtNs_[lane]) / 1e9);
   laneState_[lane] = LaneState::Live;
   admittedAtNs_[lane] = now;
+  lastAckNs_[lane] = now;
   ackSeen_[lane] = 0;
   ackMovedNs_[lane] = 0;
   looked_[lane] = false;  // a new socket: its counts start again
@@ -267,6 +302,10 @@ Status TcpSendComm::retireLane(int lane) {
   // What the peer's TCP acknowledged is in its socket buffer: the receiver reads it before closing the lane.
   deliveredAtDown_[lane] = helper.delivered();
   const int64_t now = steadyNowNs();
+  // The other connections over the same two addresses hear of it (tcp_paths.h); a lane given up on their word
+  // is not news.
+  if (!pathFollowed_[lane]) paths().failed(laneLocal_[lane], lanePeer_[lane], now);
+  pathFollowed_[lane] = false;
   downAtNs_[lane] = now;
   // A rail that fails soon after it came back is held back longer each time.
   const bool flapping = admittedAtNs_[lane] != 0 && now - admittedAtNs_[lane] < kFlapNs;
