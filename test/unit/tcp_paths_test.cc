@@ -55,3 +55,40 @@ TEST(PathHealth, TheRecordIsBounded) {
 }
 
 }  // namespace
+
+namespace {
+using icn::tcp::judgeLaneOnPath;
+using icn::tcp::kPathQuietNs;
+using icn::tcp::PathVerdict;
+constexpr int64_t kMs = 1'000'000;
+
+// A connection's lane on a path another lane found dead: given up when nothing it carried since the failure was
+// acknowledged, kept when something was, and never for a failure from before it connected.
+TEST(PathHealth, ALaneOnAFailedPathIsJudgedByItsOwnAcknowledgements) {
+  const int64_t failed = 1000 * kMs;
+  EXPECT_EQ(judgeLaneOnPath(0, 0, 0, true, failed), PathVerdict::Keep) << "no failure";
+  EXPECT_EQ(judgeLaneOnPath(failed, failed + kMs, failed + kMs, false, failed + 10 * kMs), PathVerdict::Keep)
+      << "connected after the failure";
+  EXPECT_EQ(judgeLaneOnPath(failed, 0, failed + 5 * kMs, true, failed + 10 * kMs), PathVerdict::Keep)
+      << "acknowledged after the failure: its path works";
+  EXPECT_EQ(judgeLaneOnPath(failed, 0, failed - 500 * kMs, false, failed + kMs), PathVerdict::GiveUp)
+      << "idle since before the failure: it would be handed the next piece and stall";
+  EXPECT_EQ(judgeLaneOnPath(failed, 0, failed - 500 * kMs, true, failed + kMs), PathVerdict::GiveUp)
+      << "waiting, and nothing acknowledged for longer than the quiet bound";
+  EXPECT_EQ(judgeLaneOnPath(failed, 0, failed - 10 * kMs, true, failed + kMs), PathVerdict::LookAgain)
+      << "waiting, its last acknowledgement too recent to tell";
+  EXPECT_EQ(judgeLaneOnPath(failed, 0, failed - 10 * kMs, true, failed - 10 * kMs + kPathQuietNs), PathVerdict::GiveUp)
+      << "still nothing once the quiet bound passed";
+}
+
+// Sockets that are not IP (a socketpair) make no path: nothing is recorded or found for them.
+TEST(PathHealth, OnlyIpAddressesMakeAPath) {
+  PathHealth h;
+  SockAddr unixAddr;
+  unixAddr.storage.ss_family = AF_UNIX;
+  const uint64_t gen = h.generation();
+  h.failed(unixAddr, unixAddr, 1000);
+  EXPECT_EQ(h.generation(), gen);
+  EXPECT_EQ(h.failedAt(unixAddr, unixAddr), 0);
+}
+}  // namespace

@@ -17,11 +17,14 @@ std::string PathHealth::keyOf(const SockAddr& local, const SockAddr& peer) {
       inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&a.storage)->sin6_addr, buf, sizeof buf);
     return std::string(buf);
   };
+  const bool ip = [](int f) { return f == AF_INET || f == AF_INET6; }(local.family());
+  if (!ip || (peer.family() != AF_INET && peer.family() != AF_INET6)) return {};
   return host(local) + ">" + host(peer);
 }
 
 void PathHealth::failed(const SockAddr& local, const SockAddr& peer, int64_t nowNs) {
   const std::string key = keyOf(local, peer);
+  if (key.empty()) return;
   std::lock_guard lk(mu_);
   if (failedAt_.size() >= kMaxPaths && !failedAt_.count(key)) {
     auto oldest = std::min_element(failedAt_.begin(), failedAt_.end(),
@@ -34,9 +37,16 @@ void PathHealth::failed(const SockAddr& local, const SockAddr& peer, int64_t now
 
 int64_t PathHealth::failedAt(const SockAddr& local, const SockAddr& peer) const {
   const std::string key = keyOf(local, peer);
+  if (key.empty()) return 0;
   std::lock_guard lk(mu_);
   auto it = failedAt_.find(key);
   return it == failedAt_.end() ? 0 : it->second;
+}
+
+PathVerdict judgeLaneOnPath(int64_t failedAtNs, int64_t sinceNs, int64_t lastAckNs, bool waiting, int64_t nowNs) {
+  if (failedAtNs == 0 || failedAtNs <= sinceNs || lastAckNs > failedAtNs) return PathVerdict::Keep;
+  if (waiting && nowNs - lastAckNs < kPathQuietNs) return PathVerdict::LookAgain;
+  return PathVerdict::GiveUp;
 }
 
 PathHealth& paths() {

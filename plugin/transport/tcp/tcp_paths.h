@@ -22,7 +22,7 @@ class PathHealth {
   // At most this many paths are remembered (peers choose the addresses they offer); the oldest failure goes first.
   static constexpr size_t kMaxPaths = 1024;
 
-  // A lane from `local` to `peer` failed at nowNs.
+  // A lane from `local` to `peer` failed at nowNs. Addresses other than IPv4 and IPv6 make no path.
   void failed(const SockAddr& local, const SockAddr& peer, int64_t nowNs);
   // When a lane on the path last failed; 0 when none did (or it was forgotten).
   int64_t failedAt(const SockAddr& local, const SockAddr& peer) const;
@@ -38,5 +38,14 @@ class PathHealth {
 
 // The process's one registry.
 PathHealth& paths();
+
+// What a connection does with one of its live lanes on a path that failed at failedAtNs (0: never): keep it,
+// give it up, or look again soon (it waits for acknowledgements, and the last one came less than kPathQuietNs ago:
+// one whose acknowledgements flow shows it within two of the comm's looks, 10 ms apart).
+enum class PathVerdict { Keep, GiveUp, LookAgain };
+constexpr int64_t kPathQuietNs = 50'000'000;
+// sinceNs: when the lane connected (a failure before that says nothing of it); lastAckNs: when its acknowledged
+// bytes last grew (no earlier than sinceNs); waiting: it holds bytes not acknowledged yet.
+PathVerdict judgeLaneOnPath(int64_t failedAtNs, int64_t sinceNs, int64_t lastAckNs, bool waiting, int64_t nowNs);
 
 }  // namespace icn::tcp

@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/params.h"
 #include "transport/tcp/tcp_comm.h"
+#include "transport/tcp/tcp_paths.h"
 
 namespace icn::tcp {
 
@@ -36,6 +37,9 @@ TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
   startMirror(s, kMirrorSendRing);
   copyRail_ = s.lane0CopyRail;
   for (size_t i = 1; i < s.lanes.size(); i++) helpers_.push_back(makeHelper(std::move(s.lanes[i]), static_cast<int>(i)));
+  // Path failures recorded before this connection (tcp_paths.h) say nothing of its lanes, which just connected.
+  pathGen_ = paths().generation();
+  lastAckNs_.fill(steadyNowNs());
 }
 
 std::unique_ptr<SendHelper> TcpSendComm::makeHelper(Fd fd, int lane) {

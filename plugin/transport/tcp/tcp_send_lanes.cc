@@ -105,12 +105,6 @@ Status TcpSendComm::checkLanes(int64_t now) {
   return Status::Ok;
 }
 
-namespace {
-// A lane waiting for acknowledgements on a path found dead elsewhere is given up once none came for this long: one
-// whose acknowledgements flow shows it within two looks (10 ms apart).
-constexpr int64_t kPathQuietNs = 50'000'000;
-}  // namespace
-
 // Another connection's lane on the same two addresses failed: this connection's lanes there, admitted before that
 // and acknowledged by nothing since, are given up now rather than each after a piece stalls on it
 // (ICN_TCP_LANE_STALL_MS, one connection after another while a collective waits on each in turn). A lane acknowledged
@@ -125,11 +119,10 @@ void TcpSendComm::followPathFailures(int64_t nowNs) {
     const size_t lane = i + 1;
     if (laneState_[lane] != LaneState::Live || helpers_[i]->failed() || heldOn_[lane] > 0) continue;
     const int64_t at = paths().failedAt(laneLocal_[lane], lanePeer_[lane]);
-    if (at == 0 || at <= admittedAtNs_[lane] || lastAckNs_[lane] > at) continue;
-    if (helpers_[i]->delivered() < helpers_[i]->written() && nowNs - lastAckNs_[lane] < kPathQuietNs) {
-      pathRecheck_ = true;
-      continue;
-    }
+    const bool waiting = helpers_[i]->delivered() < helpers_[i]->written();
+    const PathVerdict v = judgeLaneOnPath(at, admittedAtNs_[lane], lastAckNs_[lane], waiting, nowNs);
+    pathRecheck_ = pathRecheck_ || v == PathVerdict::LookAgain;
+    if (v != PathVerdict::GiveUp) continue;
     pathFollowed_[lane] = true;
     helpers_[i]->giveUp("a lane between the same two addresses failed " + std::to_string((nowNs - at) / 1'000'000) +
                         " ms ago, and this one had no acknowledgement since");
