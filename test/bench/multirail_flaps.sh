@@ -8,8 +8,9 @@
 # iterations from the link going down until 3 s after it returns, less the usual gap) and, where no link is down
 # from its return until 3 s after, the rate from 2 to 3 s after it returns against the two-rail rate before the
 # first event, and the resume: from its return to the first iteration after it. Extra settings of the ranks go in
-# RANK_ENV ("ICN_TCP_RTO_MAX_MS=0"). Prints a Markdown table.
-#   sudo [HOSTS=2] [RAILS=2] [RAIL=1] [MAX_S=3] [DOWNS="2 7"] [GAP_S=4] [RANK_ENV=...] \
+# RANK_ENV ("ICN_TCP_RTO_MAX_MS=0"). CHANNELS (default 1): connections per peer each way, the all-to-all run over
+# each in turn (icn-diag-cluster-driver --channels), as NCCL's channels take their steps. Prints a Markdown table.
+#   sudo [HOSTS=2] [RAILS=2] [RAIL=1] [MAX_S=3] [DOWNS="2 7"] [GAP_S=4] [CHANNELS=1] [RANK_ENV=...] \
 #     test/bench/multirail_flaps.sh [BUILD_DIR] [EVENTS]   (defaults: build, 30)
 set -euo pipefail
 BUILD=${1:-build}
@@ -20,6 +21,7 @@ GAP_S=${GAP_S:-4}
 RAILS=${RAILS:-2}
 RAIL=${RAIL:-1}
 RANK_ENV=${RANK_ENV:-}
+CHANNELS=${CHANNELS:-1}
 DRIVER=$(realpath "$BUILD/test/diagnose/icn-diag-cluster-driver")
 PLUGIN=$(realpath "$BUILD/plugin/libnccl-net-icn.so")
 OUT=${ICN_BENCH_OUT:-$(mktemp -d /tmp/icn-flaps.XXXXXX)}
@@ -43,7 +45,7 @@ ranks=()
 for r in $(seq 0 $((HOSTS - 1))); do
   "$bed" exec --name "$name" "$r" -- env ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET \
     ICN_TUNER=off ICN_STRAGGLER_REPORT_S=0 ICN_HANG_REPORT_S=0 $RANK_ENV "$DRIVER" --rank "$r" --nranks "$HOSTS" --dir "$OUT" \
-    --bytes 4194304 --seconds "$total" --tick-ms 50 --plugin "$PLUGIN" > "$OUT/rank$r.log" 2>&1 &
+    --bytes 4194304 --seconds "$total" --tick-ms 50 --channels "$CHANNELS" --plugin "$PLUGIN" > "$OUT/rank$r.log" 2>&1 &
   ranks+=($!)
 done
 sleep 8

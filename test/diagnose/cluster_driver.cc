@@ -1,13 +1,16 @@
 // One rank of an NCCL-shaped job without a GPU, for the straggler and hang cases across emulated hosts
 // (test/diagnose/cluster_cases.sh): it drives the plugin as NCCL's proxy does (net API v11, with the profiler's and
 // the tuner's init announcing its rank and joining the communicator's processes), and per iteration exchanges one
-// message with every other rank (an all-to-all), host memory, every byte checked.
+// message with every other rank (an all-to-all), host memory, every byte checked. With --channels C, C connections
+// to each peer each way, and an iteration runs the all-to-all over each channel in turn, one after the other, as
+// NCCL's collectives move through their steps: a channel waits for the one before it.
 //
 //   icn-diag-cluster-driver --rank R --nranks N --dir DIR [--bytes B] [--seconds S] [--plugin PATH] [--tick-ms T]
+//                           [--channels C]
 //
-// DIR is shared by all ranks: handles (handle.<to>.<from>), this rank's pid (pid.<R>), and the controls the cases
-// write: delay.<R> (microseconds this rank sleeps before each iteration) and stop (rank 0 ends the run; S seconds
-// also end it). Rank 0's messages carry whether the run goes on, so every rank ends at the same iteration.
+// DIR is shared by all ranks: handles (handle.<to>.<from>.<channel>), this rank's pid (pid.<R>), and the controls
+// the cases write: delay.<R> (microseconds this rank sleeps before each iteration) and stop (rank 0 ends the run; S
+// seconds also end it). Rank 0's messages carry whether the run goes on, so every rank ends at the same iteration.
 // Prints PROGRESS every second and DONE {"rank":R,"iters":n,"wrong":w} at the end; exit 0 when every byte was
 // right and every call succeeded.
 #include <dlfcn.h>
@@ -39,6 +42,7 @@ struct Options {
   size_t bytes = 256 * 1024;
   int seconds = 60;
   int tickMs = 0;  // > 0: a TICK line (wall-clock ms, iterations) this often, for stall measurements
+  int channels = 1;
 };
 
 bool parse(int argc, char** argv, Options* o) {
@@ -51,10 +55,11 @@ bool parse(int argc, char** argv, Options* o) {
     else if (k == "--seconds") o->seconds = atoi(v.c_str());
     else if (k == "--tick-ms") o->tickMs = atoi(v.c_str());
     else if (k == "--plugin") o->plugin = v;
+    else if (k == "--channels") o->channels = atoi(v.c_str());
     else return false;
   }
   return o->nranks >= 2 && o->rank >= 0 && o->rank < o->nranks && !o->dir.empty() && o->bytes >= 16 &&
-         o->bytes <= (64u << 20) && o->seconds > 0;
+         o->bytes <= (64u << 20) && o->seconds > 0 && o->channels >= 1 && o->channels <= 16;
 }
 
 bool writeFile(const std::string& path, const void* data, size_t len) {
@@ -99,43 +104,48 @@ void* joinAsNccl(icn::netapi::Plugin& p, const Options& o) {
   return ctx;
 }
 
-// One listen comm per peer (handle.<me>.<peer>), so each accepted comm is known to come from that peer; then
-// connects and accepts are driven together, as NCCL's proxy does, until every comm exists.
+// One listen comm per peer and channel (handle.<me>.<peer>.<channel>), so each accepted comm is known to come from
+// that peer's channel; then connects and accepts are driven together, as NCCL's proxy does, until every comm exists.
+// Comms are indexed peer * channels + channel.
 bool connectAll(icn::netapi::Plugin& p, const Options& o, std::vector<void*>* send, std::vector<void*>* recv) {
-  const int n = o.nranks, me = o.rank;
-  std::vector<void*> listen(n, nullptr);
+  const int n = o.nranks, me = o.rank, ch = o.channels;
+  auto name = [&](int to, int from, int c) {
+    return o.dir + "/handle." + std::to_string(to) + "." + std::to_string(from) + "." + std::to_string(c);
+  };
+  std::vector<void*> listen(static_cast<size_t>(n * ch), nullptr);
   for (int peer = 0; peer < n; peer++) {
-    if (peer == me) continue;
-    char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
-    if (p.net->listen(p.ctx, 0, handle, &listen[peer]) != ncclSuccess) return false;
-    if (!writeFile(o.dir + "/handle." + std::to_string(me) + "." + std::to_string(peer), handle, sizeof handle))
-      return false;
+    for (int c = 0; c < ch && peer != me; c++) {
+      char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+      if (p.net->listen(p.ctx, 0, handle, &listen[peer * ch + c]) != ncclSuccess) return false;
+      if (!writeFile(name(me, peer, c), handle, sizeof handle)) return false;
+    }
   }
-  send->assign(n, nullptr);
-  recv->assign(n, nullptr);
-  std::vector<std::vector<char>> handles(n);
+  send->assign(static_cast<size_t>(n * ch), nullptr);
+  recv->assign(static_cast<size_t>(n * ch), nullptr);
+  std::vector<std::vector<char>> handles(static_cast<size_t>(n * ch));
   const auto deadline = Clock::now() + std::chrono::seconds(60);
-  int missing = 2 * (n - 1);
+  int missing = 2 * (n - 1) * ch;
   while (missing > 0) {
     if (Clock::now() > deadline) return false;
     for (int peer = 0; peer < n; peer++) {
-      if (peer == me) continue;
-      if (!(*send)[peer]) {
-        if (handles[peer].empty()) {
-          std::vector<char> h(NCCL_NET_HANDLE_MAXSIZE);
-          if (readFile(o.dir + "/handle." + std::to_string(peer) + "." + std::to_string(me), h.data(), h.size()))
-            handles[peer] = h;
+      for (int c = 0; c < ch && peer != me; c++) {
+        const int k = peer * ch + c;
+        if (!(*send)[k]) {
+          if (handles[k].empty()) {
+            std::vector<char> h(NCCL_NET_HANDLE_MAXSIZE);
+            if (readFile(name(peer, me, c), h.data(), h.size())) handles[k] = h;
+          }
+          ncclNetDeviceHandle_v11_t* dh = nullptr;
+          if (!handles[k].empty()) {
+            if (p.net->connect(p.ctx, 0, handles[k].data(), &(*send)[k], &dh) != ncclSuccess) return false;
+            if ((*send)[k]) missing--;
+          }
         }
-        ncclNetDeviceHandle_v11_t* dh = nullptr;
-        if (!handles[peer].empty()) {
-          if (p.net->connect(p.ctx, 0, handles[peer].data(), &(*send)[peer], &dh) != ncclSuccess) return false;
-          if ((*send)[peer]) missing--;
+        if (!(*recv)[k]) {
+          ncclNetDeviceHandle_v11_t* dh = nullptr;
+          if (p.net->accept(listen[k], &(*recv)[k], &dh) != ncclSuccess) return false;
+          if ((*recv)[k]) missing--;
         }
-      }
-      if (!(*recv)[peer]) {
-        ncclNetDeviceHandle_v11_t* dh = nullptr;
-        if (p.net->accept(listen[peer], &(*recv)[peer], &dh) != ncclSuccess) return false;
-        if ((*recv)[peer]) missing--;
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -184,7 +194,9 @@ struct Header {
 int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, &o)) {
-    fprintf(stderr, "usage: %s --rank R --nranks N --dir DIR [--bytes B] [--seconds S] [--plugin PATH] [--tick-ms T]\n",
+    fprintf(stderr,
+            "usage: %s --rank R --nranks N --dir DIR [--bytes B] [--seconds S] [--plugin PATH] [--tick-ms T] "
+            "[--channels C]\n",
             argv[0]);
     return 2;
   }
@@ -212,36 +224,49 @@ int main(int argc, char** argv) {
   while (goOn && !failed) {
     if (long us = delayUs(o.dir, o.rank)) std::this_thread::sleep_for(std::chrono::microseconds(us));
     const bool mine = o.rank != 0 || (Clock::now() < end && !exists(o.dir + "/stop"));
-    std::vector<void*> reqs;
-    for (int peer = 0; peer < n && !failed; peer++) {
-      if (peer == o.rank) continue;
-      void* d = in[peer].data();
-      size_t sz = o.bytes;
-      int tag = kTag;
-      void* r = nullptr;
-      const auto limit = Clock::now() + kOpLimit;
-      while (!r && !failed) {  // a null request without an error: no room yet, NCCL asks again
-        failed = p.net->irecv(recv[peer], 1, &d, &sz, &tag, nullptr, nullptr, &r) != ncclSuccess ||
-                 Clock::now() > limit;
+    for (int c = 0; c < o.channels && !failed; c++) {  // each channel's all-to-all after the one before it
+      std::vector<void*> reqs;
+      for (int peer = 0; peer < n && !failed; peer++) {
+        if (peer == o.rank) continue;
+        void* d = in[peer].data();
+        size_t sz = o.bytes;
+        int tag = kTag;
+        void* r = nullptr;
+        const auto limit = Clock::now() + kOpLimit;
+        while (!r && !failed) {  // a null request without an error: no room yet, NCCL asks again
+          failed = p.net->irecv(recv[peer * o.channels + c], 1, &d, &sz, &tag, nullptr, nullptr, &r) != ncclSuccess ||
+                   Clock::now() > limit;
+        }
+        reqs.push_back(r);
       }
-      reqs.push_back(r);
-    }
-    for (int peer = 0; peer < n && !failed; peer++) {
-      if (peer == o.rank) continue;
-      icn::netapi::fillPattern(out[peer].data(), o.bytes, seedOf(iter, o.rank, peer));
-      Header h{iter, mine ? 1u : 0u};
-      memcpy(out[peer].data(), &h, sizeof h);
-      void* r = nullptr;
-      const auto limit = Clock::now() + kOpLimit;
-      while (!r && !failed) {
-        failed = p.net->isend(send[peer], out[peer].data(), o.bytes, kTag, nullptr, nullptr, &r) != ncclSuccess ||
-                 Clock::now() > limit;
+      for (int peer = 0; peer < n && !failed; peer++) {
+        if (peer == o.rank) continue;
+        icn::netapi::fillPattern(out[peer].data(), o.bytes, seedOf(iter, o.rank, peer));
+        Header h{iter, mine ? 1u : 0u};
+        memcpy(out[peer].data(), &h, sizeof h);
+        void* r = nullptr;
+        const auto limit = Clock::now() + kOpLimit;
+        while (!r && !failed) {
+          failed = p.net->isend(send[peer * o.channels + c], out[peer].data(), o.bytes, kTag, nullptr, nullptr, &r) !=
+                       ncclSuccess ||
+                   Clock::now() > limit;
+        }
+        reqs.push_back(r);
       }
-      reqs.push_back(r);
-    }
-    if (!failed && !waitAll(p, &reqs)) {
-      fprintf(stderr, "rank %d: iteration %llu did not complete\n", o.rank, static_cast<unsigned long long>(iter));
-      failed = true;
+      if (!failed && !waitAll(p, &reqs)) {
+        fprintf(stderr, "rank %d: iteration %llu did not complete\n", o.rank, static_cast<unsigned long long>(iter));
+        failed = true;
+      }
+      if (failed || c + 1 == o.channels) break;
+      for (int peer = 0; peer < n; peer++) {  // every channel's message checked, the last one's below
+        if (peer == o.rank) continue;
+        std::vector<char> expect(o.bytes);
+        icn::netapi::fillPattern(expect.data(), o.bytes, seedOf(iter, peer, o.rank));
+        Header h;
+        memcpy(&h, in[peer].data(), sizeof h);
+        if (h.iter != iter || memcmp(expect.data() + sizeof h, in[peer].data() + sizeof h, o.bytes - sizeof h) != 0)
+          wrong++;
+      }
     }
     if (failed) break;
     for (int peer = 0; peer < n; peer++) {
@@ -268,9 +293,9 @@ int main(int argc, char** argv) {
       nextPrint += std::chrono::seconds(1);
     }
   }
-  for (int peer = 0; peer < n; peer++) {
-    if (send[peer]) p.net->closeSend(send[peer]);
-    if (recv[peer]) p.net->closeRecv(recv[peer]);
+  for (size_t k = 0; k < send.size(); k++) {
+    if (send[k]) p.net->closeSend(send[k]);
+    if (recv[k]) p.net->closeRecv(recv[k]);
   }
   if (auto* t = static_cast<const ncclTuner_v5_t*>(dlsym(p.dl, "ncclTunerPlugin_v5")); t && tuner) t->finalize(tuner);
   printf("DONE {\"rank\":%d,\"iters\":%llu,\"wrong\":%llu,\"failed\":%d}\n", o.rank,

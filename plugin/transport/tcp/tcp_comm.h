@@ -256,7 +256,10 @@ class TcpSendComm final : public SendComm, public CommCore {
   // Delivery watch (proxy thread): each lane's acknowledged bytes at the last look, and when they last moved.
   std::array<uint64_t, kMaxLanes + 1> ackSeen_{};
   std::array<int64_t, kMaxLanes + 1> ackMovedNs_{};
-  std::array<int64_t, kMaxLanes + 1> lastAckNs_{};  // when its acknowledged bytes last grew (or it was admitted)
+  // When each lane's acknowledged bytes last grew, no later than it is known to have happened (the look before the
+  // one that saw it), or when it was admitted; and when the delivery watch last looked.
+  std::array<int64_t, kMaxLanes + 1> lastAckNs_{};
+  int64_t lastWatchNs_ = 0;
   // Lanes on a path another connection found dead (tcp_paths.h): given up here too. pathGen_: the registry's
   // failures already looked at; pathRecheck_: a lane on such a path was still within its quiet bound.
   void followPathFailures(int64_t nowNs);

@@ -73,7 +73,8 @@ void TcpSendComm::watchDelivery(int64_t nowNs, const LaneLook& look) {
     if (laneState_[lane] != LaneState::Live || helpers_[i]->failed()) continue;
     const uint64_t acked = helpers_[i]->delivered();
     waiting[lane] = acked < helpers_[i]->written();
-    if (acked != ackSeen_[lane]) lastAckNs_[lane] = nowNs;
+    // The acknowledgement came after the last look, perhaps long ago when the comm sat unused: counted from then.
+    if (acked != ackSeen_[lane]) lastAckNs_[lane] = std::max(lastAckNs_[lane], lastWatchNs_);
     const TcpBusy& b = look.now[lane];
     const TcpBusy& last = lookBusy_[lane];
     if (look.got[lane] && looked_[lane] && b.busyUs > last.busyUs && b.bytesAcked >= last.bytesAcked)
@@ -83,6 +84,7 @@ void TcpSendComm::watchDelivery(int64_t nowNs, const LaneLook& look) {
       ackMovedNs_[lane] = nowNs;
     }
   }
+  lastWatchNs_ = nowNs;
   for (size_t i = 0; i < helpers_.size(); i++) {
     const size_t lane = i + 1;
     if (!waiting[lane] || nowNs - ackMovedNs_[lane] < stallNs) continue;
