@@ -23,6 +23,10 @@
 #     messages and records on (tcp_lane0.h); a WARN names lane 0 over eth0. Once eth0 is back, lane 0's copy on
 #     it comes back (INFO "lane 0 over eth0 ... is back"), and then rail 1 goes down for 6 s: lane 0 goes on over
 #     the copy that came back. The job ends with every rank done and 0 wrong bytes, never still for more than 3 s.
+#  6. four channels (four connections per peer each way, the all-to-all over each in turn, as NCCL's channels take
+#     their steps): host 1's rail 1 down for 3 s. The first connection to find the path dead tells the others
+#     (tcp_paths.h): a WARN gives up a lane because another lane between the same two addresses failed, rather
+#     than each connection waiting out ICN_TCP_LANE_STALL_MS in turn; every rank done, 0 wrong bytes.
 #   multirail.sh DRIVER PERF PLUGIN
 # Exit 77 when this machine cannot create emulated hosts.
 set -euo pipefail
@@ -47,14 +51,15 @@ common=(ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth NCCL_DEBUG=INFO NCCL_DEBUG_SUBSY
         ICN_TUNER=off ICN_STRAGGLER_REPORT_S=0 ICN_HANG_REPORT_S=0)
 txbytes() { "$bed" exec --name "$name" "$1" -- cat "/sys/class/net/eth$2/statistics/tx_bytes"; }
 
-# job TAG SECONDS ENV...: starts the three ranks in the background (pids in job_pids)
+# job TAG SECONDS ENV...: starts the three ranks in the background (pids in job_pids); job_args: more driver options
+job_args=()
 job() {
   local tag=$1 secs=$2; shift 2
   job_pids=()
   mkdir -p "$work/$tag"
   for r in 0 1 2; do
     "$bed" exec --name "$name" "$r" -- env "${common[@]}" "$@" "$DRIVER" --rank "$r" --nranks 3 --dir "$work/$tag" \
-      --bytes 4194304 --seconds "$secs" --plugin "$PLUGIN" > "$work/$tag/rank$r.log" 2>&1 &
+      --bytes 4194304 --seconds "$secs" --plugin "$PLUGIN" ${job_args[@]+"${job_args[@]}"} > "$work/$tag/rank$r.log" 2>&1 &
     job_pids+=($!)
   done
 }
@@ -212,4 +217,18 @@ dropped=$(grep -hc "lane 0 goes on over" "$work"/rail0/rank*.log | awk '{ s += $
 echo "multirail: host 1's eth0 down 6 s, then eth1 down 6 s (ICN_PEER_TIMEOUT_MS=2000): every rank done, 0 wrong bytes; $dropped lane 0 copies dropped (WARNs), $back of 8 ends saw their copy over eth0 come back before eth1 went down; longest stall $stall s"
 [ "$back" -ge 8 ] || fail "rail0: lane 0's copies over eth0 did not come back within 8 s of its return ($back of 8 ends)"
 [ "$stall" -le 3 ] || fail "rail0: the job stood still for $stall s"
+
+# --- 6. four channels: one connection's dead path is every connection's ---
+job_args=(--channels 4)
+job channels 12
+sleep 3
+"$bed" link --name "$name" 1 1 down
+sleep 3
+"$bed" link --name "$name" 1 1 up
+job_ok channels
+job_args=()
+told=$(grep -hc "a lane between the same two addresses failed" "$work"/channels/rank*.log | awk '{ s += $1 } END { print s + 0 }')
+stalled=$(grep -hc "its peer acknowledged nothing for" "$work"/channels/rank*.log | awk '{ s += $1 } END { print s + 0 }')
+echo "multirail: four channels, host 1's eth1 down 3 s: $stalled lanes given up on their own stall, $told on another lane's word; every rank done, 0 wrong bytes; longest stall $(longest_stall channels) s"
+[ "$told" -ge 1 ] || fail "channels: no lane was given up on another lane's word (each connection waited out its own stall)"
 echo "multirail: PASS"
