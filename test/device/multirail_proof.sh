@@ -4,7 +4,8 @@
 # shaped to RATE both ways, like two NICs on two fabrics). Two parts, per node count:
 #   bandwidth  icn-cluster-bench (every collective's data checked before it is timed), the BW_GROUPS: ICN's TCP
 #              transport over both links (icn; icn-nocopy: lane 0 on eth0 alone, ICN_TCP_LANE0_COPY=0), ICN over
-#              eth0 alone, NCCL's Socket transport over both interfaces and over eth0 alone; groups interleaved
+#              eth0 alone, NCCL's Socket transport over both interfaces and over eth0 alone (and icn-ch4: ICN over
+#              both links with NCCL_MIN_NCHANNELS=4, the channels NCCL gives two NICs); groups interleaved
 #              ROUNDS times, ICN_TUNER=off so every group runs NCCL's own choices.
 #   flaps      icn-straggler-driver (all_reduce AR_BYTES + alltoall A2A_BYTES per iteration, data checked every 50,
 #              PROGRESS every 100 ms) over both links, ICN and then Socket, while one host's link goes down for each
@@ -66,6 +67,7 @@ group_env() {
   case $1 in
     icn) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off ICN_LOG_DETAIL=1" ;;
     icn-b) echo "NCCL_NET_PLUGIN=$(realpath "${PLUGIN_B:?icn-b needs PLUGIN_B}") ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off" ;;
+    icn-ch4) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off NCCL_MIN_NCHANNELS=4" ;;
     icn-nocopy) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off ICN_TCP_LANE0_COPY=0" ;;
     icn-1) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth0 ICN_TUNER=off" ;;
     socket) echo "NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_SOCKET_IFNAME=eth" ;;
@@ -75,7 +77,7 @@ group_env() {
 # The line that proves the transport and its links: ICN names both rails on each connection.
 group_expect() {
   case $1 in
-    icn|icn-b|icn-nocopy) echo 'on 2 rail\(s\): eth0 .* eth1' ;;
+    icn|icn-b|icn-ch4|icn-nocopy) echo 'on 2 rail\(s\): eth0 .* eth1' ;;
     icn-1) echo 'Using network ICN' ;;
     socket) echo 'NET/Socket : Using \[0\]eth0:.* \[1\]eth1:' ;;
     socket-1) echo 'Using network Socket' ;;

@@ -10,7 +10,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-GROUPS = ["icn", "icn-b", "icn-nocopy", "icn-1", "socket", "socket-1"]
+GROUPS = ["icn", "icn-b", "icn-ch4", "icn-nocopy", "icn-1", "socket", "socket-1"]
 SMALL = 1 << 20  # below this size the table gives the time per collective, not the bandwidth
 
 
@@ -54,6 +54,10 @@ def bandwidth(path, rate):
     if with_b:
         out[-2] += " ICN build B | ICN / build B |"
         out[-1] += "---|---|"
+    with_ch4 = any(g == "icn-ch4" for (_, _, _, g) in rows)  # ICN with NCCL_MIN_NCHANNELS=4 ran
+    if with_ch4:
+        out[-2] += " ICN, 4 channels | ICN 4 channels / Socket 2 |"
+        out[-1] += "---|---|"
     keys = sorted({(n, op, b) for (n, op, b, _) in rows})
     for n, op, b in keys:
         med = {g: statistics.median(rows[(n, op, b, g)]) if rows.get((n, op, b, g)) else None for g in GROUPS}
@@ -67,6 +71,7 @@ def bandwidth(path, rate):
         small = b < SMALL
         cap = f"{med['icn'] / link:.2f}" if med["icn"] and link and not small else "-"
         b_cells = f" {cell('icn-b')} | {ratio('icn', 'icn-b')} |" if with_b else ""
+        b_cells += f" {cell('icn-ch4')} | {ratio('icn-ch4', 'socket')} |" if with_ch4 else ""
         out.append(f"| {n} | {op} | {human(b)} | {'us' if small else 'GB/s'} | {cell('icn')} | {cell('icn-nocopy')} | "
                    f"{cell('icn-1')} | {cell('socket')} | {cell('socket-1')} | {ratio('icn', 'icn-1')} | "
                    f"{ratio('icn', 'icn-nocopy')} | {ratio('icn', 'socket')} | {ratio('socket', 'socket-1')} | {cap} |"
