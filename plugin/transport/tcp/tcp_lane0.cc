@@ -211,7 +211,7 @@ namespace {
 constexpr int kLeadOnlyReads = 8;
 constexpr uint64_t kDrainBehindBytes = 4 * 1024;
 // Reads after the last bytes came that still look at both copies: while bytes stream, either copy may be ahead.
-constexpr int kStreamingReads = 4;
+constexpr int kStreamingReads = 64;
 }  // namespace
 
 // Most reads find nothing (the caller polls); looking at both sockets each time would double their cost. While bytes
