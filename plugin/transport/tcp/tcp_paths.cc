@@ -17,8 +17,8 @@ std::string PathHealth::keyOf(const SockAddr& local, const SockAddr& peer) {
       inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&a.storage)->sin6_addr, buf, sizeof buf);
     return std::string(buf);
   };
-  const bool ip = [](int f) { return f == AF_INET || f == AF_INET6; }(local.family());
-  if (!ip || (peer.family() != AF_INET && peer.family() != AF_INET6)) return {};
+  auto isIp = [](const SockAddr& a) { return a.family() == AF_INET || a.family() == AF_INET6; };
+  if (!isIp(local) || !isIp(peer)) return {};
   return host(local) + ">" + host(peer);
 }
 

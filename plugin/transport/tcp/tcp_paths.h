@@ -4,10 +4,12 @@
 // the others' lanes on that path are dead too, but each would find out only when it next hands that lane a piece
 // and waits ICN_TCP_LANE_STALL_MS for nothing: under a collective that waits on each connection in turn, those waits
 // add up. The failure is written here, and each connection gives up its own lanes on the path that were admitted
-// before it and have shown no acknowledgement since (the connection decides; this only keeps the fact).
+// before it and have shown no acknowledgement since (the connection decides; this only keeps the fact). A peer that
+// stalls its own lane on purpose costs the process's idle lanes to its host a give-up and a return about half a
+// second later (lanes that carry and are acknowledged stay), never data.
 #pragma once
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <string>
