@@ -11,6 +11,9 @@ import sys
 from collections import defaultdict
 
 GROUPS = ["icn", "icn-b", "icn-ch4", "icn-nocopy", "icn-1", "socket", "socket-1"]
+# Group: (column, ratio column, ratio numerator, denominator): a second build (PLUGIN_B), NCCL_MIN_NCHANNELS=4.
+OPTIONAL = [("icn-b", ("ICN build B", "ICN / build B", "icn", "icn-b")),
+            ("icn-ch4", ("ICN, 4 channels", "ICN 4 channels / Socket 2", "icn-ch4", "socket"))]
 SMALL = 1 << 20  # below this size the table gives the time per collective, not the bandwidth
 
 
@@ -50,13 +53,10 @@ def bandwidth(path, rate):
            "| nodes | op | size | unit | ICN 2 links | ICN 2, no copy | ICN 1 link | Socket 2 ifs | Socket 1 if "
            "| ICN 2/1 | ICN copy / no copy | ICN 2 / Socket 2 | Socket 2/1 | ICN 2 / capacity |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    with_b = any(g == "icn-b" for (_, _, _, g) in rows)  # a second build (PLUGIN_B) ran
-    if with_b:
-        out[-2] += " ICN build B | ICN / build B |"
-        out[-1] += "---|---|"
-    with_ch4 = any(g == "icn-ch4" for (_, _, _, g) in rows)  # ICN with NCCL_MIN_NCHANNELS=4 ran
-    if with_ch4:
-        out[-2] += " ICN, 4 channels | ICN 4 channels / Socket 2 |"
+    # Groups that run only when asked for: their column and a ratio, where they ran.
+    extras = [(g, head) for g, head in OPTIONAL if any(x == g for (_, _, _, x) in rows)]
+    for _, (name, rhead, _, _) in extras:
+        out[-2] += f" {name} | {rhead} |"
         out[-1] += "---|---|"
     keys = sorted({(n, op, b) for (n, op, b, _) in rows})
     for n, op, b in keys:
@@ -70,8 +70,7 @@ def bandwidth(path, rate):
 
         small = b < SMALL
         cap = f"{med['icn'] / link:.2f}" if med["icn"] and link and not small else "-"
-        b_cells = f" {cell('icn-b')} | {ratio('icn', 'icn-b')} |" if with_b else ""
-        b_cells += f" {cell('icn-ch4')} | {ratio('icn-ch4', 'socket')} |" if with_ch4 else ""
+        b_cells = "".join(f" {cell(g)} | {ratio(num, den)} |" for g, (_, _, num, den) in extras)
         out.append(f"| {n} | {op} | {human(b)} | {'us' if small else 'GB/s'} | {cell('icn')} | {cell('icn-nocopy')} | "
                    f"{cell('icn-1')} | {cell('socket')} | {cell('socket-1')} | {ratio('icn', 'icn-1')} | "
                    f"{ratio('icn', 'icn-nocopy')} | {ratio('icn', 'socket')} | {ratio('socket', 'socket-1')} | {cap} |"

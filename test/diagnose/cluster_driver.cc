@@ -257,28 +257,19 @@ int main(int argc, char** argv) {
         fprintf(stderr, "rank %d: iteration %llu did not complete\n", o.rank, static_cast<unsigned long long>(iter));
         failed = true;
       }
-      if (failed || c + 1 == o.channels) break;
-      for (int peer = 0; peer < n; peer++) {  // every channel's message checked, the last one's below
+      if (failed) break;
+      for (int peer = 0; peer < n; peer++) {  // every channel's messages checked as they arrive
         if (peer == o.rank) continue;
-        std::vector<char> expect(o.bytes);
-        icn::netapi::fillPattern(expect.data(), o.bytes, seedOf(iter, peer, o.rank));
         Header h;
         memcpy(&h, in[peer].data(), sizeof h);
+        std::vector<char> expect(o.bytes);
+        icn::netapi::fillPattern(expect.data(), o.bytes, seedOf(iter, peer, o.rank));
         if (h.iter != iter || memcmp(expect.data() + sizeof h, in[peer].data() + sizeof h, o.bytes - sizeof h) != 0)
           wrong++;
+        if (peer == 0) goOn = h.goOn == 1;
       }
     }
     if (failed) break;
-    for (int peer = 0; peer < n; peer++) {
-      if (peer == o.rank) continue;
-      Header h;
-      memcpy(&h, in[peer].data(), sizeof h);
-      std::vector<char> expect(o.bytes);
-      icn::netapi::fillPattern(expect.data(), o.bytes, seedOf(iter, peer, o.rank));
-      if (h.iter != iter || memcmp(expect.data() + sizeof h, in[peer].data() + sizeof h, o.bytes - sizeof h) != 0)
-        wrong++;
-      if (peer == 0) goOn = h.goOn == 1;
-    }
     if (o.rank == 0) goOn = mine;
     iter++;
     if (o.tickMs > 0 && Clock::now() >= nextTick) {

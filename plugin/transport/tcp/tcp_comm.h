@@ -261,10 +261,11 @@ class TcpSendComm final : public SendComm, public CommCore {
   std::array<int64_t, kMaxLanes + 1> lastAckNs_{};
   int64_t lastWatchNs_ = 0;
   // Lanes on a path another connection found dead (tcp_paths.h): given up here too. pathGen_: the registry's
-  // failures already looked at; pathRecheck_: a lane on such a path was still within its quiet bound.
+  // failures already looked at; pathRecheckNs_: when a lane on such a path, still within its quiet bound, is
+  // judged again (0: none waits).
   void followPathFailures(int64_t nowNs);
   uint64_t pathGen_ = 0;
-  bool pathRecheck_ = false;
+  int64_t pathRecheckNs_ = 0;
   std::array<bool, kMaxLanes + 1> pathFollowed_{};  // given up on another connection's word: not a failure of ours
   // Each lane socket's acknowledged bytes and busy time (tcpBusy), read once per look for the failover watch and
   // the wire measure (tcp_send_lanes.cc): the last look's, and whether there was one since the lane (re)started.

@@ -114,16 +114,19 @@ Status TcpSendComm::checkLanes(int64_t now) {
 // fails the connection).
 void TcpSendComm::followPathFailures(int64_t nowNs) {
   const uint64_t gen = paths().generation();
-  if (gen == pathGen_ && !pathRecheck_) return;
+  if (gen == pathGen_ && (pathRecheckNs_ == 0 || nowNs < pathRecheckNs_)) return;
   pathGen_ = gen;
-  pathRecheck_ = false;
+  pathRecheckNs_ = 0;
   for (size_t i = 0; i < helpers_.size(); i++) {
     const size_t lane = i + 1;
     if (laneState_[lane] != LaneState::Live || helpers_[i]->failed() || heldOn_[lane] > 0) continue;
     const int64_t at = paths().failedAt(laneLocal_[lane], lanePeer_[lane]);
     const bool waiting = helpers_[i]->delivered() < helpers_[i]->written();
     const PathVerdict v = judgeLaneOnPath(at, admittedAtNs_[lane], lastAckNs_[lane], waiting, nowNs);
-    pathRecheck_ = pathRecheck_ || v == PathVerdict::LookAgain;
+    if (v == PathVerdict::LookAgain) {  // its verdict can change only once its quiet bound has passed
+      const int64_t at = lastAckNs_[lane] + kPathQuietNs;
+      pathRecheckNs_ = pathRecheckNs_ == 0 ? at : std::min(pathRecheckNs_, at);
+    }
     if (v != PathVerdict::GiveUp) continue;
     pathFollowed_[lane] = true;
     helpers_[i]->giveUp("a lane between the same two addresses failed " + std::to_string((nowNs - at) / 1'000'000) +
