@@ -1,10 +1,12 @@
 #include "adapters/net_common.h"
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <new>
 #include <string_view>
 
+#include "adapters/nccl_channels.h"
 #include "adapters/transport_select.h"
 #include "core/auth.h"
 #include "core/log.h"
@@ -87,6 +89,9 @@ ncclResult_t netInit(ncclDebugLogger_t logger) {
     if (s.transport->getProperties(d, &p) != Status::Ok) return s.initResult = ncclInternalError;
     s.props.push_back(std::move(p));
   }
+  const auto widest = std::max_element(s.props.begin(), s.props.end(),
+                                       [](const DeviceProps& a, const DeviceProps& b) { return a.rails < b.rails; });
+  if (widest != s.props.end()) askNcclForChannels(widest->rails, widest->name);
   return s.initResult = ncclSuccess;
 }
 

@@ -40,6 +40,7 @@ struct DeviceProps {
   size_t maxP2pBytes = size_t{1} << 31;
   size_t maxCollBytes = size_t{1} << 31;
   std::vector<int> members;  // physical devices behind a virtual device (one entry for a physical one)
+  int rails = 1;             // separate links one connection of the device stripes over (NCCL sees one NIC)
 };
 
 struct CommConfig {

@@ -10,9 +10,11 @@ import statistics
 import sys
 from collections import defaultdict
 
-GROUPS = ["icn", "icn-b", "icn-ch4", "icn-nocopy", "icn-1", "socket", "socket-1"]
-# Group: (column, ratio column, ratio numerator, denominator): a second build (PLUGIN_B), NCCL_MIN_NCHANNELS=4.
+GROUPS = ["icn", "icn-b", "icn-ch2", "icn-ch4", "icn-nocopy", "icn-1", "socket", "socket-1"]
+# Group: (column, ratio column, ratio numerator, denominator): a second build (PLUGIN_B), NCCL's own channel count
+# (ICN_TCP_CHANNELS_PER_RAIL=0), NCCL_MIN_NCHANNELS=4 set by the job.
 OPTIONAL = [("icn-b", ("ICN build B", "ICN / build B", "icn", "icn-b")),
+            ("icn-ch2", ("ICN, NCCL's channels", "ICN / NCCL's channels", "icn", "icn-ch2")),
             ("icn-ch4", ("ICN, 4 channels", "ICN 4 channels / Socket 2", "icn-ch4", "socket"))]
 SMALL = 1 << 20  # below this size the table gives the time per collective, not the bandwidth
 
@@ -128,7 +130,8 @@ def flaps(path):
            "Per event: the link that went down (eth0 carries the handshake and ICN's lane 0), its outage, the longest "
            "time without a finished iteration from the link going down until the next event, the iteration rate "
            "while it was down (from 1.5 s after the cut, outages of 2.5 s or more), 1-2 s and 2-4 s after it came "
-           "back, as ratios of the rate over the 4 s before the first event.",
+           "back, as ratios of the rate over the 4 s before the first event; and 1-2 s after back against the 2 s before this "
+           "event's link went down (the job's own rate drifts over a run).",
            ""]
     for tag, r in runs.items():
         ev = r["events"]
@@ -144,16 +147,19 @@ def flaps(path):
                    f" (exit codes {end['rcs'] if end else '?'}); before the first event {base or 0:.1f} iterations/s")
         out.append("")
         out.append("| event | host | link | outage s | longest stall s | while down | 1-2 s after back "
-                   "| 2-4 s after back |")
-        out.append("|---|---|---|---|---|---|---|---|")
-        stalls, afters, soon = [], [], []
+                   "| 2-4 s after back | 1-2 s after back / 2 s before |")
+        out.append("|---|---|---|---|---|---|---|---|---|")
+        stalls, afters, soon, local = [], [], [], []
         for k, (d, u) in enumerate(zip(downs, ups)):
             nxt = downs[k + 1]["t"] if k + 1 < len(downs) else (end["t"] if end else u["t"] + 6)
             stall = longest_stall(pts, d["t"], nxt)
             during = rate(pts, d["t"] + 1.5, u["t"]) if u["t"] - d["t"] >= 2.5 else None
             after = rate(pts, u["t"] + 2, u["t"] + 4)
             early = rate(pts, u["t"] + 1, u["t"] + 2)
+            before = rate(pts, d["t"] - 2, d["t"])
             stalls.append(stall)
+            if early is not None and before:
+                local.append(early / before)
             if after is not None and base:
                 afters.append(after / base)
             if early is not None and base:
@@ -163,14 +169,17 @@ def flaps(path):
                 return f"{x / base:.2f}x" if x is not None and base else "-"
 
             out.append(f"| {k + 1} | {d['host']} | eth{d.get('link', 1)} | {u['t'] - d['t']:.1f} | {stall:.2f} | "
-                       f"{fmt(during)} | {fmt(early)} | {fmt(after)} |")
+                       f"{fmt(during)} | {fmt(early)} | {fmt(after)} | "
+                       f"{f'{early / before:.2f}x' if early is not None and before else '-'} |")
         if stalls:
             out.append("")
             out.append(f"Longest stall median {statistics.median(stalls):.2f} s, max {max(stalls):.2f} s; "
                        f"1-2 s after back median {statistics.median(soon) if soon else 0:.2f}x, "
                        f"{sum(x >= 0.95 for x in soon)}/{len(soon)} events >= 0.95x; "
                        f"2-4 s after back median {statistics.median(afters) if afters else 0:.2f}x, "
-                       f"{sum(x >= 0.95 for x in afters)}/{len(afters)} >= 0.95x.")
+                       f"{sum(x >= 0.95 for x in afters)}/{len(afters)} >= 0.95x; 1-2 s after back against the 2 s "
+                       f"before the event median {statistics.median(local) if local else 0:.2f}x, "
+                       f"{sum(x >= 0.95 for x in local)}/{len(local)} >= 0.95x.")
         out.append("")
     return out
 

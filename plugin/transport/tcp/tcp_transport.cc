@@ -510,6 +510,7 @@ DeviceProps probeDevice(const std::vector<Rail>& rails) {
   p.maxRecvs = kMaxRecvs;
   p.maxP2pBytes = p.maxCollBytes = kMaxMessage;
   p.members = {0};
+  p.rails = static_cast<int>(std::max<size_t>(rails.size(), 1));
   Tuning t = currentTuning();
   ICN_INFO(subsys::Net | subsys::Init,
            "TCP device %s: interface %s (%s)%s%s, speed %d Mbps%s, PCI %s, %d helper lanes per connection "
