@@ -16,7 +16,8 @@
 #              the first event. An ICN job must finish with every element right; what Socket does is recorded (a
 #              job that stops moving is ended STUCK_S after the last event and counted as not finished).
 #
-# A second build of the plugin in PLUGIN_B runs as group icn-b (as icn), to compare two builds in one run.
+# A second build of the plugin in PLUGIN_B runs as group icn-b (as icn), to compare two builds in one run; a group
+# icn+NAME=VALUE[+NAME=VALUE...] runs icn with those settings added (a table of its own against icn).
 #   OUT=dir [PLUGIN_B=other.so] test/device/multirail_proof.sh PLUGIN_SO NETTOOLS_DIR BENCH_BIN DRIVER_BIN
 # Env: NODES ("2 4"), PARTS ("bandwidth flaps"), RATE (5gbit per link), ROUNDS (2), BW_ARGS (icn-cluster-bench
 #      options), BW_GROUPS ("icn icn-nocopy icn-1 socket socket-1"), AR_BYTES (8M), A2A_BYTES (8M),
@@ -74,12 +75,13 @@ group_env() {
     icn-1) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth0 ICN_TUNER=off" ;;
     socket) echo "NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_SOCKET_IFNAME=eth" ;;
     socket-1) echo "NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_SOCKET_IFNAME=eth0" ;;
+    icn+*) echo "$(group_env icn) $(echo "${1#icn+}" | tr '+' ' ')" ;;  # icn+NAME=VALUE[+NAME=VALUE]: a variant
   esac
 }
 # The line that proves the transport and its links: ICN names both rails on each connection.
 group_expect() {
   case $1 in
-    icn|icn-b|icn-ch2|icn-ch4|icn-nocopy) echo 'on 2 rail\(s\): eth0 .* eth1' ;;
+    icn|icn-b|icn-ch2|icn-ch4|icn-nocopy|icn+*) echo 'on 2 rail\(s\): eth0 .* eth1' ;;
     icn-1) echo 'Using network ICN' ;;
     socket) echo 'NET/Socket : Using \[0\]eth0:.* \[1\]eth1:' ;;
     socket-1) echo 'Using network Socket' ;;

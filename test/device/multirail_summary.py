@@ -77,6 +77,31 @@ def bandwidth(path, rate):
                    f"{cell('icn-1')} | {cell('socket')} | {cell('socket-1')} | {ratio('icn', 'icn-1')} | "
                    f"{ratio('icn', 'icn-nocopy')} | {ratio('icn', 'socket')} | {ratio('socket', 'socket-1')} | {cap} |"
                    + b_cells)
+    return out + [""] + variants(rows)
+
+
+def variants(rows):
+    """Groups icn+NAME=VALUE...: ICN with settings added, against icn in the same run."""
+    names = sorted({g for (_, _, _, g) in rows if g.startswith("icn+")})
+    if not names:
+        return []
+    out = ["### ICN with settings added (icn+NAME=VALUE), against icn",
+           "",
+           "Same units as above; the ratio is the variant's median over icn's (bandwidth: higher is better; time: "
+           "lower is better).",
+           "",
+           "| nodes | op | size | unit | icn | " + " | ".join(f"{n[4:]} | ratio" for n in names) + " |",
+           "|---|---|---|---|---|" + "---|---|" * len(names)]
+    for n, op, b in sorted({(n, op, b) for (n, op, b, _) in rows}):
+        base = rows.get((n, op, b, "icn"))
+        med = statistics.median(base) if base else None
+        cells = []
+        for g in names:
+            v = rows.get((n, op, b, g))
+            m = statistics.median(v) if v else None
+            cells.append(f"{m:.3f} | {m / med:.2f}x" if m and med else "- | -")
+        out.append(f"| {n} | {op} | {human(b)} | {'us' if b < SMALL else 'GB/s'} | "
+                   f"{f'{med:.3f}' if med else '-'} | " + " | ".join(cells) + " |")
     return out + [""]
 
 

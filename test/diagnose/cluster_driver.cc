@@ -3,10 +3,11 @@
 // the tuner's init announcing its rank and joining the communicator's processes), and per iteration exchanges one
 // message with every other rank (an all-to-all), host memory, every byte checked. With --channels C, C connections
 // to each peer each way, and an iteration runs the all-to-all over each channel in turn, one after the other, as
-// NCCL's collectives move through their steps: a channel waits for the one before it.
+// NCCL's collectives move through their steps: a channel waits for the one before it; with --together 1 every
+// channel's messages are posted at once and waited for together, as NCCL's channels move side by side.
 //
 //   icn-diag-cluster-driver --rank R --nranks N --dir DIR [--bytes B] [--seconds S] [--plugin PATH] [--tick-ms T]
-//                           [--channels C]
+//                           [--channels C] [--together 0|1]
 //
 // DIR is shared by all ranks: handles (handle.<to>.<from>.<channel>), this rank's pid (pid.<R>), and the controls
 // the cases write: delay.<R> (microseconds this rank sleeps before each iteration) and stop (rank 0 ends the run; S
@@ -43,6 +44,7 @@ struct Options {
   int seconds = 60;
   int tickMs = 0;  // > 0: a TICK line (wall-clock ms, iterations) this often, for stall measurements
   int channels = 1;
+  bool together = false;  // every channel's messages in flight at once
 };
 
 bool parse(int argc, char** argv, Options* o) {
@@ -56,6 +58,7 @@ bool parse(int argc, char** argv, Options* o) {
     else if (k == "--tick-ms") o->tickMs = atoi(v.c_str());
     else if (k == "--plugin") o->plugin = v;
     else if (k == "--channels") o->channels = atoi(v.c_str());
+    else if (k == "--together") o->together = v == "1";
     else return false;
   }
   return o->nranks >= 2 && o->rank >= 0 && o->rank < o->nranks && !o->dir.empty() && o->bytes >= 16 &&
@@ -196,7 +199,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, &o)) {
     fprintf(stderr,
             "usage: %s --rank R --nranks N --dir DIR [--bytes B] [--seconds S] [--plugin PATH] [--tick-ms T] "
-            "[--channels C]\n",
+            "[--channels C] [--together 0|1]\n",
             argv[0]);
     return 2;
   }
@@ -214,59 +217,71 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rank %d: connecting to every peer failed\n", o.rank);
     return 1;
   }
-  const int n = o.nranks;
-  std::vector<std::vector<char>> out(n, std::vector<char>(o.bytes)), in(n, std::vector<char>(o.bytes));
+  const int n = o.nranks, ch = o.channels;
+  // Buffers per peer and channel (index peer * channels + channel): with --together they are all in flight at once.
+  std::vector<std::vector<char>> out(n * ch, std::vector<char>(o.bytes)), in(n * ch, std::vector<char>(o.bytes));
   const auto start = Clock::now(), end = start + std::chrono::seconds(o.seconds);
   auto nextPrint = start + std::chrono::seconds(1);
   auto nextTick = start;
   uint64_t iter = 0, wrong = 0;
   bool goOn = true, failed = false;
+  // Channels [first, last) of one step: every channel alone in turn, or all of them at once.
+  const int step = o.together ? ch : 1;
   while (goOn && !failed) {
     if (long us = delayUs(o.dir, o.rank)) std::this_thread::sleep_for(std::chrono::microseconds(us));
     const bool mine = o.rank != 0 || (Clock::now() < end && !exists(o.dir + "/stop"));
-    for (int c = 0; c < o.channels && !failed; c++) {  // each channel's all-to-all after the one before it
+    for (int first = 0; first < ch && !failed; first += step) {
+      const int last = first + step;
       std::vector<void*> reqs;
-      for (int peer = 0; peer < n && !failed; peer++) {
-        if (peer == o.rank) continue;
-        void* d = in[peer].data();
-        size_t sz = o.bytes;
-        int tag = kTag;
-        void* r = nullptr;
-        const auto limit = Clock::now() + kOpLimit;
-        while (!r && !failed) {  // a null request without an error: no room yet, NCCL asks again
-          failed = p.net->irecv(recv[peer * o.channels + c], 1, &d, &sz, &tag, nullptr, nullptr, &r) != ncclSuccess ||
-                   Clock::now() > limit;
+      for (int c = first; c < last; c++) {
+        for (int peer = 0; peer < n && !failed; peer++) {
+          if (peer == o.rank) continue;
+          void* d = in[peer * ch + c].data();
+          size_t sz = o.bytes;
+          int tag = kTag;
+          void* r = nullptr;
+          const auto limit = Clock::now() + kOpLimit;
+          while (!r && !failed) {  // a null request without an error: no room yet, NCCL asks again
+            failed = p.net->irecv(recv[peer * ch + c], 1, &d, &sz, &tag, nullptr, nullptr, &r) != ncclSuccess ||
+                     Clock::now() > limit;
+          }
+          reqs.push_back(r);
         }
-        reqs.push_back(r);
       }
-      for (int peer = 0; peer < n && !failed; peer++) {
-        if (peer == o.rank) continue;
-        icn::netapi::fillPattern(out[peer].data(), o.bytes, seedOf(iter, o.rank, peer));
-        Header h{iter, mine ? 1u : 0u};
-        memcpy(out[peer].data(), &h, sizeof h);
-        void* r = nullptr;
-        const auto limit = Clock::now() + kOpLimit;
-        while (!r && !failed) {
-          failed = p.net->isend(send[peer * o.channels + c], out[peer].data(), o.bytes, kTag, nullptr, nullptr, &r) !=
-                       ncclSuccess ||
-                   Clock::now() > limit;
+      for (int c = first; c < last; c++) {
+        for (int peer = 0; peer < n && !failed; peer++) {
+          if (peer == o.rank) continue;
+          std::vector<char>& buf = out[peer * ch + c];
+          icn::netapi::fillPattern(buf.data(), o.bytes, seedOf(iter, o.rank, peer));
+          Header h{iter, mine ? 1u : 0u};
+          memcpy(buf.data(), &h, sizeof h);
+          void* r = nullptr;
+          const auto limit = Clock::now() + kOpLimit;
+          while (!r && !failed) {
+            failed = p.net->isend(send[peer * ch + c], buf.data(), o.bytes, kTag, nullptr, nullptr, &r) !=
+                         ncclSuccess ||
+                     Clock::now() > limit;
+          }
+          reqs.push_back(r);
         }
-        reqs.push_back(r);
       }
       if (!failed && !waitAll(p, &reqs)) {
         fprintf(stderr, "rank %d: iteration %llu did not complete\n", o.rank, static_cast<unsigned long long>(iter));
         failed = true;
       }
       if (failed) break;
-      for (int peer = 0; peer < n; peer++) {  // every channel's messages checked as they arrive
-        if (peer == o.rank) continue;
-        Header h;
-        memcpy(&h, in[peer].data(), sizeof h);
-        std::vector<char> expect(o.bytes);
-        icn::netapi::fillPattern(expect.data(), o.bytes, seedOf(iter, peer, o.rank));
-        if (h.iter != iter || memcmp(expect.data() + sizeof h, in[peer].data() + sizeof h, o.bytes - sizeof h) != 0)
-          wrong++;
-        if (peer == 0) goOn = h.goOn == 1;
+      std::vector<char> expect(o.bytes);
+      for (int c = first; c < last; c++) {
+        for (int peer = 0; peer < n; peer++) {  // every channel's messages checked as they arrive
+          if (peer == o.rank) continue;
+          const std::vector<char>& got = in[peer * ch + c];
+          Header h;
+          memcpy(&h, got.data(), sizeof h);
+          icn::netapi::fillPattern(expect.data(), o.bytes, seedOf(iter, peer, o.rank));
+          if (h.iter != iter || memcmp(expect.data() + sizeof h, got.data() + sizeof h, o.bytes - sizeof h) != 0)
+            wrong++;
+          if (peer == 0) goOn = h.goOn == 1;
+        }
       }
     }
     if (failed) break;
