@@ -42,7 +42,9 @@ void askNcclForChannels(int widestRails, const std::string& device) {
     const ChannelAsk a = decideChannelAsk(widestRails, perRail, [](const char* n) { return std::getenv(n); });
     if (widestRails < 2) return;  // nothing to say about a single-rail device
     if (a.minChannels == 0) {
-      ICN_INFO(subsys::Net | subsys::Init, "device %s spans %d rails; NCCL's channel count left as it is (%s)",
+      ICN_INFO(subsys::Net | subsys::Init,
+               "device %s spans %d rails; NCCL's channel count left as it is (%s; ICN_TCP_CHANNELS_PER_RAIL=2 asks "
+               "for the channels NCCL gives separate NICs, for jobs of large messages)",
                device.c_str(), widestRails, a.reason.c_str());
       return;
     }

@@ -5,8 +5,8 @@
 #   bandwidth  icn-cluster-bench (every collective's data checked before it is timed), the BW_GROUPS: ICN's TCP
 #              transport over both links (icn; icn-nocopy: lane 0 on eth0 alone, ICN_TCP_LANE0_COPY=0), ICN over
 #              eth0 alone, NCCL's Socket transport over both interfaces and over eth0 alone (and icn-ch4: ICN over
-#              both links with NCCL_MIN_NCHANNELS=4 set by the job; icn-ch2: NCCL's own channel count for ICN's one
-#              device, ICN_TCP_CHANNELS_PER_RAIL=0); groups interleaved
+#              both links with NCCL_MIN_NCHANNELS=4 set by the job; icn-ask: ICN asks NCCL for 2 channels per rail,
+#              ICN_TCP_CHANNELS_PER_RAIL=2); groups interleaved
 #              ROUNDS times, ICN_TUNER=off so every group runs NCCL's own choices.
 #   flaps      icn-straggler-driver (all_reduce AR_BYTES + alltoall A2A_BYTES per iteration, data checked every 50,
 #              PROGRESS every 100 ms) over both links, ICN and then Socket, while one host's link goes down for each
@@ -69,7 +69,7 @@ group_env() {
   case $1 in
     icn) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off ICN_LOG_DETAIL=1" ;;
     icn-b) echo "NCCL_NET_PLUGIN=$(realpath "${PLUGIN_B:?icn-b needs PLUGIN_B}") ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off" ;;
-    icn-ch2) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off ICN_TCP_CHANNELS_PER_RAIL=0" ;;
+    icn-ask) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off ICN_TCP_CHANNELS_PER_RAIL=2" ;;
     icn-ch4) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off NCCL_MIN_NCHANNELS=4" ;;
     icn-nocopy) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off ICN_TCP_LANE0_COPY=0" ;;
     icn-1) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth0 ICN_TUNER=off" ;;
@@ -81,18 +81,18 @@ group_env() {
 # The line that proves the transport and its links: ICN names both rails on each connection.
 group_expect() {
   case $1 in
-    icn|icn-b|icn-ch2|icn-ch4|icn-nocopy|icn+*) echo 'on 2 rail\(s\): eth0 .* eth1' ;;
+    icn|icn-b|icn-ask|icn-ch4|icn-nocopy|icn+*) echo 'on 2 rail\(s\): eth0 .* eth1' ;;
     icn-1) echo 'Using network ICN' ;;
     socket) echo 'NET/Socket : Using \[0\]eth0:.* \[1\]eth1:' ;;
     socket-1) echo 'Using network Socket' ;;
   esac
 }
-# NCCL's rings with one GPU per node (rank 0 prints them): two NICs get 4 channels, and so does ICN's one device
-# over two rails (ICN_TCP_CHANNELS_PER_RAIL=2); NCCL's own count for that device is 2.
+# NCCL's rings with one GPU per node (rank 0 prints them): two NICs get 4 channels, ICN's one device over two rails
+# 2, or 4 when ICN (ICN_TCP_CHANNELS_PER_RAIL=2) or the job (NCCL_MIN_NCHANNELS=4) asks for them.
 group_channels() {
   case $1 in
-    icn|icn-nocopy|icn-ch4|socket) echo 'Channel 03/04 :' ;;
-    icn-ch2) echo 'Channel 01/02 :' ;;
+    icn|icn-nocopy) echo 'Channel 01/02 :' ;;
+    icn-ask|icn-ch4|socket) echo 'Channel 03/04 :' ;;
   esac
 }
 is_icn() { [[ $1 == icn* ]]; }

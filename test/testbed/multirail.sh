@@ -81,12 +81,12 @@ longest_stall() {
 # --- 1. data over three rails, three hosts ---
 declare -A before
 for h in 0 1 2; do for k in 0 1 2; do before[$h.$k]=$(txbytes $h $k); done; done
-job data 6
+# ICN_TCP_CHANNELS_PER_RAIL=2: the channels NCCL gives three NICs asked for (the default leaves NCCL's count).
+job data 6 ICN_TCP_CHANNELS_PER_RAIL=2
 job_ok data
 for r in 0 1 2; do
   n=$(grep -cE 'TCP (send|receive) connection .* on 3 rail\(s\): eth0 [-<>]+ [0-9.]+ \(lanes [0-9,]+\), eth1 [-<>]+ 10\.88\.1\.[0-9]+ \(lanes? [0-9,]+\), eth2 [-<>]+ 10\.88\.2\.[0-9]+ \(lanes? [0-9,]+\)' "$work/data/rank$r.log" || true)
   [ "$n" = 4 ] || fail "rank $r: $n of its 4 connections name all three rails: $(grep -E 'TCP (send|receive) connection' "$work/data/rank$r.log" | head -4)"
-  # NCCL would give three NICs 2 channels each; ICN asks for them for its one device over three rails.
   grep -qE 'device .* spans 3 rails: NCCL_MIN_NCHANNELS=6 \(3 rails x 2 channels per rail' "$work/data/rank$r.log" ||
     fail "rank $r: no NCCL_MIN_NCHANNELS=6 for a device over three rails: $(grep -E 'spans|NCHANNELS' "$work/data/rank$r.log" | head -2)"
   iters=$(sed -n 's/^DONE {"rank":[0-9]*,"iters":\([0-9]*\).*/\1/p' "$work/data/rank$r.log")

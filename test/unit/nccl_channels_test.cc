@@ -52,7 +52,7 @@ TEST(NcclChannels, TheJobsOwnChannelSettingWins) {
 
 TEST(NcclChannels, InitSetsTheVariableNcclReads) {
   for (const char* var : kNcclChannelVars) unsetenv(var);
-  unsetenv("ICN_TCP_CHANNELS_PER_RAIL");
+  setenv("ICN_TCP_CHANNELS_PER_RAIL", "2", 1);  // read once, here (the default, 0, asks for nothing)
   askNcclForChannels(2, "eth0+eth1");
   const char* v = std::getenv("NCCL_MIN_NCHANNELS");
   ASSERT_NE(v, nullptr);
