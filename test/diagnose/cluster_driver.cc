@@ -4,10 +4,12 @@
 // message with every other rank (an all-to-all), host memory, every byte checked. With --channels C, C connections
 // to each peer each way, and an iteration runs the all-to-all over each channel in turn, one after the other, as
 // NCCL's collectives move through their steps: a channel waits for the one before it; with --together 1 every
-// channel's messages are posted at once and waited for together, as NCCL's channels move side by side.
+// channel's messages are posted at once and waited for together, as NCCL's channels move side by side. With
+// --rare K (K > 1, two or more channels) the last channel moves only every K-th iteration, as the connections of an
+// occasional small collective do (NCCL's tree of a loss or flag all_reduce beside the ring of the gradients).
 //
 //   icn-diag-cluster-driver --rank R --nranks N --dir DIR [--bytes B] [--seconds S] [--plugin PATH] [--tick-ms T]
-//                           [--channels C] [--together 0|1]
+//                           [--channels C] [--together 0|1] [--rare K]
 //
 // DIR is shared by all ranks: handles (handle.<to>.<from>.<channel>), this rank's pid (pid.<R>), and the controls
 // the cases write: delay.<R> (microseconds this rank sleeps before each iteration) and stop (rank 0 ends the run; S
@@ -17,6 +19,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +48,7 @@ struct Options {
   int tickMs = 0;  // > 0: a TICK line (wall-clock ms, iterations) this often, for stall measurements
   int channels = 1;
   bool together = false;  // every channel's messages in flight at once
+  int rare = 0;           // > 1: the last channel moves only every rare-th iteration
 };
 
 bool parse(int argc, char** argv, Options* o) {
@@ -59,10 +63,12 @@ bool parse(int argc, char** argv, Options* o) {
     else if (k == "--plugin") o->plugin = v;
     else if (k == "--channels") o->channels = atoi(v.c_str());
     else if (k == "--together") o->together = v == "1";
+    else if (k == "--rare") o->rare = atoi(v.c_str());
     else return false;
   }
   return o->nranks >= 2 && o->rank >= 0 && o->rank < o->nranks && !o->dir.empty() && o->bytes >= 16 &&
-         o->bytes <= (64u << 20) && o->seconds > 0 && o->channels >= 1 && o->channels <= 16;
+         o->bytes <= (64u << 20) && o->seconds > 0 && o->channels >= 1 && o->channels <= 16 && o->rare >= 0 &&
+         (o->rare <= 1 || o->channels >= 2);
 }
 
 bool writeFile(const std::string& path, const void* data, size_t len) {
@@ -199,7 +205,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, &o)) {
     fprintf(stderr,
             "usage: %s --rank R --nranks N --dir DIR [--bytes B] [--seconds S] [--plugin PATH] [--tick-ms T] "
-            "[--channels C] [--together 0|1]\n",
+            "[--channels C] [--together 0|1] [--rare K]\n",
             argv[0]);
     return 2;
   }
@@ -230,8 +236,9 @@ int main(int argc, char** argv) {
   while (goOn && !failed) {
     if (long us = delayUs(o.dir, o.rank)) std::this_thread::sleep_for(std::chrono::microseconds(us));
     const bool mine = o.rank != 0 || (Clock::now() < end && !exists(o.dir + "/stop"));
-    for (int first = 0; first < ch && !failed; first += step) {
-      const int last = first + step;
+    const int used = o.rare > 1 && iter % static_cast<uint64_t>(o.rare) != 0 ? ch - 1 : ch;  // the rare one sits out
+    for (int first = 0; first < used && !failed; first += step) {
+      const int last = std::min(first + step, used);
       std::vector<void*> reqs;
       for (int c = first; c < last; c++) {
         for (int peer = 0; peer < n && !failed; peer++) {
