@@ -19,6 +19,7 @@
 #include "core/transport.h"
 #include "diagnose/watch.h"
 #include "transport/tcp/tcp_lane.h"
+#include "transport/tcp/tcp_tending.h"
 
 namespace icn::tcp {
 
@@ -122,7 +123,7 @@ struct TcpSendRequest final : Request {
   bool inFlight = false;
 };
 
-class TcpSendComm final : public SendComm, public CommCore {
+class TcpSendComm final : public SendComm, public CommCore, public Tended {
  public:
   TcpSendComm(Sockets s, std::string peer, NetCommInfo info);
   ~TcpSendComm() override;
@@ -132,6 +133,8 @@ class TcpSendComm final : public SendComm, public CommCore {
   }
   Status deregMr(void* mh) override { return CommCore::deregMr(mh); }
   Status isend(void* data, size_t size, int tag, void* mhandle, Request** request) override;
+  bool recoveryPending() const override { return (mirror_ && mirror_->liveCopies() < 2) || deadLanes_ > 0; }
+  void tend() override { (void)progress(); }
   Status testRequest(TcpSendRequest* r, bool* done);
 
  private:
@@ -336,7 +339,7 @@ struct TcpRecvRequest final : Request {
   std::atomic<bool> viaHelpers{false};  // a piece landed from a helper lane (failover may touch it)
 };
 
-class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
+class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink, public Tended {
  public:
   TcpRecvComm(Sockets s, std::string peer, NetCommInfo info);
   ~TcpRecvComm() override;
@@ -346,6 +349,10 @@ class TcpRecvComm final : public RecvComm, public CommCore, public ChunkSink {
   }
   Status deregMr(void* mh) override { return CommCore::deregMr(mh); }
   Status irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles, Request** request) override;
+  bool recoveryPending() const override {
+    return rejoins_.load(std::memory_order_relaxed) > 0 || (mirror_ && mirror_->liveCopies() < 2);
+  }
+  void tend() override { (void)progress(); }
   Status iflush(int, void**, const int*, void**, Request** request) override {
     *request = nullptr;  // the CPU wrote the data into host memory: nothing to flush
     return Status::Ok;

@@ -76,9 +76,11 @@ TcpRecvComm::TcpRecvComm(Sockets s, std::string peer, NetCommInfo info)
   for (size_t i = 1; i < s.lanes.size(); i++)
     helpers_.push_back(std::make_unique<RecvHelper>(std::move(s.lanes[i]), *this, failure_, closedLanes_,
                                                     static_cast<int>(i), failover_));
+  Tending::enroll(this);
 }
 
 TcpRecvComm::~TcpRecvComm() {
+  Tending::leave(this);
   if (params::getInt(params::Id::LogDetail) >= 1) {
     const Helper::Waits held = helperWaits(helpers_);
     ICN_INFO(subsys::Net, "TCP connection from %s closed: %llu messages received; the helper lanes held a message "
@@ -100,6 +102,7 @@ TcpRecvComm::~TcpRecvComm() {
 
 Status TcpRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags, void**, Request** request) {
   *request = nullptr;
+  called(steadyNowNs());
   if (n < 1 || n > kMaxRecvs || !data || !sizes || !tags) {
     ICN_WARN(subsys::Net, "irecv from %s: bad arguments (n=%d, at most %d grouped receives)", failure_.peer().c_str(),
              n, kMaxRecvs);
@@ -659,6 +662,7 @@ void TcpRecvComm::noteArrival(TcpRecvRequest* r) {
 
 Status TcpRecvComm::testRequest(TcpRecvRequest* r, bool* done, int* sizes) {
   *done = false;
+  called(steadyNowNs());
   if (!pool_.owns(r) || r->live.load(std::memory_order_relaxed) == 0) return Status::InvalidArgument;
   auto complete = [&] {
     for (int i = 0; i < r->n; i++) {

@@ -40,6 +40,7 @@ TcpSendComm::TcpSendComm(Sockets s, std::string peer, NetCommInfo info)
   // Path failures recorded before this connection (tcp_paths.h) say nothing of its lanes, which just connected.
   pathGen_ = paths().generation();
   lastAckNs_.fill(steadyNowNs());
+  Tending::enroll(this);
 }
 
 std::unique_ptr<SendHelper> TcpSendComm::makeHelper(Fd fd, int lane) {
@@ -55,6 +56,7 @@ const std::string& TcpSendComm::railNameOf(int lane) const {
 }
 
 TcpSendComm::~TcpSendComm() {
+  Tending::leave(this);
   if (params::getInt(params::Id::LogDetail) >= 1) {
     const Helper::Waits full = helperWaits(helpers_);
     ICN_INFO(subsys::Net, "TCP connection to %s closed: %llu messages sent, %llu eager (<= %u bytes, before the "
@@ -93,6 +95,7 @@ TcpSendComm::~TcpSendComm() {
 
 Status TcpSendComm::isend(void* data, size_t size, int tag, void* mhandle, Request** request) {
   *request = nullptr;
+  called(steadyNowNs());
   if (size > 0 && !data) {
     ICN_WARN(subsys::Net, "isend to %s: %zu bytes from a null buffer", failure_.peer().c_str(), size);
     return Status::InvalidArgument;
@@ -595,6 +598,7 @@ Status TcpSendComm::flushMirrored() {
 
 Status TcpSendComm::testRequest(TcpSendRequest* r, bool* done) {
   *done = false;
+  called(steadyNowNs());
   if (!pool_.owns(r)) return Status::InvalidArgument;
   auto finished = [&] {
     return r->matched && r->pending.load(std::memory_order_acquire) == 0 && (!r->tracked || delivered(r));
