@@ -38,9 +38,9 @@ ChannelAsk decideChannelAsk(int widestRails, int perRail, const std::function<co
 void askNcclForChannels(int widestRails, const std::string& device) {
   static std::once_flag once;
   std::call_once(once, [&] {
+    if (widestRails < 2) return;  // nothing to ask or say for single-rail devices
     const int perRail = static_cast<int>(params::getInt(params::Id::TcpChannelsPerRail));
     const ChannelAsk a = decideChannelAsk(widestRails, perRail, [](const char* n) { return std::getenv(n); });
-    if (widestRails < 2) return;  // nothing to say about a single-rail device
     if (a.minChannels == 0) {
       ICN_INFO(subsys::Net | subsys::Init,
                "device %s spans %d rails; NCCL's channel count left as it is (%s; ICN_TCP_CHANNELS_PER_RAIL=2 asks "

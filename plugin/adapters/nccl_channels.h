@@ -6,7 +6,6 @@
 // into more, smaller messages, which costs all_reduce of 64 KiB-1 MiB more than large messages gain.
 #pragma once
 #include <functional>
-#include <optional>
 #include <string>
 
 namespace icn::adapters {

@@ -102,7 +102,7 @@ TcpRecvComm::~TcpRecvComm() {
 
 Status TcpRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags, void**, Request** request) {
   *request = nullptr;
-  called(steadyNowNs());
+  called();
   if (n < 1 || n > kMaxRecvs || !data || !sizes || !tags) {
     ICN_WARN(subsys::Net, "irecv from %s: bad arguments (n=%d, at most %d grouped receives)", failure_.peer().c_str(),
              n, kMaxRecvs);
@@ -662,7 +662,7 @@ void TcpRecvComm::noteArrival(TcpRecvRequest* r) {
 
 Status TcpRecvComm::testRequest(TcpRecvRequest* r, bool* done, int* sizes) {
   *done = false;
-  called(steadyNowNs());
+  called();
   if (!pool_.owns(r) || r->live.load(std::memory_order_relaxed) == 0) return Status::InvalidArgument;
   auto complete = [&] {
     for (int i = 0; i < r->n; i++) {

@@ -95,7 +95,7 @@ TcpSendComm::~TcpSendComm() {
 
 Status TcpSendComm::isend(void* data, size_t size, int tag, void* mhandle, Request** request) {
   *request = nullptr;
-  called(steadyNowNs());
+  called();
   if (size > 0 && !data) {
     ICN_WARN(subsys::Net, "isend to %s: %zu bytes from a null buffer", failure_.peer().c_str(), size);
     return Status::InvalidArgument;
@@ -598,7 +598,7 @@ Status TcpSendComm::flushMirrored() {
 
 Status TcpSendComm::testRequest(TcpSendRequest* r, bool* done) {
   *done = false;
-  called(steadyNowNs());
+  called();
   if (!pool_.owns(r)) return Status::InvalidArgument;
   auto finished = [&] {
     return r->matched && r->pending.load(std::memory_order_acquire) == 0 && (!r->tracked || delivered(r));

@@ -7,8 +7,11 @@
 // connection is never progressed by two threads at once.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <thread>
+
+#include "core/coarse_clock.h"
 
 namespace icn::tcp {
 
@@ -24,6 +27,10 @@ class Tended {
   virtual void tend() = 0;
 
   // At the start of every call into the connection: notes the caller, then tends the caller's other connections.
+  // The calls come from test() in a loop: the coarse clock (milliseconds are plenty for bounds of 10-20 ms).
+  void called() {
+    called(std::chrono::duration_cast<std::chrono::nanoseconds>(coarseNow().time_since_epoch()).count());
+  }
   void called(int64_t nowNs);
 
  private:
