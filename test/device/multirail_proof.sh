@@ -68,7 +68,7 @@ now() { date +%s.%N; }
 group_env() {
   case $1 in
     icn) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off ICN_LOG_DETAIL=1" ;;
-    icn-b) echo "NCCL_NET_PLUGIN=$(realpath "${PLUGIN_B:?icn-b needs PLUGIN_B}") ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off" ;;
+    icn-b) echo "NCCL_NET_PLUGIN=$(realpath "${PLUGIN_B:?icn-b needs PLUGIN_B}") ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off ICN_LOG_DETAIL=1" ;;
     icn-ask) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off ICN_TCP_CHANNELS_PER_RAIL=2" ;;
     icn-ch4) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off NCCL_MIN_NCHANNELS=4" ;;
     icn-nocopy) echo "NCCL_NET_PLUGIN=$PLUGIN ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth ICN_TUNER=off ICN_TCP_LANE0_COPY=0" ;;

@@ -6,7 +6,9 @@
 // NCCL's collectives move through their steps: a channel waits for the one before it; with --together 1 every
 // channel's messages are posted at once and waited for together, as NCCL's channels move side by side. With
 // --rare K (K > 1, two or more channels) the last channel moves only every K-th iteration, as the connections of an
-// occasional small collective do (NCCL's tree of a loss or flag all_reduce beside the ring of the gradients).
+// occasional small collective do (NCCL's tree of a loss or flag all_reduce beside the ring of the gradients); while
+// DIR/hold-rare exists it does not move at all (rank 0 decides each iteration whether the next one moves it, and tells
+// the others in its messages, so every rank agrees).
 //
 //   icn-diag-cluster-driver --rank R --nranks N --dir DIR [--bytes B] [--seconds S] [--plugin PATH] [--tick-ms T]
 //                           [--channels C] [--together 0|1] [--rare K]
@@ -66,7 +68,7 @@ bool parse(int argc, char** argv, Options* o) {
     else if (k == "--rare") o->rare = atoi(v.c_str());
     else return false;
   }
-  return o->nranks >= 2 && o->rank >= 0 && o->rank < o->nranks && !o->dir.empty() && o->bytes >= 16 &&
+  return o->nranks >= 2 && o->rank >= 0 && o->rank < o->nranks && !o->dir.empty() && o->bytes >= 24 &&
          o->bytes <= (64u << 20) && o->seconds > 0 && o->channels >= 1 && o->channels <= 16 && o->rare >= 0 &&
          (o->rare <= 1 || o->channels >= 2);
 }
@@ -195,7 +197,8 @@ uint64_t seedOf(uint64_t iter, int from, int to) { return iter * 1000003u + stat
 
 struct Header {
   uint64_t iter;
-  uint64_t goOn;  // rank 0's messages: 1 while the run goes on
+  uint64_t goOn;      // rank 0's messages: 1 while the run goes on
+  uint64_t rareNext;  // rank 0's messages: 1 when the next iteration moves the rare channel
 };
 
 }  // namespace
@@ -231,12 +234,15 @@ int main(int argc, char** argv) {
   auto nextTick = start;
   uint64_t iter = 0, wrong = 0;
   bool goOn = true, failed = false;
+  bool rareNow = true, rareNext = true;  // whether this iteration and the next move the rare channel (--rare)
   // Channels [first, last) of one step: every channel alone in turn, or all of them at once.
   const int step = o.together ? ch : 1;
   while (goOn && !failed) {
     if (long us = delayUs(o.dir, o.rank)) std::this_thread::sleep_for(std::chrono::microseconds(us));
     const bool mine = o.rank != 0 || (Clock::now() < end && !exists(o.dir + "/stop"));
-    const int used = o.rare > 1 && iter % static_cast<uint64_t>(o.rare) != 0 ? ch - 1 : ch;  // the rare one sits out
+    if (o.rank == 0 && o.rare > 1)
+      rareNext = (iter + 1) % static_cast<uint64_t>(o.rare) == 0 && !exists(o.dir + "/hold-rare");
+    const int used = o.rare > 1 && !rareNow ? ch - 1 : ch;  // the rare one sits out
     for (int first = 0; first < used && !failed; first += step) {
       const int last = std::min(first + step, used);
       std::vector<void*> reqs;
@@ -260,7 +266,7 @@ int main(int argc, char** argv) {
           if (peer == o.rank) continue;
           std::vector<char>& buf = out[peer * ch + c];
           icn::netapi::fillPattern(buf.data(), o.bytes, seedOf(iter, o.rank, peer));
-          Header h{iter, mine ? 1u : 0u};
+          Header h{iter, mine ? 1u : 0u, rareNext ? 1u : 0u};
           memcpy(buf.data(), &h, sizeof h);
           void* r = nullptr;
           const auto limit = Clock::now() + kOpLimit;
@@ -287,12 +293,16 @@ int main(int argc, char** argv) {
           icn::netapi::fillPattern(expect.data(), o.bytes, seedOf(iter, peer, o.rank));
           if (h.iter != iter || memcmp(expect.data() + sizeof h, got.data() + sizeof h, o.bytes - sizeof h) != 0)
             wrong++;
-          if (peer == 0) goOn = h.goOn == 1;
+          if (peer == 0) {
+            goOn = h.goOn == 1;
+            rareNext = h.rareNext == 1;
+          }
         }
       }
     }
     if (failed) break;
     if (o.rank == 0) goOn = mine;
+    rareNow = rareNext;
     iter++;
     if (o.tickMs > 0 && Clock::now() >= nextTick) {
       const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -27,6 +27,13 @@
 #     their steps): host 1's rail 1 down for 3 s. The first connection to find the path dead tells the others
 #     (tcp_paths.h): a WARN gives up a lane because another lane between the same two addresses failed, rather
 #     than each connection waiting out ICN_TCP_LANE_STALL_MS in turn; every rank done, 0 wrong bytes.
+#  7. a connection the job does not call (two channels, the second used only every 10th iteration and not at all
+#     while DIR/hold-rare exists, as an occasional small collective's connections are), ICN_PEER_TIMEOUT_MS=2000:
+#     host 1's eth1 down 5 s drops lane 0's copies over it; the rare channel is held from just before eth1's return
+#     until just after eth0 goes down for 3 s. Every copy over eth1 must come back before the eth0 cut, the idle
+#     connections' too (their recovery is moved by the other connections' calls, tcp_tending.h): without that, the
+#     rare channel's first use after the cut finds lane 0 on eth0 alone, and waits for eth0 or fails at the peer
+#     timeout. Every rank done, 0 wrong bytes, never still for more than 2 s.
 #   multirail.sh DRIVER PERF PLUGIN
 # Exit 77 when this machine cannot create emulated hosts.
 set -euo pipefail
@@ -234,4 +241,32 @@ told=$(grep -hc "a lane between the same two addresses failed" "$work"/channels/
 stalled=$(grep -hc "its peer acknowledged nothing for" "$work"/channels/rank*.log | awk '{ s += $1 } END { print s + 0 }')
 echo "multirail: four channels, host 1's eth1 down 3 s: $stalled lanes given up on their own stall, $told on another lane's word; every rank done, 0 wrong bytes; longest stall $(longest_stall channels) s"
 [ "$told" -ge 1 ] || fail "channels: no lane was given up on another lane's word (each connection waited out its own stall)"
+
+# --- 7. recovery of connections the job does not call ---
+job_args=(--channels 2 --rare 10)
+job idle 26 ICN_PEER_TIMEOUT_MS=2000
+sleep 3
+"$bed" link --name "$name" 1 1 down
+sleep 4.5
+touch "$work/idle/hold-rare"  # after the copies over eth1 dropped, before eth1 returns: the rare channel stays idle
+sleep 0.5
+"$bed" link --name "$name" 1 1 up
+# host 1's 8 connections (2 peers x 2 channels x 2 directions), both ends
+idle_back() { grep -hcE "lane 0 over eth1 [-<>]+ 10\.88\.1\.[0-9]+ is back" "$work"/idle/rank*.log | awk '{ s += $1 } END { print s + 0 }'; }
+for _ in $(seq 60); do [ "$(idle_back)" -ge 16 ] && break; sleep 0.1; done
+sleep 1
+back=$(idle_back)
+"$bed" link --name "$name" 1 0 down
+sleep 0.5
+rm -f "$work/idle/hold-rare"
+sleep 2.5
+"$bed" link --name "$name" 1 0 up
+job_ok idle
+job_args=()
+dropped=$(grep -hcE "lane 0 over eth1 .*; lane 0 goes on over eth0" "$work"/idle/rank*.log | awk '{ s += $1 } END { print s + 0 }')
+stall=$(longest_stall idle)
+echo "multirail: a channel left idle across host 1's eth1 outage and then used during its eth0 outage: $dropped lane 0 copies over eth1 dropped, $back of 16 ends saw them back before the eth0 cut; every rank done, 0 wrong bytes; longest stall $stall s"
+[ "$dropped" -ge 16 ] || fail "idle: $dropped of 16 ends dropped lane 0's copy over eth1 (the outage must drop the idle channel's too)"
+[ "$back" -ge 16 ] || fail "idle: lane 0's copies over eth1 came back on $back of 16 ends before the eth0 cut (the idle channel's were not moved)"
+[ "$stall" -le 2 ] || fail "idle: the job stood still for $stall s"
 echo "multirail: PASS"
