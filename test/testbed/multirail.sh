@@ -261,11 +261,12 @@ sleep 0.5
 rm -f "$work/idle/hold-rare"
 sleep 2.5
 "$bed" link --name "$name" 1 0 up
+echo "multirail: idle: $back of 16 ends saw lane 0's copy over eth1 back before the eth0 cut"
 job_ok idle
 job_args=()
 dropped=$(grep -hcE "lane 0 over eth1 .*; lane 0 goes on over eth0" "$work"/idle/rank*.log | awk '{ s += $1 } END { print s + 0 }')
 stall=$(longest_stall idle)
-echo "multirail: a channel left idle across host 1's eth1 outage and then used during its eth0 outage: $dropped lane 0 copies over eth1 dropped, $back of 16 ends saw them back before the eth0 cut; every rank done, 0 wrong bytes; longest stall $stall s"
+echo "multirail: a channel left idle across host 1's eth1 outage and then used during its eth0 outage: $dropped lane 0 copies over eth1 dropped; every rank done, 0 wrong bytes; longest stall $stall s"
 [ "$dropped" -ge 16 ] || fail "idle: $dropped of 16 ends dropped lane 0's copy over eth1 (the outage must drop the idle channel's too)"
 [ "$back" -ge 16 ] || fail "idle: lane 0's copies over eth1 came back on $back of 16 ends before the eth0 cut (the idle channel's were not moved)"
 [ "$stall" -le 2 ] || fail "idle: the job stood still for $stall s"
