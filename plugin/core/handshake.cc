@@ -85,11 +85,15 @@ Status Handshake::pump() {
     outOff_ = 0;
   }
   // Never more than one whole frame buffered: at the bound nothing is read (the kernel's buffer fills and the
-  // peer's sends stall) until the frame is handled.
-  while (in_.size() < kMaxHandshakeInput) {
+  // peer's sends stall) until the frame is handled. Nothing is read once our part is over, and a frame the protocol
+  // expects is read to its end and no further: the peer starts its stream the moment its part is over (the
+  // acceptor on our READY, the connector once READY is out), and those bytes belong to the socket's next owner.
+  // Bytes the protocol does not allow yet are read (up to the bound) and fail the handshake.
+  while (!ourPartOver()) {
+    const size_t left = peerMaySend() ? bytesToFrameEnd() : kMaxHandshakeInput - in_.size();
+    if (left == 0) break;
     uint8_t buf[4096];
-    const size_t want = std::min(sizeof buf, kMaxHandshakeInput - in_.size());
-    ssize_t n = ::recv(fd_.get(), buf, want, MSG_DONTWAIT);
+    ssize_t n = ::recv(fd_.get(), buf, std::min(sizeof buf, left), MSG_DONTWAIT);
     if (n > 0) {
       in_.insert(in_.end(), buf, buf + n);
       continue;
@@ -103,6 +107,18 @@ Status Handshake::pump() {
     return fail("recv: %s", strerror(errno));
   }
   return Status::Ok;
+}
+
+bool Handshake::ourPartOver() const { return role_ == Role::Connector ? confirmed_ : readyDone_; }
+
+size_t Handshake::bytesToFrameEnd() const {
+  if (in_.size() < 12) return 12 - in_.size();
+  FrameType type;
+  uint32_t len;
+  std::string why;
+  // A bad header reads nothing more: progress() fails on it.
+  if (decodeFrameHeader(std::span<const uint8_t, 12>(in_.data(), 12), &type, &len, &why) != Status::Ok) return 0;
+  return in_.size() < 12 + size_t{len} ? 12 + size_t{len} - in_.size() : 0;
 }
 
 bool Handshake::peerMaySend() const {
@@ -223,6 +239,7 @@ Status Handshake::progress(Phase* phase) {
     if (in_.size() < 12 + len) break;
     ICN_CHECK(onFrame(type, std::span<const uint8_t>(in_.data() + 12, len)));
     in_.erase(in_.begin(), in_.begin() + 12 + len);
+    ICN_CHECK(pump());  // what the frame queued, and the next frame (reads stop at each frame's end)
   }
   ICN_CHECK(pump());  // what the frames just handled queued (our HELLO, READY)
   const bool flushed = out_.empty();

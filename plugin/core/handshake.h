@@ -99,10 +99,14 @@ class Handshake {
   int fd() const { return fd_.get(); }
 
  private:
-  Status pump();  // write pending bytes, read into the frame buffer (up to kMaxHandshakeInput)
-  // Whether the protocol lets the peer send anything in the current state (bytes it sends otherwise fail the
-  // handshake: nothing a peer sends waits unparsed).
+  Status pump();  // write pending bytes, read into the frame buffer (up to the frame's end or kMaxHandshakeInput)
+  // Whether the protocol lets the peer send anything in the current state (bytes it sends otherwise, before our
+  // part is over, fail the handshake: nothing a peer sends waits unparsed).
   bool peerMaySend() const;
+  // The connector's READY is queued, or the acceptor has READY: the handshake reads nothing more.
+  bool ourPartOver() const;
+  // Bytes still to read to the end of the frame being received (0: it is whole, or its header is bad).
+  size_t bytesToFrameEnd() const;
   Status onFrame(FrameType type, std::span<const uint8_t> payload);
   Status onChallenge(std::span<const uint8_t> payload);
   Status onHello(std::span<const uint8_t> payload);

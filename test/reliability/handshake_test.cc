@@ -481,11 +481,29 @@ TEST_F(HandshakeTest, AcceptorRefusesBytesWhereTheProtocolAllowsNone) {
     confirmed = false;
   };
   afterOurHello([&](const Hello& ch, const Hello&) { return helloFrame(ch); }, "unexpected second HELLO");
-  afterOurHello([&](const Hello& ch, const Hello& ah) {
+  // READY ends the connector's part: what it sends next (in the same segment here) is its stream, left on the
+  // socket for the transport, not read by the handshake.
+  {
+    make(Handshake::Role::Acceptor);
+    Hello ch = helloFor(challenge(), "");
+    ASSERT_TRUE(raw->send(helloFrame(ch)));
+    auto reply = raw->readFrame([&] { pumpOnce(); });
+    ASSERT_TRUE(reply.has_value()) << "no HELLO from the acceptor";
+    Hello ah;
+    std::string err;
+    ASSERT_EQ(decodeHello(reply->payload, &ah, &err), Status::Ok) << err;
     auto f = readyFrame(tagWith("", 'R', helloDigest(ch), helloDigest(ah)));
-    f.push_back(0xF7);  // even one byte (here: what a failure notice would start with)
-    return f;
-  }, "1 bytes after READY, where the protocol allows none");
+    const std::vector<uint8_t> stream{0xF7, 0x01, 0x02};
+    f.insert(f.end(), stream.begin(), stream.end());
+    ASSERT_TRUE(raw->send(f));
+    ASSERT_EQ(drive(Phase::Done), Status::Ok);
+    Fd fd = hs->takeFd();
+    std::vector<uint8_t> got(16);
+    ASSERT_EQ(::recv(fd.get(), got.data(), got.size(), MSG_DONTWAIT), 3) << "the stream's bytes were read by the handshake";
+    got.resize(3);
+    EXPECT_EQ(got, stream);
+    confirmed = false;
+  }
   // Before its HELLO is answered (the transport has not confirmed it yet), the peer has nothing to say.
   make(Handshake::Role::Acceptor);
   ASSERT_TRUE(raw->send(helloFrame(helloFor(challenge(), ""))));
@@ -514,6 +532,41 @@ TEST_F(HandshakeTest, ConnectorRefusesBytesAfterTheAcceptorsHello) {
   ASSERT_TRUE(raw->send(std::vector<uint8_t>(10, 0)));
   EXPECT_EQ(drive(Phase::Done, false), Status::RemoteError);
   EXPECT_TRUE(warned(takeWarnings(), {"scripted:", "10 bytes after its HELLO, where the protocol allows none"}));
+}
+
+// Once the connector's READY is out its part is over: the acceptor's stream may follow at once, and is left on the
+// socket for the transport (a read after READY would take it into the handshake's buffer).
+TEST_F(HandshakeTest, ConnectorLeavesTheStreamAfterReady) {
+  make(Handshake::Role::Connector);
+  std::array<uint8_t, 16> nonceA{9, 8, 7, 6, 5};
+  ASSERT_TRUE(raw->send(encodeFrame(FrameType::Challenge, nonceA)));
+  auto hello = raw->readFrame([&] { pumpOnce(); });
+  ASSERT_TRUE(hello.has_value());
+  Hello ch;
+  std::string why;
+  ASSERT_EQ(decodeHello(hello->payload, &ch, &why), Status::Ok) << why;
+  Hello ah = makeLocalHello(kTransportUcx, 77, {0xAB, 0xCD});
+  ah.host = "scripted";
+  memcpy(ah.nonce, nonceA.data(), 16);
+  ah.mac = tagWith("", 'A', helloDigest(ch), helloDigest(ah));
+  ASSERT_TRUE(raw->send(helloFrame(ah)));
+  EXPECT_EQ(drive(Phase::PeerKnown, false), Status::Ok);
+  hs->confirm();
+  // The acceptor's stream arrives before the connector's next call: that call sends READY and is done.
+  const std::vector<uint8_t> stream(100, 0x5A);
+  ASSERT_TRUE(raw->send(stream));
+  usleep(20000);
+  Phase p = Phase::InProgress;
+  ASSERT_EQ(hs->progress(&p), Status::Ok);
+  ASSERT_EQ(p, Phase::Done);
+  auto ready = raw->readFrame([] {});
+  ASSERT_TRUE(ready.has_value());
+  EXPECT_EQ(ready->type, uint16_t(FrameType::Ready));
+  Fd fd = hs->takeFd();
+  std::vector<uint8_t> got(200);
+  ASSERT_EQ(::recv(fd.get(), got.data(), got.size(), MSG_DONTWAIT), 100) << "the stream's bytes were read by the handshake";
+  got.resize(100);
+  EXPECT_EQ(got, stream);
 }
 
 // The connector sends nothing before the acceptor's challenge, and only one HELLO after it.
