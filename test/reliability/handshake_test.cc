@@ -65,6 +65,23 @@ class HandshakeTest : public ::testing::Test {
     }
     return Status::InternalError;  // neither done nor failed: a hang
   }
+  // A real connector taken (unkeyed) through a scripted acceptor's CHALLENGE and HELLO to PeerKnown, unconfirmed.
+  void connectorUpToTheAcceptorsHello() {
+    make(Handshake::Role::Connector);
+    std::array<uint8_t, 16> nonceA{9, 8, 7, 6, 5};
+    ASSERT_TRUE(raw->send(encodeFrame(FrameType::Challenge, nonceA)));
+    auto hello = raw->readFrame([&] { pumpOnce(); });
+    ASSERT_TRUE(hello.has_value());
+    Hello ch;
+    std::string why;
+    ASSERT_EQ(decodeHello(hello->payload, &ch, &why), Status::Ok) << why;
+    Hello ah = makeLocalHello(kTransportUcx, 77, {0xAB, 0xCD});
+    ah.host = "scripted";
+    memcpy(ah.nonce, nonceA.data(), 16);
+    ah.mac = tagWith("", 'A', helloDigest(ch), helloDigest(ah));
+    ASSERT_TRUE(raw->send(helloFrame(ah)));
+    EXPECT_EQ(drive(Phase::PeerKnown, false), Status::Ok);
+  }
   void pumpOnce() {
     Phase p;
     if (hs->progress(&p) == Status::Ok && p == Phase::PeerKnown && !confirmed) {
@@ -515,20 +532,8 @@ TEST_F(HandshakeTest, AcceptorRefusesBytesWhereTheProtocolAllowsNone) {
 
 // The acceptor says nothing after its HELLO: a byte after it fails the connector, confirmed or not.
 TEST_F(HandshakeTest, ConnectorRefusesBytesAfterTheAcceptorsHello) {
-  make(Handshake::Role::Connector);
-  std::array<uint8_t, 16> nonceA{9, 8, 7, 6, 5};
-  ASSERT_TRUE(raw->send(encodeFrame(FrameType::Challenge, nonceA)));
-  auto hello = raw->readFrame([&] { pumpOnce(); });
-  ASSERT_TRUE(hello.has_value());
-  Hello ch;
-  std::string why;
-  ASSERT_EQ(decodeHello(hello->payload, &ch, &why), Status::Ok) << why;
-  Hello ah = makeLocalHello(kTransportUcx, 77, {0xAB, 0xCD});
-  ah.host = "scripted";
-  memcpy(ah.nonce, nonceA.data(), 16);
-  ah.mac = tagWith("", 'A', helloDigest(ch), helloDigest(ah));
-  ASSERT_TRUE(raw->send(helloFrame(ah)));
-  EXPECT_EQ(drive(Phase::PeerKnown, false), Status::Ok);  // proven, our transport still setting up
+  connectorUpToTheAcceptorsHello();  // proven, our transport still setting up
+  if (HasFatalFailure()) return;
   ASSERT_TRUE(raw->send(std::vector<uint8_t>(10, 0)));
   EXPECT_EQ(drive(Phase::Done, false), Status::RemoteError);
   EXPECT_TRUE(warned(takeWarnings(), {"scripted:", "10 bytes after its HELLO, where the protocol allows none"}));
@@ -537,20 +542,8 @@ TEST_F(HandshakeTest, ConnectorRefusesBytesAfterTheAcceptorsHello) {
 // Once the connector's READY is out its part is over: the acceptor's stream may follow at once, and is left on the
 // socket for the transport (a read after READY would take it into the handshake's buffer).
 TEST_F(HandshakeTest, ConnectorLeavesTheStreamAfterReady) {
-  make(Handshake::Role::Connector);
-  std::array<uint8_t, 16> nonceA{9, 8, 7, 6, 5};
-  ASSERT_TRUE(raw->send(encodeFrame(FrameType::Challenge, nonceA)));
-  auto hello = raw->readFrame([&] { pumpOnce(); });
-  ASSERT_TRUE(hello.has_value());
-  Hello ch;
-  std::string why;
-  ASSERT_EQ(decodeHello(hello->payload, &ch, &why), Status::Ok) << why;
-  Hello ah = makeLocalHello(kTransportUcx, 77, {0xAB, 0xCD});
-  ah.host = "scripted";
-  memcpy(ah.nonce, nonceA.data(), 16);
-  ah.mac = tagWith("", 'A', helloDigest(ch), helloDigest(ah));
-  ASSERT_TRUE(raw->send(helloFrame(ah)));
-  EXPECT_EQ(drive(Phase::PeerKnown, false), Status::Ok);
+  connectorUpToTheAcceptorsHello();
+  if (HasFatalFailure()) return;
   hs->confirm();
   // The acceptor's stream arrives before the connector's next call: that call sends READY and is done.
   const std::vector<uint8_t> stream(100, 0x5A);
