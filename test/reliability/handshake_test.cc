@@ -5,7 +5,6 @@
 
 #include <array>
 #include <cstring>
-#include <functional>
 #include <optional>
 #include <random>
 
@@ -81,6 +80,16 @@ class HandshakeTest : public ::testing::Test {
     ah.mac = tagWith("", 'A', helloDigest(ch), helloDigest(ah));
     ASSERT_TRUE(raw->send(helloFrame(ah)));
     EXPECT_EQ(drive(Phase::PeerKnown, false), Status::Ok);
+  }
+  // A real acceptor that has answered a scripted connector's HELLO (ch) with its own (ah), before READY.
+  void acceptorUpToItsHello(Hello* ch, Hello* ah) {
+    make(Handshake::Role::Acceptor);
+    *ch = helloFor(challenge(), "");
+    ASSERT_TRUE(raw->send(helloFrame(*ch)));
+    auto reply = raw->readFrame([&] { pumpOnce(); });
+    ASSERT_TRUE(reply.has_value()) << "no HELLO from the acceptor";
+    std::string err;
+    ASSERT_EQ(decodeHello(reply->payload, ah, &err), Status::Ok) << err;
   }
   void pumpOnce() {
     Phase p;
@@ -479,48 +488,16 @@ TEST_F(HandshakeTest, UnkeyedConnectorChecksAcceptor) {
   EXPECT_TRUE(warned(takeWarnings(), {"fails its integrity check"}));
 }
 
-// The peer may send nothing between its HELLO and ours, a second HELLO after ours is refused as such, and nothing
-// may follow READY: no byte a peer sends waits unparsed.
+// The peer may send nothing between its HELLO and ours, and a second HELLO after ours is refused as such: no byte a
+// peer sends before our part is over waits unparsed.
 TEST_F(HandshakeTest, AcceptorRefusesBytesWhereTheProtocolAllowsNone) {
-  auto afterOurHello = [&](std::function<std::vector<uint8_t>(const Hello& ch, const Hello& ah)> next,
-                           const char* why) {
-    make(Handshake::Role::Acceptor);
-    Hello ch = helloFor(challenge(), "");
-    ASSERT_TRUE(raw->send(helloFrame(ch)));
-    auto reply = raw->readFrame([&] { pumpOnce(); });
-    ASSERT_TRUE(reply.has_value()) << "no HELLO from the acceptor";
-    Hello ah;
-    std::string err;
-    ASSERT_EQ(decodeHello(reply->payload, &ah, &err), Status::Ok) << err;
-    ASSERT_TRUE(raw->send(next(ch, ah)));
-    EXPECT_EQ(drive(Phase::Done), Status::RemoteError) << why;
-    EXPECT_TRUE(warned(takeWarnings(), {"scripted:", why})) << "no WARN naming the peer and saying: " << why;
-    confirmed = false;
-  };
-  afterOurHello([&](const Hello& ch, const Hello&) { return helloFrame(ch); }, "unexpected second HELLO");
-  // READY ends the connector's part: what it sends next (in the same segment here) is its stream, left on the
-  // socket for the transport, not read by the handshake.
-  {
-    make(Handshake::Role::Acceptor);
-    Hello ch = helloFor(challenge(), "");
-    ASSERT_TRUE(raw->send(helloFrame(ch)));
-    auto reply = raw->readFrame([&] { pumpOnce(); });
-    ASSERT_TRUE(reply.has_value()) << "no HELLO from the acceptor";
-    Hello ah;
-    std::string err;
-    ASSERT_EQ(decodeHello(reply->payload, &ah, &err), Status::Ok) << err;
-    auto f = readyFrame(tagWith("", 'R', helloDigest(ch), helloDigest(ah)));
-    const std::vector<uint8_t> stream{0xF7, 0x01, 0x02};
-    f.insert(f.end(), stream.begin(), stream.end());
-    ASSERT_TRUE(raw->send(f));
-    ASSERT_EQ(drive(Phase::Done), Status::Ok);
-    Fd fd = hs->takeFd();
-    std::vector<uint8_t> got(16);
-    ASSERT_EQ(::recv(fd.get(), got.data(), got.size(), MSG_DONTWAIT), 3) << "the stream's bytes were read by the handshake";
-    got.resize(3);
-    EXPECT_EQ(got, stream);
-    confirmed = false;
-  }
+  Hello ch, ah;
+  acceptorUpToItsHello(&ch, &ah);
+  if (HasFatalFailure()) return;
+  ASSERT_TRUE(raw->send(helloFrame(ch)));
+  EXPECT_EQ(drive(Phase::Done), Status::RemoteError);
+  EXPECT_TRUE(warned(takeWarnings(), {"scripted:", "unexpected second HELLO"}));
+  confirmed = false;
   // Before its HELLO is answered (the transport has not confirmed it yet), the peer has nothing to say.
   make(Handshake::Role::Acceptor);
   ASSERT_TRUE(raw->send(helloFrame(helloFor(challenge(), ""))));
@@ -528,6 +505,24 @@ TEST_F(HandshakeTest, AcceptorRefusesBytesWhereTheProtocolAllowsNone) {
   ASSERT_TRUE(raw->send(std::vector<uint8_t>(3000, 0x55)));
   EXPECT_EQ(drive(Phase::Done, false), Status::RemoteError);
   EXPECT_TRUE(warned(takeWarnings(), {"scripted:", "bytes after its HELLO, before ours, where the protocol allows none"}));
+}
+
+// READY ends the connector's part: what it sends next (in the same segment here) is its stream, left on the socket
+// for the transport, not read by the handshake.
+TEST_F(HandshakeTest, AcceptorLeavesTheStreamAfterReady) {
+  Hello ch, ah;
+  acceptorUpToItsHello(&ch, &ah);
+  if (HasFatalFailure()) return;
+  auto f = readyFrame(tagWith("", 'R', helloDigest(ch), helloDigest(ah)));
+  const std::vector<uint8_t> stream{0xF7, 0x01, 0x02};
+  f.insert(f.end(), stream.begin(), stream.end());
+  ASSERT_TRUE(raw->send(f));
+  ASSERT_EQ(drive(Phase::Done), Status::Ok);
+  Fd fd = hs->takeFd();
+  std::vector<uint8_t> got(16);
+  ASSERT_EQ(::recv(fd.get(), got.data(), got.size(), MSG_DONTWAIT), 3) << "the stream's bytes were read by the handshake";
+  got.resize(3);
+  EXPECT_EQ(got, stream);
 }
 
 // The acceptor says nothing after its HELLO: a byte after it fails the connector, confirmed or not.
