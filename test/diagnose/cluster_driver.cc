@@ -42,6 +42,12 @@ constexpr uint64_t kCommId = 0xd1a9c0de;
 constexpr int kTag = 7;
 constexpr auto kOpLimit = std::chrono::seconds(120);  // longer than any injected stall
 
+struct Header {
+  uint64_t iter;
+  uint64_t goOn;      // rank 0's messages: 1 while the run goes on
+  uint64_t rareNext;  // rank 0's messages: 1 when the next iteration moves the rare channel
+};
+
 struct Options {
   int rank = -1, nranks = 0;
   std::string dir, plugin;
@@ -68,7 +74,7 @@ bool parse(int argc, char** argv, Options* o) {
     else if (k == "--rare") o->rare = atoi(v.c_str());
     else return false;
   }
-  return o->nranks >= 2 && o->rank >= 0 && o->rank < o->nranks && !o->dir.empty() && o->bytes >= 24 &&
+  return o->nranks >= 2 && o->rank >= 0 && o->rank < o->nranks && !o->dir.empty() && o->bytes >= sizeof(Header) &&
          o->bytes <= (64u << 20) && o->seconds > 0 && o->channels >= 1 && o->channels <= 16 && o->rare >= 0 &&
          (o->rare <= 1 || o->channels >= 2);
 }
@@ -194,12 +200,6 @@ bool waitAll(icn::netapi::Plugin& p, std::vector<void*>* reqs) {
 }
 
 uint64_t seedOf(uint64_t iter, int from, int to) { return iter * 1000003u + static_cast<uint64_t>(from) * 1009u + to; }
-
-struct Header {
-  uint64_t iter;
-  uint64_t goOn;      // rank 0's messages: 1 while the run goes on
-  uint64_t rareNext;  // rank 0's messages: 1 when the next iteration moves the rare channel
-};
 
 }  // namespace
 

@@ -85,6 +85,11 @@ longest_stall() {
     awk 'NR > 1 { if ($1 - prev < 3) { run++; if (run > best) best = run } else run = 0 } { prev = $1 } END { print best + 0 }'
 }
 
+# copies_back TAG RAIL: connection ends (all ranks) whose lane 0 copy over ethRAIL came back
+copies_back() {
+  grep -hcE "lane 0 over eth$2 [-<>]+ 10\.88\.$2\.[0-9]+ is back" "$work/$1"/rank*.log | awk '{ s += $1 } END { print s + 0 }'
+}
+
 # --- 1. data over three rails, three hosts ---
 declare -A before
 for h in 0 1 2; do for k in 0 1 2; do before[$h.$k]=$(txbytes $h $k); done; done
@@ -211,9 +216,8 @@ sleep 3
 "$bed" link --name "$name" 1 0 down
 sleep 6
 "$bed" link --name "$name" 1 0 up
-copies_back() { grep -hcE "lane 0 over eth0 [-<>]+ 10\.88\.0\.[0-9]+ is back" "$work"/rail0/rank*.log | awk '{ s += $1 } END { print s + 0 }'; }
-for _ in $(seq 80); do [ "$(copies_back)" -ge 8 ] && break; sleep 0.1; done  # host 1's 4 connections, both ends
-back=$(copies_back)
+for _ in $(seq 80); do [ "$(copies_back rail0 0)" -ge 8 ] && break; sleep 0.1; done  # host 1's 4 connections, both ends
+back=$(copies_back rail0 0)
 "$bed" link --name "$name" 1 1 down
 sleep 6
 "$bed" link --name "$name" 1 1 up
@@ -252,10 +256,9 @@ touch "$work/idle/hold-rare"  # after the copies over eth1 dropped, before eth1 
 sleep 0.5
 "$bed" link --name "$name" 1 1 up
 # host 1's 8 connections (2 peers x 2 channels x 2 directions), both ends
-idle_back() { grep -hcE "lane 0 over eth1 [-<>]+ 10\.88\.1\.[0-9]+ is back" "$work"/idle/rank*.log | awk '{ s += $1 } END { print s + 0 }'; }
-for _ in $(seq 60); do [ "$(idle_back)" -ge 16 ] && break; sleep 0.1; done
+for _ in $(seq 60); do [ "$(copies_back idle 1)" -ge 16 ] && break; sleep 0.1; done
 sleep 1
-back=$(idle_back)
+back=$(copies_back idle 1)
 "$bed" link --name "$name" 1 0 down
 sleep 0.5
 rm -f "$work/idle/hold-rare"
