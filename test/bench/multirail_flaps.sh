@@ -2,15 +2,20 @@
 # Link flaps under load, ICN's TCP transport over two rails (lab result on emulated hosts): HOSTS hosts with RAILS
 # links each (tools/testbed/icn-testbed --rails RAILS, default 2), an all-to-all of 4 MiB messages with every byte
 # checked (icn-diag-cluster-driver, a TICK line per 50 ms), while rail RAIL (default 1) of a host goes down EVENTS
-# times, each for a time drawn from 0.5-MAX_S s (seeded; log-uniform when MAX_S > 3), or for the times DOWNS lists. With two hosts host 1's link goes down, and the next
-# event comes GAP_S after the link returns; with more, a new event starts every GAP_S on the next host whose rail 1
-# is up, so events overlap (another host's link may still be down). Per event: the stall (the longest gap between
+# times, each for a time drawn from 0.5-MAX_S s (seeded; log-uniform when MAX_S > 3), or for the times DOWNS
+# lists. With two hosts host 1's link goes down, and the next event comes GAP_S after the link returns; with more,
+# a new event starts every GAP_S on the next host whose rail 1 is up, so events overlap (another host's link may
+# still be down). Per event: the stall (the longest gap between
 # iterations from the link going down until 3 s after it returns, less the usual gap) and, where no link is down
-# from its return until 3 s after, the rate from 2 to 3 s after it returns against the two-rail rate before the
-# first event, and the resume: from its return to the first iteration after it. Extra settings of the ranks go in
-# RANK_ENV ("ICN_TCP_RTO_MAX_MS=0"). CHANNELS (default 1): connections per peer each way, the all-to-all run over
-# each in turn (icn-diag-cluster-driver --channels), as NCCL's channels take their steps. Prints a Markdown table.
-#   sudo [HOSTS=2] [RAILS=2] [RAIL=1] [MAX_S=3] [DOWNS="2 7"] [GAP_S=4] [CHANNELS=1] [RANK_ENV=...] \
+# from its return until 3 s after, the rates from 1 to 2 s and from 2 to 3 s after it returns against the two-rail
+# rate before the first event (and, for outages of 2 s or more alone, from 1 s after the cut until the return),
+# and the resume: from its return to the first iteration after it. Extra settings of the ranks go in
+# RANK_ENV ("ICN_TCP_RTO_MAX_MS=0"). RATE (e.g. 1gbit; default unshaped) shapes every link both ways, so that the
+# links and not the machine's cores bound the rate: only then do the rates while down and after a return say what
+# the rails do (unshaped, two hosts run as fast on one rail as on two here). CHANNELS (default 1): connections per
+# peer each way, the all-to-all run over each in turn (icn-diag-cluster-driver --channels), as NCCL's channels take
+# their steps. Prints a Markdown table.
+#   sudo [HOSTS=2] [RAILS=2] [RAIL=1] [MAX_S=3] [DOWNS="2 7"] [GAP_S=4] [CHANNELS=1] [RATE=1gbit] [RANK_ENV=...] \
 #     test/bench/multirail_flaps.sh [BUILD_DIR] [EVENTS]   (defaults: build, 30)
 set -euo pipefail
 BUILD=${1:-build}
@@ -22,6 +27,7 @@ RAILS=${RAILS:-2}
 RAIL=${RAIL:-1}
 RANK_ENV=${RANK_ENV:-}
 CHANNELS=${CHANNELS:-1}
+RATE=${RATE:-}
 DRIVER=$(realpath "$BUILD/test/diagnose/icn-diag-cluster-driver")
 PLUGIN=$(realpath "$BUILD/plugin/libnccl-net-icn.so")
 OUT=${ICN_BENCH_OUT:-$(mktemp -d /tmp/icn-flaps.XXXXXX)}
@@ -29,7 +35,7 @@ mkdir -p "$OUT"
 bed="$(cd "$(dirname "$0")" && pwd)/../../tools/testbed/icn-testbed"
 name="icnfl$$"
 trap '"$bed" down --name "$name" >/dev/null 2>&1 || true' EXIT
-"$bed" up --name "$name" --hosts "$HOSTS" --rails "$RAILS" >/dev/null
+"$bed" up --name "$name" --hosts "$HOSTS" --rails "$RAILS" ${RATE:+--rate "$RATE"} >/dev/null
 durations=${DOWNS:-$(python3 -c "
 import math, random
 r = random.Random(7)
@@ -98,7 +104,7 @@ base = rate(events[0][0] - 5000, events[0][0])
 usual = statistics.median([t[i + 1] - t[i] for i in range(len(t) - 1) if t[i + 1] < events[0][0]])
 def quiet(a, b):  # no link down within [a, b]
     return all(up < a or down > b for down, up, _ in events)
-stalls, recov, overlapped, resume = [], [], [], []
+stalls, recov, early, during, overlapped, resume = [], [], [], [], [], []
 for down, up, host in events:
     after = [i for i in range(1, len(t)) if t[i] >= up and it[i] > it[i - 1]]
     resume.append((t[after[0]] - up) / 1000.0 if after else float("inf"))
@@ -107,6 +113,9 @@ for down, up, host in events:
     overlapped.append(any(h != host and u >= down and d <= up + 3000 for d, u, h in events))
     if quiet(up + 1, up + 3000):
         recov.append(rate(up + 2000, up + 3000) / base if base else 0.0)
+        early.append(rate(up + 1000, up + 2000) / base if base else 0.0)
+    if up - down >= 2000 and len([e for e in events if e[0] < up and e[1] > down]) == 1:
+        during.append(rate(down + 1000, up) / base if base else 0.0)
 logs = sorted(glob.glob(f"{out}/rank*.log"))
 done = [json.loads(l.split(" ", 1)[1]) for f in logs for l in open(f) if l.startswith("DONE")]
 wrong = sum(d["wrong"] for d in done)
@@ -117,16 +126,21 @@ s = sorted(stalls)
 p99 = s[min(len(s) - 1, int(round(0.99 * (len(s) - 1))))]
 outage = sorted((up - down) / 1000.0 for down, up, _ in events)
 span = (max(up for _, up, _ in events) - events[0][0]) / 1000.0
-rec = f"{statistics.median(recov):.2f}x ({min(recov):.2f}x) over {len(recov)}" if recov else "-"
+def med(xs):  # "median (min) over n"
+    return f"{statistics.median(xs):.2f}x ({min(xs):.2f}x) over {len(xs)}" if xs else "-"
 print("| ranks | events | down for | over | failed ranks | wrong bytes | stall p50 / p99 / max "
-      "| 2-3 s after: rate vs two rails, median (min) | events >= 0.95x | lanes given up / back | resumed after the return p50 / max |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+      "| while down (from 1 s after the cut): rate vs two rails, median (min) "
+      "| 1-2 s after | 2-3 s after | events >= 0.95x 1-2 s / 2-3 s after | lanes given up / back "
+      "| resumed after the return p50 / max |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 print(f"| {len(logs)} | {len(events)} | {outage[0]:.1f}-{outage[-1]:.1f} s (median {statistics.median(outage):.1f}) "
       f"| {span:.0f} s | {failed} (exit {rc}) | {wrong} | {statistics.median(stalls):.2f} / {p99:.2f} / {max(stalls):.2f} s "
-      f"| {rec} | {sum(r >= 0.95 for r in recov)}/{len(recov)} | {given} / {back} "
+      f"| {med(during)} | {med(early)} | {med(recov)} "
+      f"| {sum(r >= 0.95 for r in early)}/{len(early)} / {sum(r >= 0.95 for r in recov)}/{len(recov)} | {given} / {back} "
       f"| {statistics.median(resume):.2f} / {max(resume):.2f} s |")
-print("\nper event (down for, resumed after the return): " +
-      ", ".join(f"{(u - d) / 1000.0:.1f} s: {r:.2f} s" for (d, u, _), r in zip(events, resume)))
+print("\nper event (down for: resumed after the return; rate 0-0.5, 0.5-1, 1-2, 2-3 s after it vs two rails): " +
+      ", ".join(f"{(u - d) / 1000.0:.1f} s: {r:.2f} s; " + " ".join(f"{rate(u + a, u + b) / base:.2f}" for a, b in
+                ((0, 500), (500, 1000), (1000, 2000), (2000, 3000))) for (d, u, _), r in zip(events, resume)))
 if any(overlapped):
     both = [x for x, o in zip(stalls, overlapped) if o]
     alone = [x for x, o in zip(stalls, overlapped) if not o]

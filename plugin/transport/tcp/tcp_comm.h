@@ -254,6 +254,12 @@ class TcpSendComm final : public SendComm, public CommCore, public Tended {
   std::array<std::unique_ptr<Handshake>, kMaxLanes + 1> rejoinHs_;
   std::array<int64_t, kMaxLanes + 1> downAtNs_{}, closedAtNs_{}, admittedAtNs_{}, holdBackNs_{};
   uint64_t givenUp_ = 0, rejoined_ = 0;  // logged at close
+  // A lane back from a failure logs its first rate samples (whether its rail moves again at its rate): how many
+  // are still to log, and the helper's sample count at the last look.
+  void logSampleAfterReturn(int lane, int64_t nowNs);
+  std::array<uint8_t, kMaxLanes + 1> returnSamplesToLog_{};
+  std::array<uint64_t, kMaxLanes + 1> bytesOfFormerHelpers_{};  // a lane's bytes before its helper was replaced
+  std::array<uint32_t, kMaxLanes + 1> samplesSeen_{};
   std::array<LaneState, kMaxLanes + 1> laneState_{};
   std::array<uint64_t, kMaxLanes + 1> deliveredAtDown_{};
   // Delivery watch (proxy thread): each lane's acknowledged bytes at the last look, and when they last moved.

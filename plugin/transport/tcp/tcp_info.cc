@@ -24,8 +24,10 @@ bool tcpBusy(int fd, TcpBusy* out) {
   if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return false;
   if (len < offsetof(tcp_info, tcpi_sndbuf_limited) + sizeof info.tcpi_sndbuf_limited) return false;
   out->bytesAcked = info.tcpi_bytes_acked;
-  out->busyUs = info.tcpi_busy_time + info.tcpi_rwnd_limited + info.tcpi_sndbuf_limited;
-  out->netUs = info.tcpi_busy_time + info.tcpi_sndbuf_limited;
+  // The kernel's busy time already holds the times limited by the peer's window and by the send buffer (it is the
+  // sum of its three chronographs); those two are given apart as well.
+  out->busyUs = info.tcpi_busy_time;
+  out->netUs = info.tcpi_busy_time >= info.tcpi_rwnd_limited ? info.tcpi_busy_time - info.tcpi_rwnd_limited : 0;
   return true;
 }
 

@@ -279,7 +279,7 @@ void SendHelper::pieceFinished(std::chrono::steady_clock::time_point now, size_t
 }
 
 void SendHelper::noteBusy(uint64_t bytes, int64_t ns) {
-  if (ns > 0) addSpan(static_cast<double>(bytes), ns, true);
+  if (ns > 0 || bytes > 0) addSpan(static_cast<double>(bytes), std::max<int64_t>(ns, 0), true);
 }
 
 void SendHelper::addSpan(double bytes, int64_t ns, bool jumps) {
@@ -296,6 +296,7 @@ void SendHelper::addSpan(double bytes, int64_t ns, bool jumps) {
   const double next = old == 0 || jumped ? sample : 0.75 * static_cast<double>(old) + 0.25 * sample;
   rateBps_.store(std::max<uint64_t>(1, static_cast<uint64_t>(next)), std::memory_order_relaxed);
   sampledNs_.store(steadyNs(std::chrono::steady_clock::now()), std::memory_order_relaxed);
+  samples_.fetch_add(1, std::memory_order_relaxed);
 }
 
 double SendHelper::rate(std::chrono::steady_clock::time_point now) const {

@@ -195,7 +195,11 @@ class SendHelper final : public Helper {
   // read as a slow link). Each 100 ms of busy time is one sample; one under half or over twice the rate replaces
   // it at once (a link that slowed down, or one probed), others are smoothed in. A lane without a sample for 2 s
   // counts twice as fast per 2 s since (up to 16 times), so a lane measured low gets work again and a new measure.
+  // Bytes with no busy time (ns 0) count too: the kernel keeps busy time in jiffies, so a send shorter than one
+  // adds a jiffy or nothing, and leaving out the bytes of the nothing would read a lane of short sends as slow.
   void noteBusy(uint64_t bytes, int64_t ns);
+  // Rate samples taken so far (a new one: measuredRate() changed meaning).
+  uint32_t samples() const { return samples_.load(std::memory_order_relaxed); }
   // The receiver posted the receive of this lane's oldest unresolved eager message (their records arrive in the
   // order the lane carries them): it must read the lane on.
   void earlyResolved() { earlyResolved_.fetch_add(1, std::memory_order_release); }
@@ -224,6 +228,7 @@ class SendHelper final : public Helper {
   bool stop_ = false;           // under mu_
   std::atomic<uint64_t> rateBps_{0};     // smoothed rate, bytes/s (0: unmeasured)
   std::atomic<int64_t> sampledNs_{0};    // steady-clock ns of its last sample (0: none)
+  std::atomic<uint32_t> samples_{0};
   std::atomic<int64_t> headStartNs_{0};  // steady-clock ns when the piece in hand started (0: none)
   std::atomic<uint64_t> headSent_{0};    // its bytes written so far
   std::atomic<uint64_t> bytesSent_{0};   // payload bytes of finished pieces

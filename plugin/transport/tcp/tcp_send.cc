@@ -435,9 +435,10 @@ std::string TcpSendComm::railShares() const {
   uint64_t total = 0;
   for (size_t i = 0; i < helpers_.size(); i++) {
     const size_t rail = static_cast<size_t>(laneRail_[i + 1]);
-    bytes[rail] += helpers_[i]->bytesSent();
+    const uint64_t sent = bytesOfFormerHelpers_[i + 1] + helpers_[i]->bytesSent();  // over the lane's whole life
+    bytes[rail] += sent;
     lanes[rail]++;
-    total += helpers_[i]->bytesSent();
+    total += sent;
   }
   const std::vector<double> rates = railRates(false);
   std::string out;

@@ -10,6 +10,10 @@
 #include "transport/tcp/tcp_paths.h"
 
 namespace icn::tcp {
+namespace {
+// A lane back from a failure logs this many of its first rate samples.
+constexpr uint8_t kReturnSamplesLogged = 3;
+}  // namespace
 
 // Every 10 ms: a TCP_INFO read per live helper lane (lane 0 instead for the wire measure of a connection without
 // helper lanes), handed to the failover watch and the wire measure; then the look is the next one's baseline. A
@@ -77,8 +81,9 @@ void TcpSendComm::watchDelivery(int64_t nowNs, const LaneLook& look) {
     if (acked != ackSeen_[lane]) lastAckNs_[lane] = std::max(lastAckNs_[lane], lastWatchNs_);
     const TcpBusy& b = look.now[lane];
     const TcpBusy& last = lookBusy_[lane];
-    if (look.got[lane] && looked_[lane] && b.busyUs > last.busyUs && b.bytesAcked >= last.bytesAcked)
+    if (look.got[lane] && looked_[lane] && b.busyUs >= last.busyUs && b.bytesAcked >= last.bytesAcked)
       helpers_[i]->noteBusy(b.bytesAcked - last.bytesAcked, static_cast<int64_t>(b.busyUs - last.busyUs) * 1000);
+    if (returnSamplesToLog_[lane] > 0 && helpers_[i]->samples() != samplesSeen_[lane]) logSampleAfterReturn(lane, nowNs);
     if (acked != ackSeen_[lane] || !waiting[lane] || ackMovedNs_[lane] == 0) {
       ackSeen_[lane] = acked;
       ackMovedNs_[lane] = nowNs;
@@ -95,6 +100,24 @@ void TcpSendComm::watchDelivery(int64_t nowNs, const LaneLook& look) {
       helpers_[i]->giveUp("its peer acknowledged nothing for " + std::to_string(stallNs / 1'000'000) +
                           " ms (ICN_TCP_LANE_STALL_MS) while other lanes' acknowledgements moved");
   }
+}
+
+// The lanes' rates per rail next to the returned lane's own: a rail that moves again at its rate carries its share
+// of each message; one measured low carries less until a later sample (or the probe) says otherwise.
+void TcpSendComm::logSampleAfterReturn(int lane, int64_t nowNs) {
+  const SendHelper& helper = *helpers_[static_cast<size_t>(lane - 1)];
+  samplesSeen_[lane] = helper.samples();
+  returnSamplesToLog_[lane]--;
+  const std::vector<double> rates = railRates(false);
+  std::string perRail;
+  char buf[96];
+  for (size_t k = 0; k < railNames_.size(); k++) {
+    snprintf(buf, sizeof buf, "%s%s %.1f", perRail.empty() ? "" : ", ", railNames_[k].c_str(), rates[k] / 1e6);
+    perRail += buf;
+  }
+  ICN_INFO(subsys::Net, "TCP connection to %s: lane %d on %s measures %.1f MB/s, %.2f s after it came back "
+           "(per lane: %s MB/s)", failure_.peer().c_str(), lane, railNameOf(lane).c_str(),
+           helper.measuredRate() / 1e6, static_cast<double>(nowNs - admittedAtNs_[lane]) / 1e9, perRail.c_str());
 }
 
 Status TcpSendComm::checkLanes(int64_t now) {
@@ -269,6 +292,7 @@ Status TcpSendComm::acceptRejoin(int lane) {
   rejoinListener_[lane].reset();
   tuneLane(fd.get());
   const size_t i = static_cast<size_t>(lane - 1);
+  bytesOfFormerHelpers_[static_cast<size_t>(lane)] += helpers_[i]->bytesSent();
   std::vector<std::unique_ptr<Helper>> old;
   old.push_back(std::move(helpers_[i]));  // stopped when the lane was given up
   reaper().adopt(std::move(old));
@@ -283,6 +307,8 @@ Status TcpSendComm::acceptRejoin(int lane) {
   ackSeen_[lane] = 0;
   ackMovedNs_[lane] = 0;
   looked_[lane] = false;  // a new socket: its counts start again
+  returnSamplesToLog_[lane] = kReturnSamplesLogged;
+  samplesSeen_[lane] = 0;
   deadLanes_--;
   rejoined_++;
   if (RailCounters* c = railCountersOf(lane)) c->back++;
