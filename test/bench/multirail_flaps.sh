@@ -14,9 +14,9 @@
 # links and not the machine's cores bound the rate: only then do the rates while down and after a return say what
 # the rails do (unshaped, two hosts run as fast on one rail as on two here). CHANNELS (default 1): connections per
 # peer each way, the all-to-all run over each in turn (icn-diag-cluster-driver --channels), as NCCL's channels take
-# their steps. Prints a Markdown table.
-#   sudo [HOSTS=2] [RAILS=2] [RAIL=1] [MAX_S=3] [DOWNS="2 7"] [GAP_S=4] [CHANNELS=1] [RATE=1gbit] [RANK_ENV=...] \
-#     test/bench/multirail_flaps.sh [BUILD_DIR] [EVENTS]   (defaults: build, 30)
+# their steps. BYTES (default 4 MiB): each message. PLUGIN_SO: another build of the plugin. Prints a Markdown table.
+#   sudo [HOSTS=2] [RAILS=2] [RAIL=1] [MAX_S=3] [DOWNS="2 7"] [GAP_S=4] [CHANNELS=1] [RATE=1gbit] [BYTES=N] \
+#     [PLUGIN_SO=...] [RANK_ENV=...] test/bench/multirail_flaps.sh [BUILD_DIR] [EVENTS]   (defaults: build, 30)
 set -euo pipefail
 BUILD=${1:-build}
 EVENTS=${2:-30}
@@ -29,7 +29,8 @@ RANK_ENV=${RANK_ENV:-}
 CHANNELS=${CHANNELS:-1}
 RATE=${RATE:-}
 DRIVER=$(realpath "$BUILD/test/diagnose/icn-diag-cluster-driver")
-PLUGIN=$(realpath "$BUILD/plugin/libnccl-net-icn.so")
+PLUGIN=$(realpath "${PLUGIN_SO:-$BUILD/plugin/libnccl-net-icn.so}")
+BYTES=${BYTES:-4194304}
 OUT=${ICN_BENCH_OUT:-$(mktemp -d /tmp/icn-flaps.XXXXXX)}
 mkdir -p "$OUT"
 bed="$(cd "$(dirname "$0")" && pwd)/../../tools/testbed/icn-testbed"
@@ -51,7 +52,7 @@ ranks=()
 for r in $(seq 0 $((HOSTS - 1))); do
   "$bed" exec --name "$name" "$r" -- env ICN_TRANSPORT=tcp ICN_SOCKET_IFNAME=eth NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET \
     ICN_TUNER=off ICN_STRAGGLER_REPORT_S=0 ICN_HANG_REPORT_S=0 $RANK_ENV "$DRIVER" --rank "$r" --nranks "$HOSTS" --dir "$OUT" \
-    --bytes 4194304 --seconds "$total" --tick-ms 50 --channels "$CHANNELS" --plugin "$PLUGIN" > "$OUT/rank$r.log" 2>&1 &
+    --bytes "$BYTES" --seconds "$total" --tick-ms 50 --channels "$CHANNELS" --plugin "$PLUGIN" > "$OUT/rank$r.log" 2>&1 &
   ranks+=($!)
 done
 sleep 8
@@ -147,6 +148,6 @@ if any(overlapped):
     print(f"\n{len(both)} events overlapped another host's (its link down from this one's start until 3 s after its "
           f"end): stall p50 {statistics.median(both):.2f} s, max {max(both):.2f} s, {sum(x > 1.2 for x in both)} over "
           f"1.2 s; the other {len(alone)}: max {max(alone, default=0):.2f} s")
-print(f"\ntwo-rail rate before the first event: {base:.0f} iterations/s (4 MiB to each peer); events skipped (every "
+print(f"\ntwo-rail rate before the first event: {base:.0f} iterations/s; events skipped (every "
       f"host's link down): {skipped}; raw data: {out}")
 PY
