@@ -9,6 +9,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <thread>
 
 namespace icn::netapi {
@@ -23,7 +24,15 @@ void stderrLogger(ncclDebugLogLevel level, unsigned long, const char* file, int 
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "[%d] %s %s\n", getpid(), level == NCCL_LOG_WARN ? "WARN" : "INFO", msg);
+  const char* level_name = level == NCCL_LOG_WARN ? "WARN" : "INFO";
+  if (getenv("NCCL_DEBUG_TIMESTAMP_LEVELS")) {  // as NCCL can: wall-clock time on each line, to the millisecond
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    fprintf(stderr, "[%d] %s [%lld.%03ld] %s\n", getpid(), level_name, static_cast<long long>(ts.tv_sec),
+            ts.tv_nsec / 1'000'000, msg);
+    return;
+  }
+  fprintf(stderr, "[%d] %s %s\n", getpid(), level_name, msg);
 }
 }  // namespace
 

@@ -164,8 +164,9 @@ class TcpSendComm final : public SendComm, public CommCore, public Tended {
   // A helper lane with no unresolved eager message on it, round robin; -1 when there is none.
   int cleanHelper();
   // Splits r's `size` bytes over up to `n` of the lanes in `lanes` (clean helper lanes), in proportion to their
-  // rails' measured rates (railRates), each piece at least tuning_.chunkBytes unless one piece takes it all;
-  // fills lanes[0..k) and sizes[0..k) with the pieces in offset order and returns k.
+  // rails' measured rates (railRates), each piece at least tuning_.chunkBytes unless one piece takes it all, every
+  // rail kept while its share is a chunk or more (splitOverRails); fills lanes[0..k) and sizes[0..k) with the
+  // pieces in offset order and returns k.
   size_t splitByRate(size_t size, std::array<int, kMaxLanes>& lanes, size_t n, std::array<size_t, kMaxLanes>& sizes);
   // Per rail, the mean rate of its helper lanes that have one (0: none measured); `probed`: as the split weighs them
   // (a lane not measured lately counts faster, SendHelper::rate), else as last measured (for the log).

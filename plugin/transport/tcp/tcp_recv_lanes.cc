@@ -76,15 +76,15 @@ Status TcpRecvComm::handleCopyOffer(const ChunkHeader& h, bool lane0, Landing* o
 
 namespace {
 // One attempt on an offered lane: its TCP connect within kRejoinConnectNs (a SYN over a link that works is answered
-// within a round trip; one over a link still down is not answered at all), the handshake after it within
-// kRejoinAttemptNs of the start.
-constexpr int64_t kRejoinConnectNs = 300'000'000;
+// within a round trip, a few milliseconds in a cluster even behind a full queue; one over a link still down is not
+// answered at all), the handshake after it within kRejoinAttemptNs of the start.
+constexpr int64_t kRejoinConnectNs = 150'000'000;
 constexpr int64_t kRejoinAttemptNs = 2'000'000'000;
-// Between attempts: from 100 ms up to 200 ms while the offer is younger than kRejoinEagerNs, so a link back from an
-// outage of seconds carries again within about half a second (an attempt every 0.5 s at most); after that up to a
-// second, so a link gone for good costs its peers under one SYN a second per lane.
+// Between attempts: 100 ms while the offer is younger than kRejoinEagerNs, so a link back from an outage of seconds
+// is tried again within a quarter of a second (an attempt every 0.25 s); after that up to a second, so a link gone
+// for good costs its peers under one SYN a second per lane.
 constexpr int64_t kFirstRejoinBackoffNs = 100'000'000;
-constexpr int64_t kEagerRejoinBackoffNs = 200'000'000;
+constexpr int64_t kEagerRejoinBackoffNs = 100'000'000;
 constexpr int64_t kMaxRejoinBackoffNs = 1'000'000'000;
 constexpr int64_t kRejoinEagerNs = 10'000'000'000;
 }  // namespace

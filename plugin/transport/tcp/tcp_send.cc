@@ -12,6 +12,7 @@
 #include "core/params.h"
 #include "transport/tcp/tcp_comm.h"
 #include "transport/tcp/tcp_paths.h"
+#include "transport/tcp/tcp_split.h"
 
 namespace icn::tcp {
 
@@ -471,60 +472,34 @@ std::vector<double> TcpSendComm::railRates(bool probed) const {
 
 size_t TcpSendComm::splitByRate(size_t size, std::array<int, kMaxLanes>& lanes, size_t n,
                                 std::array<size_t, kMaxLanes>& sizes) {
-  size_t pieces = std::clamp<size_t>(size / tuning_.chunkBytes, 1, n);
-  std::array<double, kMaxLanes> w{};
-  if (railNames_.size() <= 1) {
-    w.fill(1.0);  // one rail: equal pieces
-  } else {
-    // A lane weighs what its rail moves per lane; a rail not measured yet weighs like the fastest one, so it gets
-    // work and a measure.
-    const std::vector<double> rates = railRates();
-    const double top = std::max(1.0, *std::max_element(rates.begin(), rates.end()));
-    std::array<double, kMaxLanes> finish{};
-    const double share = static_cast<double>(size) / static_cast<double>(pieces);
-    for (size_t k = 0; k < n; k++) {
-      const double r = rates[static_cast<size_t>(laneRail_[static_cast<size_t>(lanes[k])])];
-      w[k] = r > 0 ? r : top;
-      // When the lane would be done with its share: after what it still holds (handed, not yet acknowledged).
-      const SendHelper& helper = *helpers_[static_cast<size_t>(lanes[k] - 1)];
-      const uint64_t acked = helper.delivered();
-      const double holds = helper.pushed() > acked ? static_cast<double>(helper.pushed() - acked) : 0.0;
-      finish[k] = (holds + share) / w[k];
-    }
-    // The lanes that would finish first take the pieces (stable: equal ones keep their round-robin order), so a
-    // message of one piece goes to whichever rail is free, not always to the one measured fastest.
-    std::array<size_t, kMaxLanes> order{};
-    for (size_t k = 0; k < n; k++) order[k] = k;
-    std::stable_sort(order.begin(), order.begin() + static_cast<long>(n),
-                     [&](size_t a, size_t b) { return finish[a] < finish[b]; });
-    std::array<int, kMaxLanes> l2{};
-    std::array<double, kMaxLanes> w2{};
-    for (size_t k = 0; k < n; k++) {
-      l2[k] = lanes[order[k]];
-      w2[k] = w[order[k]];
-    }
-    lanes = l2;
-    w = w2;
+  std::array<SplitCandidate, kMaxLanes> c{};
+  std::array<double, kMaxLanes> finish{};
+  const bool rails = railNames_.size() > 1;
+  // A lane weighs what its rail moves per lane; a rail not measured yet weighs like the fastest one, so it gets work
+  // and a measure. One rail: equal pieces, the lanes in their round-robin order.
+  const std::vector<double> rates = rails ? railRates() : std::vector<double>{};
+  const double top = rails ? std::max(1.0, *std::max_element(rates.begin(), rates.end())) : 1.0;
+  const double share = static_cast<double>(size) / static_cast<double>(n);
+  for (size_t k = 0; k < n; k++) {
+    const int rail = laneRail_[static_cast<size_t>(lanes[k])];
+    const double r = rails ? rates[static_cast<size_t>(rail)] : 1.0;
+    c[k] = SplitCandidate{lanes[k], rail, r > 0 ? r : top};
+    // When the lane would be done with a share: after what it still holds (handed, not yet acknowledged).
+    const SendHelper& helper = *helpers_[static_cast<size_t>(lanes[k] - 1)];
+    const uint64_t acked = helper.delivered();
+    const double holds = helper.pushed() > acked ? static_cast<double>(helper.pushed() - acked) : 0.0;
+    finish[k] = rails ? (holds + share) / c[k].weight : static_cast<double>(k);
   }
-  double total = 0, fastest = 0;
-  for (size_t k = 0; k < pieces; k++) {
-    total += w[k];
-    fastest = std::max(fastest, w[k]);
-  }
-  // A lane whose share would be under a chunk sits this message out (the last to finish first), and so does one
-  // under an eighth of the fastest lane's rate: it would add little, and an estimate a little high would make its
-  // piece the one the message waits for.
-  while (pieces > 1 && (static_cast<double>(size) * w[pieces - 1] / total < static_cast<double>(tuning_.chunkBytes) ||
-                        w[pieces - 1] < fastest / 8)) {
-    total -= w[--pieces];
-  }
-  size_t given = 0;
-  for (size_t k = 0; k + 1 < pieces; k++) {
-    // Page-sized pieces: each piece's start stays page-aligned when the message's is.
-    sizes[k] = static_cast<size_t>(static_cast<double>(size) * w[k] / total) & ~size_t{4095};
-    given += sizes[k];
-  }
-  sizes[pieces - 1] = size - given;
+  // The lanes that would finish first come first (stable: equal ones keep their round-robin order), so a message of
+  // one piece goes to whichever rail is free, not always to the one measured fastest.
+  std::array<size_t, kMaxLanes> order{};
+  for (size_t k = 0; k < n; k++) order[k] = k;
+  std::stable_sort(order.begin(), order.begin() + static_cast<long>(n),
+                   [&](size_t a, size_t b) { return finish[a] < finish[b]; });
+  std::array<SplitCandidate, kMaxLanes> sorted{};
+  for (size_t k = 0; k < n; k++) sorted[k] = c[order[k]];
+  const size_t pieces = splitOverRails(size, tuning_.chunkBytes, sorted.data(), n, sizes.data());
+  for (size_t k = 0; k < pieces; k++) lanes[k] = sorted[k].lane;
   return pieces;
 }
 

@@ -1,0 +1,65 @@
+#include "transport/tcp/tcp_split.h"
+
+#include <algorithm>
+
+namespace icn::tcp {
+namespace {
+
+// Removes candidate k, keeping the others' order.
+void drop(SplitCandidate* c, size_t* n, size_t k) {
+  for (size_t i = k; i + 1 < *n; i++) c[i] = c[i + 1];
+  (*n)--;
+}
+
+// The candidate to sit out next: the latest to finish of the rail with the most lanes in the message; where every
+// rail has one, the lightest (the latest to finish among equals).
+size_t nextToSitOut(const SplitCandidate* c, size_t n) {
+  size_t pick = n - 1;
+  int most = 1;
+  for (size_t k = n; k-- > 0;) {
+    int onRail = 0;
+    for (size_t i = 0; i < n; i++) onRail += c[i].rail == c[k].rail;
+    if (onRail > most) {
+      most = onRail;
+      pick = k;
+    }
+  }
+  if (most > 1) return pick;
+  for (size_t k = n; k-- > 0;)
+    if (c[k].weight < c[pick].weight) pick = k;
+  return pick;
+}
+
+double weightOf(const SplitCandidate* c, size_t n) {
+  double total = 0;
+  for (size_t k = 0; k < n; k++) total += c[k].weight;
+  return total;
+}
+
+}  // namespace
+
+size_t splitOverRails(size_t size, size_t chunk, SplitCandidate* c, size_t n, size_t* sizes) {
+  n = std::max<size_t>(n, 1);
+  double fastest = 0;
+  for (size_t k = 0; k < n; k++) fastest = std::max(fastest, c[k].weight);
+  for (size_t k = n; k-- > 0 && n > 1;)
+    if (c[k].weight < fastest / 8) drop(c, &n, k);
+  const size_t most = std::clamp<size_t>(size / std::max<size_t>(chunk, 1), 1, n);
+  while (n > 1) {
+    double least = c[0].weight;
+    for (size_t k = 1; k < n; k++) least = std::min(least, c[k].weight);
+    if (n <= most && static_cast<double>(size) * least / weightOf(c, n) >= static_cast<double>(chunk)) break;
+    drop(c, &n, nextToSitOut(c, n));
+  }
+  const double total = weightOf(c, n);
+  size_t given = 0;
+  for (size_t k = 0; k + 1 < n; k++) {
+    // Page-sized pieces: each piece's start stays page-aligned when the message's is.
+    sizes[k] = static_cast<size_t>(static_cast<double>(size) * c[k].weight / total) & ~size_t{4095};
+    given += sizes[k];
+  }
+  sizes[n - 1] = size - given;
+  return n;
+}
+
+}  // namespace icn::tcp
