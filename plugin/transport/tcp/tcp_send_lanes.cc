@@ -83,7 +83,8 @@ void TcpSendComm::watchDelivery(int64_t nowNs, const LaneLook& look) {
     const TcpBusy& last = lookBusy_[lane];
     if (look.got[lane] && looked_[lane] && b.busyUs >= last.busyUs && b.bytesAcked >= last.bytesAcked)
       helpers_[i]->noteBusy(b.bytesAcked - last.bytesAcked, static_cast<int64_t>(b.busyUs - last.busyUs) * 1000);
-    if (returnSamplesToLog_[lane] > 0 && helpers_[i]->samples() != samplesSeen_[lane]) logSampleAfterReturn(lane, nowNs);
+    if (returnSamplesToLog_[lane] > 0 && helpers_[i]->samples() != samplesSeen_[lane])
+      logSampleAfterReturn(lane, nowNs);
     if (acked != ackSeen_[lane] || !waiting[lane] || ackMovedNs_[lane] == 0) {
       ackSeen_[lane] = acked;
       ackMovedNs_[lane] = nowNs;
