@@ -47,8 +47,7 @@ TEST(SplitOverRails, EqualRailsShareAMessageOfAChunkPerLane) {
 }
 
 // A rail measured at half the other's rate: four pieces would give its lanes under a chunk each. It keeps one lane
-// and a third of the message, instead of sitting out (and going unmeasured) as when lanes left from the end of the
-// finish order.
+// and a third of the message: a rail that sits out goes unmeasured, and its estimate stays low.
 TEST(SplitOverRails, ASlowerRailKeepsItsShareOfAMessageOfFewChunks) {
   const Cut c = split(512 * kKiB, {1, 3, 2, 4}, {0, 0, 1, 1}, {100, 100, 50, 50});
   ASSERT_EQ(c.perRail.count(1), 1u) << "the slower rail carries nothing";
