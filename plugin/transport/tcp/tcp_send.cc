@@ -484,18 +484,20 @@ size_t TcpSendComm::splitByRate(size_t size, std::array<int, kMaxLanes>& lanes, 
     const int rail = laneRail_[static_cast<size_t>(lanes[k])];
     const double r = rails ? rates[static_cast<size_t>(rail)] : 1.0;
     c[k] = SplitCandidate{lanes[k], rail, r > 0 ? r : top};
+    if (!rails) continue;
     // When the lane would be done with a share: after what it still holds (handed, not yet acknowledged).
     const SendHelper& helper = *helpers_[static_cast<size_t>(lanes[k] - 1)];
     const uint64_t acked = helper.delivered();
     const double holds = helper.pushed() > acked ? static_cast<double>(helper.pushed() - acked) : 0.0;
-    finish[k] = rails ? (holds + share) / c[k].weight : static_cast<double>(k);
+    finish[k] = (holds + share) / c[k].weight;
   }
   // The lanes that would finish first come first (stable: equal ones keep their round-robin order), so a message of
   // one piece goes to whichever rail is free, not always to the one measured fastest.
   std::array<size_t, kMaxLanes> order{};
   for (size_t k = 0; k < n; k++) order[k] = k;
-  std::stable_sort(order.begin(), order.begin() + static_cast<long>(n),
-                   [&](size_t a, size_t b) { return finish[a] < finish[b]; });
+  if (rails)
+    std::stable_sort(order.begin(), order.begin() + static_cast<long>(n),
+                     [&](size_t a, size_t b) { return finish[a] < finish[b]; });
   std::array<SplitCandidate, kMaxLanes> sorted{};
   for (size_t k = 0; k < n; k++) sorted[k] = c[order[k]];
   const size_t pieces = splitOverRails(size, tuning_.chunkBytes, sorted.data(), n, sizes.data());
