@@ -21,7 +21,9 @@
 #   OUT=dir [PLUGIN_B=other.so] test/device/multirail_proof.sh PLUGIN_SO NETTOOLS_DIR BENCH_BIN DRIVER_BIN
 # Env: NODES ("2 4"), PARTS ("bandwidth flaps"), RATE (5gbit per link), ROUNDS (2), BW_ARGS (icn-cluster-bench
 #      options), BW_GROUPS ("icn icn-nocopy icn-1 socket socket-1"), AR_BYTES (8M), A2A_BYTES (8M),
-#      DOWNS ("1 3 0.5 10 2 4@0"), GAP_S (6), WARM_S (5), STUCK_S (40), FLAP_GROUPS ("icn socket").
+#      DOWNS ("1 3 0.5 10 2 4@0"), GAP_S (6), WARM_S (5), STUCK_S (40), FLAP_GROUPS ("icn socket"),
+#      NCCL_LIB_DIR (a folder holding another NCCL's libnccl.so.2, loaded in place of the machine's; the summary
+#      names the library's NCCL version, and a rank 0 that printed no such version line fails the checks).
 # Writes $OUT/summary.md, $OUT/results.txt (CLUSTER lines), $OUT/flaps.jsonl (events and progress), $OUT/logs.tar.gz.
 # Exit 1 when an ICN rank failed, erred, did not use ICN over two rails, or counted wrong elements, or a Socket
 # bandwidth group failed (test/device/checks.sh). MPS and the hosts are always removed.
@@ -52,7 +54,14 @@ W=$OUT/work
 rm -rf "$W"; mkdir -p "$W"
 : > "$OUT/results.txt"; : > "$OUT/flaps.jsonl"
 
+if [ -n "${NCCL_LIB_DIR:-}" ]; then
+  NCCL_LIB_DIR=$(realpath "$NCCL_LIB_DIR"); export LD_LIBRARY_PATH="$NCCL_LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 device_nccl_and_mps_env "$DRIVER"
+# The version the loaded NCCL prints (NCCL_DEBUG=INFO), read once from the library itself.
+nccl_version=$(ldd "$DRIVER" | awk '/libnccl.so.2 =>/ {print $3}' | xargs -r grep -aoE 'NCCL version [0-9]+\.[0-9]+\.[0-9]+' |
+  head -1 | awk '{print $3}')
+echo "NCCL: ${nccl_version:-unknown} ($(ldd "$DRIVER" | awk '/libnccl.so.2 =>/ {print $3}'))"
 cleanup() {
   pkill -KILL -f "$DRIVER" 2>/dev/null
   "$bed" down --name $name >/dev/null 2>&1
@@ -113,6 +122,7 @@ run_bench() {  # NODES ROUND GROUP
     local extra=()
     [ "$rank" = 0 ] && extra=(--expect '^CLUSTER .*"us"')
     [ "$rank" = 0 ] && [ -n "$(group_channels "$group")" ] && extra+=(--expect "$(group_channels "$group")")
+    [ "$rank" = 0 ] && [ -n "$nccl_version" ] && extra+=(--expect "NCCL version $nccl_version")
     check_run "$tag rank $rank" "${rcs[$rank]}" "$W/${tag}_rank$rank.log" --expect "$(group_expect "$group")" \
       --expect "nNodes $nodes localRanks 1" "${extra[@]}"
   done
@@ -170,10 +180,13 @@ run_flaps() {  # NODES GROUP
     sed "s|^PROGRESS {|{\"kind\":\"progress\",\"tag\":\"$tag\",|" >> "$OUT/flaps.jsonl"
   if is_icn "$group"; then
     for rank in $(seq 0 $((nodes - 1))); do
+      local vexp=()
+      [ "$rank" = 0 ] && [ -n "$nccl_version" ] && vexp=(--expect "NCCL version $nccl_version")
       # ICN's failover WARNs (a lane given up, a copy of lane 0 dropped, each naming its rail) are the expected
       # notices of this case.
       DEVICE_BENIGN_RE="$DEVICE_BENIGN_RE|NCCL WARN ICN TCP connection to .*: lane [0-9]+ on eth[0-9]+( -> [0-9.]+)? failed|NCCL WARN ICN TCP connection with .*: lane 0 over eth[0-9]+.*; lane 0 goes on over eth[0-9]+" check_run "$tag rank $rank" \
-        "${rcs[$rank]}" "$W/${tag}_rank$rank.log" --expect "$(group_expect "$group")" --expect '^DONE .*"wrong":0'
+        "${rcs[$rank]}" "$W/${tag}_rank$rank.log" --expect "$(group_expect "$group")" --expect '^DONE .*"wrong":0' \
+        "${vexp[@]}"
     done
   fi
   echo "== $tag: finished=$finished rc ${rcs[*]}; $(grep -h '^DONE' "$W/${tag}_rank0.log")"
@@ -192,7 +205,8 @@ for nodes in $NODES; do
         done ;;
       flaps) for g in $FLAP_GROUPS; do run_flaps "$nodes" "$g"; done ;;
     esac
-    python3 "$here/multirail_summary.py" "$OUT/results.txt" "$OUT/flaps.jsonl" "$RATE" > "$OUT/summary.md"
+    { echo "NCCL ${nccl_version:-unknown}, $nodes nodes"; echo
+      python3 "$here/multirail_summary.py" "$OUT/results.txt" "$OUT/flaps.jsonl" "$RATE"; } > "$OUT/summary.md"
   done
   "$bed" down --name $name >/dev/null 2>&1
 done
