@@ -34,7 +34,7 @@ export CUDA_MPS_PIPE_DIRECTORY=/tmp/icn-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/icn
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 cleanup() {
   "$bed" down --name $name >/dev/null 2>&1
-  echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+  device_mps_quit
 }
 trap cleanup EXIT
 nvidia-cuda-mps-control -d || { device_fail mps "nvidia-cuda-mps-control -d failed"; device_checks_exit; }

@@ -65,7 +65,7 @@ echo "NCCL: ${nccl_version:-unknown} ($(ldd "$DRIVER" | awk '/libnccl.so.2 =>/ {
 cleanup() {
   pkill -KILL -f "$DRIVER" 2>/dev/null
   "$bed" down --name $name >/dev/null 2>&1
-  echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+  device_mps_quit
   (cd "$W" && tar czf "$OUT/logs.tar.gz" . 2>/dev/null)
 }
 trap cleanup EXIT

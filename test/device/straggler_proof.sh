@@ -82,7 +82,7 @@ cleanup() {
     kill -KILL "$(cat "$f")" 2>/dev/null
   done
   "$bed" down --name "$name" >/dev/null 2>&1
-  echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+  device_mps_quit
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
