@@ -2,7 +2,7 @@
 # Multi-rail TCP benchmark on emulated hosts (tools/testbed/icn-testbed --rails 2): the sender's two links shaped
 # with tbf to RATE0 and RATE1; icn-perf one-way bandwidth at SIZE over both rails and over the first alone
 # (ICN_TCP_RAILS=1), interleaved for ROUNDS rounds; medians, and the ratio to the shaped aggregate.
-#   sudo test/bench/multirail_tcp.sh [BUILD_DIR] [ROUNDS] [SIZE] [RATE0] [RATE1]   (build 3 64M 2gbit 1gbit)
+#   sudo [PLUGIN_SO=other.so] test/bench/multirail_tcp.sh [BUILD_DIR] [ROUNDS] [SIZE] [RATE0] [RATE1]   (build 3 64M 2gbit 1gbit)
 # Prints a Markdown table; raw logs in $ICN_BENCH_OUT (default: a temporary directory).
 set -euo pipefail
 BUILD=${1:-build}
@@ -11,7 +11,7 @@ SIZE=${3:-64M}
 RATE0=${4:-2gbit}
 RATE1=${5:-1gbit}
 PERF=$(realpath "$BUILD/tools/perf/icn-perf")
-PLUGIN=$(realpath "$BUILD/plugin/libnccl-net-icn.so")
+PLUGIN=$(realpath "${PLUGIN_SO:-$BUILD/plugin/libnccl-net-icn.so}")
 OUT=${ICN_BENCH_OUT:-$(mktemp -d /tmp/icn-mrbench.XXXXXX)}
 mkdir -p "$OUT"
 bed="$(cd "$(dirname "$0")" && pwd)/../../tools/testbed/icn-testbed"

@@ -19,10 +19,13 @@ struct Cut {
   std::map<int, size_t> perRail;  // bytes per rail
 };
 
-// Lanes 1..n in the order given; rails[k] and weights[k] for the k-th.
-Cut split(size_t size, const std::vector<int>& lanes, const std::vector<int>& rails, const std::vector<double>& w) {
+// Lanes 1..n in the order given; rails[k], weights[k] and the bytes it holds (holds[k], none when not given) for
+// the k-th.
+Cut split(size_t size, const std::vector<int>& lanes, const std::vector<int>& rails, const std::vector<double>& w,
+          const std::vector<double>& holds = {}) {
   std::vector<SplitCandidate> c;
-  for (size_t k = 0; k < lanes.size(); k++) c.push_back(SplitCandidate{lanes[k], rails[k], w[k]});
+  for (size_t k = 0; k < lanes.size(); k++)
+    c.push_back(SplitCandidate{lanes[k], rails[k], w[k], k < holds.size() ? holds[k] : 0.0});
   std::vector<size_t> sizes(c.size(), 0);
   const size_t n = splitOverRails(size, kChunk, c.data(), c.size(), sizes.data());
   Cut out;
@@ -32,7 +35,9 @@ Cut split(size_t size, const std::vector<int>& lanes, const std::vector<int>& ra
     out.sizes.push_back(sizes[k]);
     out.perRail[c[k].rail] += sizes[k];
     sum += sizes[k];
-    if (k + 1 < n) EXPECT_EQ(sizes[k] % 4096, 0u) << "piece " << k << " is not page-sized";
+    if (k + 1 < n) {
+      EXPECT_EQ(sizes[k] % 4096, 0u) << "piece " << k << " is not page-sized";
+    }
   }
   EXPECT_EQ(sum, size) << "the pieces do not add up to the message";
   return out;
@@ -68,6 +73,30 @@ TEST(SplitOverRails, AMessageOfOnePieceGoesToTheLaneThatWouldFinishFirst) {
   ASSERT_EQ(c.lanes.size(), 1u);
   EXPECT_EQ(c.lanes[0], 4);
   EXPECT_EQ(c.sizes[0], 100 * kKiB);
+}
+
+// Back-to-back messages of a chunk: the rail measured a little slower is free while the other still holds a
+// message; the next one goes to the free rail, or only one rail would carry them.
+TEST(SplitOverRails, AMessageOfOnePieceGoesToTheFreeRailThoughItMeasuresALittleSlower) {
+  const Cut c = split(128 * kKiB, {2, 4, 1, 3}, {1, 1, 0, 0}, {59, 59, 62, 62}, {0, 0, 128 * kKiB, 128 * kKiB});
+  ASSERT_EQ(c.lanes.size(), 1u);
+  EXPECT_EQ(c.perRail.count(1), 1u) << "the message waits behind the busy rail's";
+  EXPECT_EQ(c.lanes[0], 2);
+}
+
+// A free rail at a tenth of the other's rate would take longer over the whole message than the busy one.
+TEST(SplitOverRails, AMessageOfOnePieceWaitsForAMuchFasterRail) {
+  const Cut c = split(128 * kKiB, {2, 1}, {1, 0}, {20, 200}, {0, 128 * kKiB});
+  ASSERT_EQ(c.lanes.size(), 1u);
+  EXPECT_EQ(c.lanes[0], 1);
+}
+
+// Three rails, each with one lane and a message too small for three pieces: the lane with the most work queued sits
+// out first.
+TEST(SplitOverRails, TheLaneWithTheMostWorkQueuedSitsOutFirst) {
+  const Cut c = split(256 * kKiB, {1, 2, 3}, {0, 1, 2}, {100, 100, 100}, {0, 512 * kKiB, 64 * kKiB});
+  ASSERT_EQ(c.lanes.size(), 2u);
+  EXPECT_EQ(c.perRail.count(1), 0u) << "the busiest rail kept a piece";
 }
 
 TEST(SplitOverRails, RailsInProportionToTheirRatesForALargeMessage) {

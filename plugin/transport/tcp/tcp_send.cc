@@ -489,6 +489,7 @@ size_t TcpSendComm::splitByRate(size_t size, std::array<int, kMaxLanes>& lanes, 
     const SendHelper& helper = *helpers_[static_cast<size_t>(lanes[k] - 1)];
     const uint64_t acked = helper.delivered();
     const double holds = helper.pushed() > acked ? static_cast<double>(helper.pushed() - acked) : 0.0;
+    c[k].holds = holds;
     finish[k] = (holds + share) / c[k].weight;
   }
   // The lanes that would finish first come first (stable: equal ones keep their round-robin order), so a message of

@@ -11,9 +11,10 @@ void drop(SplitCandidate* c, size_t* n, size_t k) {
   (*n)--;
 }
 
-// The candidate to sit out next: the latest to finish of the rail with the most lanes in the message; where every
-// rail has one, the lightest (the latest to finish among equals).
-size_t nextToSitOut(const SplitCandidate* c, size_t n) {
+// The candidate to sit out next from `size` bytes: the latest to finish of the rail with the most lanes in the
+// message; where every rail has one, the one with the most time's work queued; of the last two, the one that would
+// finish the whole message later (ties: the later in the order).
+size_t nextToSitOut(const SplitCandidate* c, size_t n, size_t size) {
   size_t pick = n - 1;
   int most = 1;
   for (size_t k = n; k-- > 0;) {
@@ -25,8 +26,10 @@ size_t nextToSitOut(const SplitCandidate* c, size_t n) {
     }
   }
   if (most > 1) return pick;
+  const double whole = n == 2 ? static_cast<double>(size) : 0.0;
+  auto queued = [&](size_t k) { return (c[k].holds + whole) / std::max(c[k].weight, 1e-9); };
   for (size_t k = n; k-- > 0;)
-    if (c[k].weight < c[pick].weight) pick = k;
+    if (queued(k) > queued(pick)) pick = k;
   return pick;
 }
 
@@ -49,7 +52,7 @@ size_t splitOverRails(size_t size, size_t chunk, SplitCandidate* c, size_t n, si
     double least = c[0].weight;
     for (size_t k = 1; k < n; k++) least = std::min(least, c[k].weight);
     if (n <= most && static_cast<double>(size) * least / weightOf(c, n) >= static_cast<double>(chunk)) break;
-    drop(c, &n, nextToSitOut(c, n));
+    drop(c, &n, nextToSitOut(c, n, size));
   }
   const double total = weightOf(c, n);
   size_t given = 0;
