@@ -106,7 +106,7 @@ device_checks_exit() {
 # Stops the MPS daemon and waits (up to 10 s) until it is gone, so that a proof run right after can start its own.
 device_mps_quit() {
   echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
-  for _ in $(seq 1 50); do pgrep -x nvidia-cuda-mps-control >/dev/null || return 0; sleep 0.2; done
+  for _ in $(seq 1 50); do pgrep -f '^nvidia-cuda-mps-control' >/dev/null || return 0; sleep 0.2; done
 }
 
 device_nccl_and_mps_env() {

@@ -63,7 +63,8 @@ nccl_version=$(ldd "$DRIVER" | awk '/libnccl.so.2 =>/ {print $3}' | xargs -r gre
   head -1 | awk '{print $3}')
 echo "NCCL: ${nccl_version:-unknown} ($(ldd "$DRIVER" | awk '/libnccl.so.2 =>/ {print $3}'))"
 cleanup() {
-  pkill -KILL -f "$DRIVER" 2>/dev/null
+  # The ranks' command lines start with the driver's path; this script's has it as an argument and must live on.
+  pkill -KILL -f "^$DRIVER " 2>/dev/null
   "$bed" down --name $name >/dev/null 2>&1
   device_mps_quit
   (cd "$W" && tar czf "$OUT/logs.tar.gz" . 2>/dev/null)
