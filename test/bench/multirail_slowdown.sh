@@ -4,13 +4,13 @@
 # every byte checked (icn-diag-cluster-driver, a TICK line per 50 ms); after 10 s rail 1 drops to a tenth of RATE1.
 # Prints the rate before, and from 0-1, 1-2 and 2-5 s after the drop, against the shaped capacity then (one
 # direction's bytes: each host sends and receives 4 MiB per iteration).
-#   sudo test/bench/multirail_slowdown.sh [BUILD_DIR] [RATE0_MBIT] [RATE1_MBIT]    (build 800 400)
+#   sudo [PLUGIN_SO=other.so] test/bench/multirail_slowdown.sh [BUILD_DIR] [RATE0_MBIT] [RATE1_MBIT]    (build 800 400)
 set -euo pipefail
 BUILD=${1:-build}
 R0=${2:-800}
 R1=${3:-400}
 DRIVER=$(realpath "$BUILD/test/diagnose/icn-diag-cluster-driver")
-PLUGIN=$(realpath "$BUILD/plugin/libnccl-net-icn.so")
+PLUGIN=$(realpath "${PLUGIN_SO:-$BUILD/plugin/libnccl-net-icn.so}")
 OUT=${ICN_BENCH_OUT:-$(mktemp -d /tmp/icn-slow.XXXXXX)}
 mkdir -p "$OUT"
 bed="$(cd "$(dirname "$0")" && pwd)/../../tools/testbed/icn-testbed"

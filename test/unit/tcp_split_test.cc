@@ -94,9 +94,27 @@ TEST(SplitOverRails, AMessageOfOnePieceWaitsForAMuchFasterRail) {
 // Three rails, each with one lane and a message too small for three pieces: the lane with the most work queued sits
 // out first.
 TEST(SplitOverRails, TheLaneWithTheMostWorkQueuedSitsOutFirst) {
-  const Cut c = split(256 * kKiB, {1, 2, 3}, {0, 1, 2}, {100, 100, 100}, {0, 512 * kKiB, 64 * kKiB});
+  const Cut c = split(256 * kKiB, {1, 2, 3}, {0, 1, 2}, {100, 100, 100}, {0, 512 * kKiB, 0});
   ASSERT_EQ(c.lanes.size(), 2u);
   EXPECT_EQ(c.perRail.count(1), 0u) << "the busiest rail kept a piece";
+}
+
+// Equal rails, one lane still holding 1 MiB of an earlier message: the others take more of the new one, so that all
+// would finish together, instead of the message waiting for the lane behind.
+TEST(SplitOverRails, ALaneBehindGetsLessSoThatAllFinishTogether) {
+  const Cut c = split(4 * 1024 * kKiB, {1, 2, 3, 4}, {0, 1, 0, 1}, {100, 100, 100, 100}, {0, 0, 0, 1024 * kKiB});
+  ASSERT_EQ(c.lanes.size(), 4u);
+  // (4 MiB + 1 MiB) / 4 = 1.25 MiB each in all: lane 4 gets 0.25 MiB, the others 1.25 MiB.
+  EXPECT_NEAR(static_cast<double>(c.sizes[3]), 256.0 * kKiB, 4096);
+  for (size_t k = 0; k < 3; k++) EXPECT_NEAR(static_cast<double>(c.sizes[k]), 1280.0 * kKiB, 4096);
+}
+
+// A lane so far behind that its share would be under a chunk sits the message out.
+TEST(SplitOverRails, ALaneFarBehindSitsOut) {
+  const Cut c = split(1024 * kKiB, {1, 2, 3, 4}, {0, 1, 0, 1}, {100, 100, 100, 100}, {0, 0, 0, 4096 * kKiB});
+  ASSERT_EQ(c.lanes.size(), 3u);
+  for (int lane : c.lanes) EXPECT_NE(lane, 4);
+  for (size_t s : c.sizes) EXPECT_GE(s, kChunk);
 }
 
 TEST(SplitOverRails, RailsInProportionToTheirRatesForALargeMessage) {

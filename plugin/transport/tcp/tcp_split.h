@@ -14,7 +14,9 @@ struct SplitCandidate {
 };
 
 // Cuts `size` bytes over some of the `n` candidates, given in the order they would finish their share (first
-// first), in proportion to their weights, each piece page-aligned (but the last). At most one piece per `chunk`
+// first), so that every lane kept would finish at the same time (what it still holds and its piece, at its weight;
+// with nothing held, pieces in proportion to the weights): a lane behind gets less of the message, which would
+// otherwise wait for it. Each piece page-aligned (but the last). At most one piece per `chunk`
 // bytes, and no piece under a chunk unless it is the only one. A lane under an eighth of the fastest candidate's
 // weight sits the message out (it would add little, and an estimate a little high would make its piece the one the
 // message waits for). Otherwise lanes sit out one at a time from the rail with the most lanes in the message (the
