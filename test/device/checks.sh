@@ -101,14 +101,14 @@ device_checks_exit() {
   exit 0
 }
 
-# Puts NCCL from the Python environment (or CUDA's) on LD_LIBRARY_PATH when BIN does not find one (the device
-# programs link their CUDA runtime in, not NCCL), and points CUDA MPS at this suite's pipe and log directories.
 # Stops the MPS daemon and waits (up to 10 s) until it is gone, so that a proof run right after can start its own.
 device_mps_quit() {
   echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
   for _ in $(seq 1 50); do pgrep -f '^nvidia-cuda-mps-control' >/dev/null || return 0; sleep 0.2; done
 }
 
+# Puts NCCL from the Python environment (or CUDA's) on LD_LIBRARY_PATH when BIN does not find one (the device
+# programs link their CUDA runtime in, not NCCL), and points CUDA MPS at this suite's pipe and log directories.
 device_nccl_and_mps_env() {
   local lib
   if ldd "$1" 2>/dev/null | grep -q 'libnccl.so.2 => not found'; then

@@ -58,10 +58,12 @@ if [ -n "${NCCL_LIB_DIR:-}" ]; then
   NCCL_LIB_DIR=$(realpath "$NCCL_LIB_DIR"); export LD_LIBRARY_PATH="$NCCL_LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 device_nccl_and_mps_env "$DRIVER"
-# The version the loaded NCCL prints (NCCL_DEBUG=INFO), read once from the library itself.
-nccl_version=$(ldd "$DRIVER" | awk '/libnccl.so.2 =>/ {print $3}' | xargs -r grep -aoE 'NCCL version [0-9]+\.[0-9]+\.[0-9]+' |
-  head -1 | awk '{print $3}')
-echo "NCCL: ${nccl_version:-unknown} ($(ldd "$DRIVER" | awk '/libnccl.so.2 =>/ {print $3}'))"
+# The version the loaded NCCL prints (NCCL_DEBUG=INFO), read once from the library itself; rank 0 must print it.
+nccl_lib=$(ldd "$DRIVER" | awk '/libnccl.so.2 =>/ {print $3}')
+nccl_version=$([ -n "$nccl_lib" ] && grep -aoE 'NCCL version [0-9]+\.[0-9]+\.[0-9]+' "$nccl_lib" | head -1 | awk '{print $3}')
+version_expect=()
+[ -n "$nccl_version" ] && version_expect=(--expect "NCCL version $nccl_version")
+echo "NCCL: ${nccl_version:-unknown} ($nccl_lib)"
 cleanup() {
   # The ranks' command lines start with the driver's path; this script's has it as an argument and must live on.
   pkill -KILL -f "^$DRIVER " 2>/dev/null
@@ -123,7 +125,7 @@ run_bench() {  # NODES ROUND GROUP
     local extra=()
     [ "$rank" = 0 ] && extra=(--expect '^CLUSTER .*"us"')
     [ "$rank" = 0 ] && [ -n "$(group_channels "$group")" ] && extra+=(--expect "$(group_channels "$group")")
-    [ "$rank" = 0 ] && [ -n "$nccl_version" ] && extra+=(--expect "NCCL version $nccl_version")
+    [ "$rank" = 0 ] && extra+=("${version_expect[@]}")
     check_run "$tag rank $rank" "${rcs[$rank]}" "$W/${tag}_rank$rank.log" --expect "$(group_expect "$group")" \
       --expect "nNodes $nodes localRanks 1" "${extra[@]}"
   done
@@ -182,7 +184,7 @@ run_flaps() {  # NODES GROUP
   if is_icn "$group"; then
     for rank in $(seq 0 $((nodes - 1))); do
       local vexp=()
-      [ "$rank" = 0 ] && [ -n "$nccl_version" ] && vexp=(--expect "NCCL version $nccl_version")
+      [ "$rank" = 0 ] && vexp=("${version_expect[@]}")
       # ICN's failover WARNs (a lane given up, a copy of lane 0 dropped, each naming its rail) are the expected
       # notices of this case.
       DEVICE_BENIGN_RE="$DEVICE_BENIGN_RE|NCCL WARN ICN TCP connection to .*: lane [0-9]+ on eth[0-9]+( -> [0-9.]+)? failed|NCCL WARN ICN TCP connection with .*: lane 0 over eth[0-9]+.*; lane 0 goes on over eth[0-9]+" check_run "$tag rank $rank" \

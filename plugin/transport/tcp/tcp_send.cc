@@ -473,7 +473,6 @@ std::vector<double> TcpSendComm::railRates(bool probed) const {
 size_t TcpSendComm::splitByRate(size_t size, std::array<int, kMaxLanes>& lanes, size_t n,
                                 std::array<size_t, kMaxLanes>& sizes) {
   std::array<SplitCandidate, kMaxLanes> c{};
-  std::array<double, kMaxLanes> finish{};
   const bool rails = railNames_.size() > 1;
   // A lane weighs what its rail moves per lane; a rail not measured yet weighs like the fastest one, so it gets work
   // and a measure. One rail: equal pieces, the lanes in their round-robin order.
@@ -485,12 +484,10 @@ size_t TcpSendComm::splitByRate(size_t size, std::array<int, kMaxLanes>& lanes, 
     const double r = rails ? rates[static_cast<size_t>(rail)] : 1.0;
     c[k] = SplitCandidate{lanes[k], rail, r > 0 ? r : top};
     if (!rails) continue;
-    // When the lane would be done with a share: after what it still holds (handed, not yet acknowledged).
+    // What the lane still holds (handed, not yet acknowledged): it would be done with a share after that.
     const SendHelper& helper = *helpers_[static_cast<size_t>(lanes[k] - 1)];
     const uint64_t acked = helper.delivered();
-    const double holds = helper.pushed() > acked ? static_cast<double>(helper.pushed() - acked) : 0.0;
-    c[k].holds = holds;
-    finish[k] = (holds + share) / c[k].weight;
+    c[k].holds = helper.pushed() > acked ? static_cast<double>(helper.pushed() - acked) : 0.0;
   }
   // The lanes that would finish first come first (stable: equal ones keep their round-robin order), so a message of
   // one piece goes to whichever rail is free, not always to the one measured fastest.
@@ -498,7 +495,9 @@ size_t TcpSendComm::splitByRate(size_t size, std::array<int, kMaxLanes>& lanes, 
   for (size_t k = 0; k < n; k++) order[k] = k;
   if (rails)
     std::stable_sort(order.begin(), order.begin() + static_cast<long>(n),
-                     [&](size_t a, size_t b) { return finish[a] < finish[b]; });
+                     [&](size_t a, size_t b) {
+                       return (c[a].holds + share) / c[a].weight < (c[b].holds + share) / c[b].weight;
+                     });
   std::array<SplitCandidate, kMaxLanes> sorted{};
   for (size_t k = 0; k < n; k++) sorted[k] = c[order[k]];
   const size_t pieces = splitOverRails(size, tuning_.chunkBytes, sorted.data(), n, sizes.data());

@@ -39,15 +39,16 @@ double weightOf(const SplitCandidate* c, size_t n) {
   return total;
 }
 
-// Candidate k's piece when every kept lane is to finish at the same time: at its weight, the time
-// T = (size + the bytes they all still hold) / their weights, less the bytes it still holds itself. Without holds,
-// pieces in proportion to the weights.
-double pieceOf(const SplitCandidate* c, size_t n, size_t size, size_t k) {
+// When every kept lane would finish if each were to take its piece at once: (size + the bytes they all still hold)
+// over their weights. A lane's piece is then that time at its weight, less the bytes it still holds (without holds,
+// pieces in proportion to the weights).
+double finishTogether(const SplitCandidate* c, size_t n, size_t size) {
   double holds = 0;
   for (size_t i = 0; i < n; i++) holds += c[i].holds;
-  const double t = (static_cast<double>(size) + holds) / weightOf(c, n);
-  return t * c[k].weight - c[k].holds;
+  return (static_cast<double>(size) + holds) / weightOf(c, n);
 }
+
+double pieceOf(const SplitCandidate& c, double t) { return t * c.weight - c.holds; }
 
 }  // namespace
 
@@ -59,15 +60,17 @@ size_t splitOverRails(size_t size, size_t chunk, SplitCandidate* c, size_t n, si
     if (c[k].weight < fastest / 8) drop(c, &n, k);
   const size_t most = std::clamp<size_t>(size / std::max<size_t>(chunk, 1), 1, n);
   while (n > 1) {
-    double least = pieceOf(c, n, size, 0);
-    for (size_t k = 1; k < n; k++) least = std::min(least, pieceOf(c, n, size, k));
+    const double t = finishTogether(c, n, size);
+    double least = pieceOf(c[0], t);
+    for (size_t k = 1; k < n; k++) least = std::min(least, pieceOf(c[k], t));
     if (n <= most && least >= static_cast<double>(chunk)) break;
     drop(c, &n, nextToSitOut(c, n, size));
   }
+  const double t = finishTogether(c, n, size);
   size_t given = 0;
   for (size_t k = 0; k + 1 < n; k++) {
     // Page-sized pieces: each piece's start stays page-aligned when the message's is.
-    sizes[k] = static_cast<size_t>(pieceOf(c, n, size, k)) & ~size_t{4095};
+    sizes[k] = static_cast<size_t>(pieceOf(c[k], t)) & ~size_t{4095};
     given += sizes[k];
   }
   sizes[n - 1] = size - given;
